@@ -1,0 +1,14 @@
+"""pyto: a hardware-aware kernel DSL for Ascend NPUs, with a CPU emulator of the chip.
+
+See README.md; `import pyto.language as pl` is what a kernel author writes with.
+"""
+from __future__ import annotations
+
+from . import layout
+from .chip import Chip, load_chip, list_chips
+from .dtypes import DType
+from .errors import (AlignmentError, CapacityError, DeadlockError, OutOfBoundsError, PlanError, PytoError,
+                     RaceError, ShapeError, TilingError, UninitializedReadError, UnsupportedError)
+from .tiling import CubeTileShapes, set_cube_tile_shapes, get_cube_tile_shapes
+
+__version__ = "0.1.0"

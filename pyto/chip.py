@@ -1,0 +1,231 @@
+"""Chip: one chip table (chips/*.toml) as a frozen dataclass, with the figures derived from it."""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+import chips as _chips
+
+from .dtypes import DType
+from .errors import PytoError, UnsupportedError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB", "BT", "FB")
+FORMATS = ("ND", "DN", "NZ", "ZZ", "ZN", "NN")
+
+
+@dataclass(frozen=True)
+class PathSpec:
+    """One data path of the chip: per-core bandwidth and fixed latency."""
+
+    bytes_per_cycle: float
+    latency: float
+
+
+@dataclass(frozen=True)
+class Chip:
+    """A chip's numbers. Load with `pyto.load_chip`; never build literals of one chip elsewhere."""
+
+    name: str
+    arch: str
+    description: str
+    source: str
+    aic: int
+    aiv_per_aic: int
+    clock_ghz: float
+    buffers: Mapping[str, int]
+    formats: Mapping[str, str]
+    gm_bandwidth_gbs: float
+    l2_bytes: int
+    l2_bandwidth_gbs: float
+    l2_line_bytes: int
+    gm_latency_cycles: float
+    l2_latency_cycles: float
+    burst_min_bytes: int
+    paths: Mapping[str, PathSpec]
+    cube_cycles_per_step: Mapping[str, float]
+    mmad_head_cycles: float
+    vector_bytes_per_cycle: float
+    vector_head_cycles: float
+    scalar_cycles: float
+    event_ids: int
+    cross_core_flag_ids: int
+    cross_core_flag_max: int
+    unit_flag_block_bytes: int
+    queue_depth: int
+    R: float
+    min_tile_bytes: int
+    min_datamount_per_core: int
+    min_core_ratio: float
+    k_thr_bytes: int
+    dvalue_bytes: int
+    merge_b0: int
+    streamk_min_k_per_core: int
+    streamk_theta: float
+    streamk_workspace_per_core: int
+    streamk_workspace_extra: int
+
+    # ---- derived figures -------------------------------------------------------------------
+    @property
+    def aiv(self) -> int:
+        return self.aic * self.aiv_per_aic
+
+    @property
+    def clock_hz(self) -> float:
+        return self.clock_ghz * 1e9
+
+    @property
+    def min_core_num(self) -> int:
+        """seed000 minCoreNum: ~0.8*C rounded up (26 for C = 32)."""
+        return math.ceil(self.min_core_ratio * self.aic - 1e-9)
+
+    def peak_flops(self, dtype: DType | str = DType.fp16) -> float:
+        """Chip peak FLOP/s for a cube input dtype: 2*16*16*k0 FLOP per step per core."""
+        d = DType[dtype] if isinstance(dtype, str) else dtype
+        k0 = 32 // d.itemsize
+        return 2 * 16 * 16 * k0 / self.cube_cycles_per_step[d.name] * self.aic * self.clock_hz
+
+    @property
+    def gm_bytes_per_cycle(self) -> float:
+        """Chip-wide GM bandwidth in bytes per cube cycle."""
+        return self.gm_bandwidth_gbs * 1e9 / self.clock_hz
+
+    @property
+    def l2_bytes_per_cycle(self) -> float:
+        return self.l2_bandwidth_gbs * 1e9 / self.clock_hz
+
+    def capacity(self, buffer: str) -> int:
+        return self.buffers[buffer]
+
+    def has_path(self, src: str, dst: str) -> bool:
+        return f"{src}->{dst}" in self.paths
+
+    def path(self, src: str, dst: str) -> PathSpec:
+        """The data path src->dst, or UnsupportedError naming the chip and its paths."""
+        try:
+            return self.paths[f"{src}->{dst}"]
+        except KeyError:
+            raise UnsupportedError(
+                f"chip {self.name} has no data path {src}->{dst}; its paths are {', '.join(self.paths)}"
+            ) from None
+
+
+# TOML key -> (section path, type); the dataclass field of the same name receives the value.
+_SCALARS: dict[str, tuple[str, type]] = {
+    "name": ("", str), "arch": ("", str), "description": ("", str),
+    "aic": ("cores", int), "aiv_per_aic": ("cores", int), "clock_ghz": ("cores", float),
+    "gm_bandwidth_gbs": ("memory", float), "l2_bytes": ("memory", int),
+    "l2_bandwidth_gbs": ("memory", float), "l2_line_bytes": ("memory", int),
+    "gm_latency_cycles": ("memory", float), "l2_latency_cycles": ("memory", float),
+    "burst_min_bytes": ("memory", int),
+    "mmad_head_cycles": ("cube", float), "vector_bytes_per_cycle": ("cube", float),
+    "vector_head_cycles": ("cube", float), "scalar_cycles": ("cube", float),
+    "event_ids": ("sync", int), "cross_core_flag_ids": ("sync", int), "cross_core_flag_max": ("sync", int),
+    "unit_flag_block_bytes": ("sync", int), "queue_depth": ("sync", int),
+    "R": ("planner", float), "min_tile_bytes": ("planner", int), "min_datamount_per_core": ("planner", int),
+    "min_core_ratio": ("planner", float), "k_thr_bytes": ("planner", int), "dvalue_bytes": ("planner", int),
+    "merge_b0": ("planner", int), "streamk_min_k_per_core": ("planner", int),
+    "streamk_theta": ("planner", float), "streamk_workspace_per_core": ("planner", int),
+    "streamk_workspace_extra": ("planner", int),
+}
+_REQUIRED_PATHS = ("GM->L1", "L1->L0A", "L1->L0B", "L0C->GM", "L0C->L1", "GM->UB", "UB->GM")
+
+
+class _Reader:
+    """Typed access to a parsed TOML document; every failure names the file and the key."""
+
+    def __init__(self, doc: dict, file: str):
+        self.doc, self.file = doc, file
+
+    def get(self, section: str, key: str, typ: type):
+        full = f"{section}.{key}" if section else key
+        node = self.doc
+        for part in filter(None, section.split(".")):
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or key not in node:
+            raise PytoError(f"chip table {self.file}: missing key '{full}'")
+        val = node[key]
+        ok = isinstance(val, typ) and not isinstance(val, bool)
+        if typ is float and isinstance(val, int) and not isinstance(val, bool):
+            val, ok = float(val), True
+        if not ok:
+            raise PytoError(f"chip table {self.file}: key '{full}' must be {typ.__name__}, "
+                            f"got {type(val).__name__} {val!r}")
+        if typ in (int, float) and val <= 0 and key not in ("gm_latency_cycles",):
+            raise PytoError(f"chip table {self.file}: key '{full}' must be positive, got {val!r}")
+        return val
+
+    def table(self, key: str) -> dict:
+        val = self.doc.get(key)
+        if not isinstance(val, dict):
+            raise PytoError(f"chip table {self.file}: missing table '[{key}]'")
+        return val
+
+
+def _parse(doc: dict, file: str) -> Chip:
+    r = _Reader(doc, file)
+    kw = {k: r.get(sec, k, t) for k, (sec, t) in _SCALARS.items()}
+    kw["buffers"] = MappingProxyType({b: r.get("buffers", b, int) for b in BUFFERS})
+    formats = {}
+    for b in ("L1", "L0A", "L0B", "L0C", "UB"):
+        f = r.get("formats", b, str).upper()
+        if f not in FORMATS:
+            raise PytoError(f"chip table {file}: key 'formats.{b}' must be one of {FORMATS}, got {f!r}")
+        formats[b] = f
+    kw["formats"] = MappingProxyType(formats)
+    paths = {}
+    for name in r.table("paths"):
+        paths[name] = PathSpec(r.get(f"paths.{name}", "bytes_per_cycle", float),
+                               r.get(f"paths.{name}", "latency", float))
+    for name in _REQUIRED_PATHS:
+        if name not in paths:
+            raise PytoError(f"chip table {file}: missing key 'paths.\"{name}\"'")
+    kw["paths"] = MappingProxyType(paths)
+    kw["cube_cycles_per_step"] = MappingProxyType(
+        {d.name: r.get("cube", f"{d.name}_cycles_per_step", float) for d in (DType.fp16, DType.bf16,
+                                                                            DType.int8, DType.fp32)})
+    kw["source"] = file
+    return Chip(**kw)
+
+
+_CACHE: dict[str, Chip] = {}
+
+
+def load_chip(name: "str | Path | Chip" = "ascend950pr") -> Chip:
+    """Load a bundled chip by name ('ascend950pr', 'atlas-a2', 'atlas-a3') or a .toml path."""
+    if isinstance(name, Chip):
+        return name
+    key = str(name)
+    if key in _CACHE:
+        return _CACHE[key]
+    path = Path(key)
+    if not (path.suffix == ".toml" or path.exists()):
+        path = _chips.chip_path(key)
+        if not path.exists():
+            raise PytoError(f"unknown chip {key!r}; known chips: {', '.join(list_chips())} (or give a .toml path)")
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except OSError as e:
+        raise PytoError(f"cannot read chip table {path}: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise PytoError(f"chip table {path} is not valid TOML: {e}") from None
+    chip = _parse(doc, str(path))
+    _CACHE[key] = chip
+    return chip
+
+
+def list_chips() -> list[str]:
+    """Names of the bundled chips."""
+    return _chips.chip_names()
+
+
+assert {f.name for f in fields(Chip)} >= set(_SCALARS)

@@ -1,0 +1,63 @@
+"""The data types pyto knows, in the hardware's names, and their numpy counterparts."""
+from __future__ import annotations
+
+import enum
+
+import ml_dtypes
+import numpy as np
+
+from .errors import ShapeError
+
+
+class DType(enum.Enum):
+    """A tile or tensor element type: value = (name, itemsize, numpy dtype)."""
+
+    fp16 = ("fp16", 2, np.dtype(np.float16))
+    bf16 = ("bf16", 2, np.dtype(ml_dtypes.bfloat16))
+    fp32 = ("fp32", 4, np.dtype(np.float32))
+    int8 = ("int8", 1, np.dtype(np.int8))
+    int32 = ("int32", 4, np.dtype(np.int32))
+
+    @property
+    def itemsize(self) -> int:
+        return self.value[1]
+
+    @property
+    def np(self) -> np.dtype:
+        return self.value[2]
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.fp16, DType.bf16, DType.fp32)
+
+    @property
+    def acc(self) -> "DType":
+        """The L0C accumulation type of a cube input: int32 for int8, fp32 otherwise."""
+        return DType.int32 if self is DType.int8 else DType.fp32
+
+    def __repr__(self) -> str:
+        return f"pl.{self.name}"
+
+    __str__ = lambda self: self.name  # noqa: E731
+
+
+_ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}
+
+
+def as_dtype(x: object) -> DType:
+    """DType from a DType, a name ('fp16', 'bfloat16', ...), a numpy dtype or an array; ShapeError otherwise."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str):
+        name = _ALIASES.get(x.lower(), x.lower())
+        if name in DType.__members__:
+            return DType[name]
+        raise ShapeError(f"unknown dtype {x!r}; pyto knows {', '.join(DType.__members__)}")
+    try:
+        npd = np.dtype(getattr(x, "dtype", x))
+    except TypeError:
+        raise ShapeError(f"cannot read a dtype from {x!r}") from None
+    for d in DType:
+        if d.np == npd:
+            return d
+    raise ShapeError(f"dtype {npd} is not supported; pyto knows {', '.join(DType.__members__)}")

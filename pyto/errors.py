@@ -1,0 +1,64 @@
+"""Error classes of pyto (DESIGN section 6). Every error a user can see is a PytoError subclass.
+
+Messages name the kernel's own source line where one is known (``loc``), not pyto internals.
+"""
+from __future__ import annotations
+
+
+class PytoError(Exception):
+    """Base class of every error pyto raises on purpose."""
+
+
+class CapacityError(PytoError):
+    """An on-chip buffer would overflow: names buffer, bytes asked, bytes in use, capacity, line."""
+
+    def __init__(self, msg: str, *, buffer: str = "", asked: int = 0, in_use: int = 0,
+                 capacity: int = 0, loc: str = ""):
+        super().__init__(msg)
+        self.buffer, self.asked, self.in_use, self.capacity, self.loc = buffer, asked, in_use, capacity, loc
+
+
+class AlignmentError(PytoError):
+    """An offset, size or address breaks an alignment rule (which rule, the value, the alignment)."""
+
+
+class TilingError(PytoError):
+    """A cube tile-shape rule of seeds/002 is broken; ``rule`` names it."""
+
+    def __init__(self, msg: str, *, rule: str = ""):
+        super().__init__(msg)
+        self.rule = rule
+
+
+class DeadlockError(PytoError):
+    """Nothing can progress: every blocked pipe, what it waits for, and its source line."""
+
+
+class RaceError(PytoError):
+    """Two conflicting accesses not ordered by happens-before (RAW/WAR/WAW)."""
+
+
+class UninitializedReadError(PytoError):
+    """A buffer region read before anything wrote it."""
+
+
+class OutOfBoundsError(PytoError):
+    """A GM or tile access outside its shape."""
+
+
+class ShapeError(PytoError):
+    """User shapes or dtypes that do not fit the operation."""
+
+
+class PlanError(PytoError):
+    """No legal plan, or a forced branch whose structural preconditions fail."""
+
+
+class UnsupportedError(PytoError):
+    """A data path, dtype or feature this chip does not have."""
+
+
+__all__ = [
+    "PytoError", "CapacityError", "AlignmentError", "TilingError", "DeadlockError", "RaceError",
+    "UninitializedReadError", "OutOfBoundsError", "ShapeError", "PlanError", "UnsupportedError",
+]
