@@ -1,0 +1,1 @@
+"""Kernels written with the public pyto DSL only: matmul and the Batch-Matmul branches."""

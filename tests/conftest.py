@@ -1,0 +1,10 @@
+"""Test configuration: a deterministic, bounded hypothesis profile for CI (and by default)."""
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", derandomize=True, max_examples=40, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("dev", max_examples=200, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("PYTO_HYPOTHESIS_PROFILE", "ci"))
