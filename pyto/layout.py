@@ -1,1 +1,324 @@
-"""Placeholder: the fractal layouts of seeds/004 are being written (issue 2, part 3)."""
+"""Fractal data formats of seeds/004, pure numpy: ND <-> Nz, Zz, Zn, Nn (and DN, the transposed ND).
+
+Naming ("大Y小x"): the capital letter orders the fractals among themselves, the small one the elements
+inside a fractal; Z = row major, N = column major. Every conversion is the seed's
+pad -> reshape -> transpose on the last two axes (leading batch axes pass through):
+
+    Nz (..., M, N) -> (..., M1, M0, N1, N0) -> (..., N1, M1, M0, N0)
+    Zz (..., M, K) -> (..., M1, M0, K1, K0) -> (..., M1, K1, M0, K0)
+    Zn (..., K, N) -> (..., K1, K0, N1, N0) -> (..., K1, N1, N0, K0)
+    Nn (..., K, N) -> (..., K1, K0, N1, N0) -> (..., N1, K1, N0, K0)
+
+A ``fractal=(r, c)`` is always given as rows x cols of one fractal *of the ND matrix* (so for Zn/Nn it
+is (K0, N0)). Defaults: Nz/Zz (16, 32B/itemsize); Zn/Nn (32B/itemsize, 16); L0C's Nz is L0C_FRACTAL.
+Padding is with all-zero bits. Inverses take the original shape (trailing 2-D or full) and crop.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import ml_dtypes
+import numpy as np
+
+from .dtypes import DType, as_dtype
+from .errors import ShapeError
+
+Fractal = tuple[int, int]
+
+L0C_FRACTAL: Fractal = (16, 16)  # seeds/004 4.3: Nz in L0C is always 16x16 (fp32/int32 accumulators)
+SCALE_A_FRACTAL: Fractal = (16, 2)  # seeds/004 5.1: scaleA [M, K/32], Zz, fractal M0 x K0 = 16 x 2
+SCALE_B_FRACTAL: Fractal = (2, 16)  # seeds/004 5.1: scaleB [K/32, N], Nn, fractal K0 x N0 = 2 x 16
+SPARSE_INDEX_FRACTAL: Fractal = (32, 16)  # seeds/004 5.2: like int8 B in Zn: K0 x N0 = 32 x 16
+# MX scales are fp8_e8m0 in hardware. ml_dtypes >= 0.5 has float8_e8m0fnu; else raw uint8 bits.
+# Layout functions only move bytes, so both uint8 and SCALE_DTYPE arrays are accepted and kept as given.
+SCALE_DTYPE: np.dtype = np.dtype(getattr(ml_dtypes, "float8_e8m0fnu", np.uint8))
+
+# format -> (order of the fractals, order inside a fractal): Z/z = row major, N/n = column major
+_FORMATS = {"nz": ("N", "z"), "zz": ("Z", "z"), "zn": ("Z", "n"), "nn": ("N", "n")}
+
+
+def fractal_shape(dtype: object) -> Fractal:
+    """seeds/004 4.1: one fractal is 16 x (32B / sizeof(dtype)) = 512 bytes: (16, 32 // itemsize)."""
+    return (16, 32 // as_dtype(dtype).itemsize)
+
+
+def _default_fractal(fmt: str, dtype: object) -> Fractal:
+    r, c = fractal_shape(dtype)
+    return (c, r) if _FORMATS[fmt][1] == "n" else (r, c)  # Zn/Nn: (K0, N0) with N0 = 16
+
+
+def _check_fractal(fractal: object) -> Fractal:
+    try:
+        r, c = (int(v) for v in fractal)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ShapeError(f"fractal must be a pair (rows, cols) of ints, got {fractal!r}") from None
+    if r <= 0 or c <= 0:
+        raise ShapeError(f"fractal must be positive, got {fractal!r}")
+    return r, c
+
+
+def _as_matrix(x: object, what: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.ndim < 2:
+        raise ShapeError(f"{what} needs an array with at least 2 dims (..., rows, cols), got shape {x.shape}")
+    return x
+
+
+def _as_shape(shape: object) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(s) for s in shape)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ShapeError(f"shape must be a sequence of ints, got {shape!r}") from None
+    if len(shape) < 2 or min(shape) < 0:
+        raise ShapeError(f"shape must have at least 2 non-negative dims (..., rows, cols), got {shape}")
+    return shape
+
+
+def _perm(nbatch: int, fmt: str) -> tuple[int, ...]:
+    """Transpose of (..., R1, r, C1, c) giving the format's (..., block, block, inner, inner) order."""
+    b = nbatch
+    block, inner = _FORMATS[fmt]
+    blocks = (b, b + 2) if block == "Z" else (b + 2, b)
+    inners = (b + 1, b + 3) if inner == "z" else (b + 3, b + 1)
+    return tuple(range(b)) + blocks + inners
+
+
+def _to_fractal(x: object, fmt: str, fractal: object = None) -> np.ndarray:
+    """pad -> reshape (..., R1, r, C1, c) -> transpose to the format's order (seeds/004 formulas)."""
+    x = _as_matrix(x, f"nd_to_{fmt}")
+    r, c = _check_fractal(fractal) if fractal is not None else _default_fractal(fmt, x.dtype)
+    *batch, R, C = x.shape
+    R1, C1 = -(-R // r), -(-C // c)
+    xp = np.zeros((*batch, R1 * r, C1 * c), dtype=x.dtype)  # pad with zero bits (safe for fp8_e8m0 too)
+    xp[..., :R, :C] = x
+    y = xp.reshape(*batch, R1, r, C1, c).transpose(_perm(len(batch), fmt))
+    return np.ascontiguousarray(y)
+
+
+def _from_fractal(y: object, fmt: str, shape: object) -> np.ndarray:
+    """Inverse of _to_fractal: undo the transpose, merge the fractal axes, crop the padding to ``shape``."""
+    y = np.asarray(y)
+    if y.ndim < 4:
+        raise ShapeError(f"{fmt}_to_nd needs an array of at least 4 dims (..., Y1, X1, y0, x0), got {y.shape}")
+    shape = _as_shape(shape)
+    b = y.ndim - 4
+    perm = _perm(b, fmt)
+    x = y.transpose(np.argsort(perm))  # (..., R1, r, C1, c)
+    *batch, R1, r, C1, c = x.shape
+    R, C = shape[-2:]
+    if len(shape) > 2 and tuple(shape[:-2]) != tuple(batch):
+        raise ShapeError(f"{fmt} array of shape {y.shape} has batch dims {tuple(batch)}, shape {shape} asks "
+                         f"for {shape[:-2]}")
+    if (-(-R // r), -(-C // c)) != (R1, C1):
+        raise ShapeError(f"{fmt} array of shape {y.shape} holds {R1}x{C1} fractals of {r}x{c}, "
+                         f"not the {-(-R // r)}x{-(-C // c)} a ({R}, {C}) matrix needs")
+    return np.ascontiguousarray(x.reshape(*batch, R1 * r, C1 * c)[..., :R, :C])
+
+
+def nd_to_nz(x: object, fractal: object = None) -> np.ndarray:
+    """seeds/004 4.3/4.5: (..., M, N) -> pad -> (..., M1, M0, N1, N0) -> transpose -> (..., N1, M1, M0, N0)."""
+    return _to_fractal(x, "nz", fractal)
+
+
+def nz_to_nd(y: object, shape: Sequence[int]) -> np.ndarray:
+    """Inverse of nd_to_nz: (..., N1, M1, M0, N0) -> (..., M, N), padding cropped to ``shape``."""
+    return _from_fractal(y, "nz", shape)
+
+
+def nd_to_zz(x: object, fractal: object = None) -> np.ndarray:
+    """seeds/004 4.1: (..., M, K) -> pad -> (..., M1, M0, K1, K0) -> transpose -> (..., M1, K1, M0, K0)."""
+    return _to_fractal(x, "zz", fractal)
+
+
+def zz_to_nd(y: object, shape: Sequence[int]) -> np.ndarray:
+    """Inverse of nd_to_zz: (..., M1, K1, M0, K0) -> (..., M, K)."""
+    return _from_fractal(y, "zz", shape)
+
+
+def nd_to_zn(x: object, fractal: object = None) -> np.ndarray:
+    """seeds/004 4.2: (..., K, N) -> pad -> (..., K1, K0, N1, N0) -> transpose -> (..., K1, N1, N0, K0); N0 = 16."""
+    return _to_fractal(x, "zn", fractal)
+
+
+def zn_to_nd(y: object, shape: Sequence[int]) -> np.ndarray:
+    """Inverse of nd_to_zn: (..., K1, N1, N0, K0) -> (..., K, N)."""
+    return _from_fractal(y, "zn", shape)
+
+
+def nd_to_nn(x: object, fractal: object = None) -> np.ndarray:
+    """seeds/004 5.1: (..., K, N) -> pad -> (..., K1, K0, N1, N0) -> transpose -> (..., N1, K1, N0, K0)."""
+    return _to_fractal(x, "nn", fractal)
+
+
+def nn_to_nd(y: object, shape: Sequence[int]) -> np.ndarray:
+    """Inverse of nd_to_nn: (..., N1, K1, N0, K0) -> (..., K, N)."""
+    return _from_fractal(y, "nn", shape)
+
+
+def nd_to_dn(x: object) -> np.ndarray:
+    """seeds/004 4.4: DN is ND stored column major: the physical array is x with its last two axes swapped."""
+    return np.ascontiguousarray(np.swapaxes(_as_matrix(x, "nd_to_dn"), -1, -2))
+
+
+def _check_nd(x: np.ndarray, shape: object, what: str) -> np.ndarray:
+    shape = _as_shape(shape)
+    if (x.shape[-2:] if len(shape) == 2 else x.shape) != shape:
+        raise ShapeError(f"{what}: the array (as ND {x.shape}) does not match shape {shape}")
+    return x
+
+
+def dn_to_nd(y: object, shape: Sequence[int] | None = None) -> np.ndarray:
+    """Inverse of nd_to_dn: swap the last two axes back (checked against ``shape`` if given)."""
+    x = np.ascontiguousarray(np.swapaxes(_as_matrix(y, "dn_to_nd"), -1, -2))
+    return x if shape is None else _check_nd(x, shape, "dn_to_nd")
+
+
+def to_format(x: object, fmt: str, fractal: object = None) -> np.ndarray:
+    """ND -> ``fmt`` in 'nd', 'dn', 'nz', 'zz', 'zn', 'nn' (case-insensitive), by the functions above."""
+    fmt = str(fmt).lower()
+    if fmt == "nd":
+        return np.ascontiguousarray(_as_matrix(x, "to_format"))
+    if fmt == "dn":
+        return nd_to_dn(x)
+    if fmt not in _FORMATS:
+        raise ShapeError(f"unknown format {fmt!r}; pyto knows nd, dn, {', '.join(_FORMATS)}")
+    return _to_fractal(x, fmt, fractal)
+
+
+def from_format(y: object, fmt: str, shape: Sequence[int]) -> np.ndarray:
+    """``fmt`` -> ND of ``shape``: the inverse of to_format."""
+    fmt = str(fmt).lower()
+    if fmt == "nd":
+        return np.ascontiguousarray(_check_nd(_as_matrix(y, "from_format"), shape, "from_format"))
+    if fmt == "dn":
+        return dn_to_nd(y, shape)
+    if fmt not in _FORMATS:
+        raise ShapeError(f"unknown format {fmt!r}; pyto knows nd, dn, {', '.join(_FORMATS)}")
+    return _from_fractal(y, fmt, shape)
+
+
+def padded_shape(shape: Sequence[int], dtype: object = None, *, fractal: object = None) -> tuple[int, ...]:
+    """(..., R, C) padded to whole fractals (default fractal_shape(dtype)): M=40, K=56 half -> (48, 64)."""
+    shape = _as_shape(shape)
+    if fractal is None and dtype is None:
+        raise ShapeError("padded_shape needs a dtype or a fractal")
+    r, c = _check_fractal(fractal) if fractal is not None else fractal_shape(dtype)
+    return (*shape[:-2], -(-shape[-2] // r) * r, -(-shape[-1] // c) * c)
+
+
+def fractal_count(shape: Sequence[int], dtype: object = None, *, fractal: object = None) -> int:
+    """Number of fractals in the whole tensor (batch dims included): M=40, K=56 half -> 3 x 4 = 12."""
+    p = padded_shape(shape, dtype, fractal=fractal)
+    r, c = _check_fractal(fractal) if fractal is not None else fractal_shape(dtype)
+    return math.prod(p[:-2]) * (p[-2] // r) * (p[-1] // c)
+
+
+# ---- MX quantisation scales (seeds/004 5.1) -------------------------------------------------------
+
+def _as_scales(s: object, what: str) -> np.ndarray:
+    s = _as_matrix(s, what)
+    if s.dtype not in (np.dtype(np.uint8), SCALE_DTYPE):
+        raise ShapeError(f"{what}: MX scales are fp8_e8m0: give uint8 bits or {SCALE_DTYPE}, got {s.dtype}")
+    return s
+
+
+def scale_a_to_zz(s: object) -> np.ndarray:
+    """seeds/004 5.1: scaleA (..., M, K/32) -> Zz (..., M1, K1, 16, 2)."""
+    return _to_fractal(_as_scales(s, "scale_a_to_zz"), "zz", SCALE_A_FRACTAL)
+
+
+def zz_to_scale_a(y: object, shape: Sequence[int]) -> np.ndarray:
+    """Inverse of scale_a_to_zz: (..., M1, K1, 16, 2) -> (..., M, K/32)."""
+    return _from_fractal(_as_scales(y, "zz_to_scale_a"), "zz", shape)
+
+
+def scale_b_to_nn(s: object) -> np.ndarray:
+    """seeds/004 5.1: scaleB (..., K/32, N) -> Nn (..., N1, K1, 16, 2)."""
+    return _to_fractal(_as_scales(s, "scale_b_to_nn"), "nn", SCALE_B_FRACTAL)
+
+
+def nn_to_scale_b(y: object, shape: Sequence[int]) -> np.ndarray:
+    """Inverse of scale_b_to_nn: (..., N1, K1, 16, 2) -> (..., K/32, N)."""
+    return _from_fractal(_as_scales(y, "nn_to_scale_b"), "nn", shape)
+
+
+# ---- 4:2 structured sparsity (seeds/004 5.2) ------------------------------------------------------
+# An index is 2 bits (0..2), one per element of the dense (K/2, N) B. Unpacked, pyto holds one index per
+# uint8. Packed (the hardware's 128-byte fractal), 4 indices that are consecutive along the last axis
+# share a byte, the first in the lowest bits: byte = i0 | i1 << 2 | i2 << 4 | i3 << 6.
+
+def pack_2bit(idx: object) -> np.ndarray:
+    """Pack 2-bit values 4 per uint8 along the last axis (element j in bits 2j..2j+1); length % 4 == 0."""
+    a = np.asarray(idx)
+    if a.ndim < 1 or a.shape[-1] % 4 or (a.size and (a.min() < 0 or a.max() > 3)):
+        raise ShapeError(f"pack_2bit needs values 0..3 and a last axis divisible by 4, got shape {a.shape}")
+    q = a.astype(np.uint8).reshape(*a.shape[:-1], -1, 4)
+    return (q[..., 0] | q[..., 1] << 2 | q[..., 2] << 4 | q[..., 3] << 6).astype(np.uint8)
+
+
+def unpack_2bit(packed: object) -> np.ndarray:
+    """Inverse of pack_2bit: (..., L) uint8 -> (..., 4 L) uint8 values 0..3."""
+    p = np.asarray(packed, dtype=np.uint8)
+    return ((p[..., None] >> np.array([0, 2, 4, 6], np.uint8)) & 3).reshape(*p.shape[:-1], -1)
+
+
+def sparse_index_to_zn(idx: object, *, packed: bool = False) -> np.ndarray:
+    """seeds/004 5.2: index (..., K/2, N) -> Zn (..., K1, N1, 16, 32) like int8 B; packed: (..., 16, 8) bytes."""
+    i = _as_matrix(idx, "sparse_index_to_zn")
+    if i.dtype.kind not in "iu" or (i.size and (i.min() < 0 or i.max() > 3)):
+        raise ShapeError(f"sparse_index_to_zn needs 2-bit integer indices (0..3), got dtype {i.dtype}")
+    y = _to_fractal(i.astype(np.uint8), "zn", SPARSE_INDEX_FRACTAL)
+    return pack_2bit(y) if packed else y
+
+
+def zn_to_sparse_index(y: object, shape: Sequence[int]) -> np.ndarray:
+    """Inverse of sparse_index_to_zn; a last axis of 8 is read as packed, of 32 as one index per byte."""
+    y = np.asarray(y)
+    if y.ndim >= 4 and y.shape[-1] == 8:
+        y = unpack_2bit(y)
+    if y.ndim < 4 or y.shape[-2:] != (16, 32):
+        raise ShapeError(f"a Zn sparse index ends in (16, 32), or (16, 8) packed; got shape {y.shape}")
+    return _from_fractal(y, "zn", shape)
+
+
+def densify_4_2(b: object) -> tuple[np.ndarray, np.ndarray]:
+    """seeds/004 5.2: (..., K, N) with <= 2 nonzeros per 4 along K -> dense (..., K/2, N), index (..., K/2, N).
+
+    Per group of 4: index 0 = place of the first nonzero among elements 0..2, index 1 = place of the
+    second nonzero among elements 1..3. Where a slot has no nonzero it points at a zero: index 0 -> 0
+    (only nonzero at 3, or none); index 1 -> the element after the first (only one nonzero, at 0..2).
+    """
+    b = _as_matrix(b, "densify_4_2")
+    *batch, K, N = b.shape
+    if K % 4:
+        raise ShapeError(f"densify_4_2 needs K divisible by 4, got K={K}")
+    g = b.reshape(*batch, K // 4, 4, N)
+    nz = g != 0
+    count = nz.sum(axis=-2)
+    if (count > 2).any():
+        pos = np.argwhere(count > 2)[0]
+        raise ShapeError(f"4:2 sparsity broken: group of K rows {4 * pos[-2]}..{4 * pos[-2] + 3} (column "
+                         f"{pos[-1]}{', batch ' + str(tuple(pos[:-2])) if batch else ''}) has {count[tuple(pos)]} nonzeros")
+    first = nz.argmax(axis=-2)
+    second = (nz & (np.cumsum(nz, axis=-2) == 2)).argmax(axis=-2)
+    p = np.where((count >= 1) & (first <= 2), first, 0)
+    q = np.where(count == 2, second, np.where((count == 1) & (first == 3), 3, p + 1))
+    sel = np.stack([p, q], axis=-2)  # (..., K/4, 2, N)
+    dense = np.take_along_axis(g, sel, axis=-2).reshape(*batch, K // 2, N)
+    idx = np.stack([p, q - 1], axis=-2).astype(np.uint8).reshape(*batch, K // 2, N)
+    return dense, idx
+
+
+def expand_4_2(dense: object, idx: object) -> np.ndarray:
+    """Inverse of densify_4_2: put dense (..., K/2, N) back at the places idx names -> (..., K, N)."""
+    d, i = _as_matrix(dense, "expand_4_2"), np.asarray(idx)
+    if d.shape != i.shape or d.shape[-2] % 2:
+        raise ShapeError(f"expand_4_2 needs dense and index of one shape with K/2 even, got {d.shape}, {i.shape}")
+    *batch, K2, N = d.shape
+    pos = i.reshape(*batch, K2 // 2, 2, N).astype(np.intp) + np.array([0, 1]).reshape(2, 1)
+    if pos.size and (i.max() > 2 or (pos[..., 0, :] >= pos[..., 1, :]).any()):
+        raise ShapeError("expand_4_2: indices must be 0..2 and the two places of a group distinct, in order")
+    out = np.zeros((*batch, K2 // 2, 4, N), dtype=d.dtype)
+    np.put_along_axis(out, pos, d.reshape(*batch, K2 // 2, 2, N), axis=-2)
+    return out.reshape(*batch, 2 * K2, N)
