@@ -8,7 +8,8 @@ from . import layout
 from .chip import Chip, load_chip, list_chips
 from .dtypes import DType
 from .errors import (AlignmentError, CapacityError, DeadlockError, OutOfBoundsError, PlanError, PytoError,
-                     RaceError, ShapeError, TilingError, UninitializedReadError, UnsupportedError)
+                     RaceError, ShapeError, TilingError, UninitializedReadError, UnsupportedError,
+                     KernelError, SyncError)
 from .tiling import CubeTileShapes, set_cube_tile_shapes, get_cube_tile_shapes
 
 __version__ = "0.1.0"

@@ -58,7 +58,15 @@ class UnsupportedError(PytoError):
     """A data path, dtype or feature this chip does not have."""
 
 
+class KernelError(PytoError):
+    """Misuse of the DSL itself: an op outside a kernel or in the wrong section, bad static params."""
+
+
+class SyncError(PytoError):
+    """Misuse of explicit synchronisation: a flag set twice without a wait, an event id out of range."""
+
+
 __all__ = [
     "PytoError", "CapacityError", "AlignmentError", "TilingError", "DeadlockError", "RaceError",
-    "UninitializedReadError", "OutOfBoundsError", "ShapeError", "PlanError", "UnsupportedError",
+    "UninitializedReadError", "OutOfBoundsError", "ShapeError", "PlanError", "UnsupportedError", "KernelError", "SyncError",
 ]

@@ -1,0 +1,153 @@
+"""The instruction record every DSL call becomes, and the enums it is made of (STYLE 1).
+
+One `pl.*` call appends exactly one `Instr` to the current trace. The emulator reads only these
+records; it never imports `pyto.language`.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+class Pipe(enum.IntEnum):
+    """Hardware pipes. AIC: MTE2, MTE1, M, FIX, S. AIV: MTE2, V, MTE3, S."""
+
+    MTE2 = 0  # GM -> L1 / UB
+    MTE1 = 1  # L1 -> L0A / L0B / BT
+    M = 2     # cube (MMAD)
+    FIX = 3   # Fixpipe: L0C -> GM / L1 / UB
+    V = 4     # vector unit
+    MTE3 = 5  # UB -> GM / L1
+    S = 6     # scalar: sync instructions
+    ALL = 7   # pipe_barrier(ALL) only
+
+
+class Buf(enum.IntEnum):
+    GM = 0
+    L1 = 1
+    L0A = 2
+    L0B = 3
+    L0C = 4
+    UB = 5
+    BT = 6
+    FB = 7
+
+
+class Role(enum.IntEnum):
+    """The three processors of one block (core group): one cube core, two vector cores."""
+
+    AIC = 0
+    AIV0 = 1
+    AIV1 = 2
+
+
+class Op(enum.IntEnum):
+    # data movement
+    LOAD = 0        # GM->L1, GM->UB (MTE2); L1->L0A/L0B/BT (MTE1)
+    STORE = 1       # L0C->GM (FIX); UB->GM (MTE3)
+    MOVE = 2        # L0C->L1, L0C->UB (FIX); UB->L1 (MTE3)
+    # cube
+    MMAD = 3        # matmul / matmul_acc
+    # vector
+    VBINARY = 4     # add sub mul div maximum minimum
+    VSCALAR = 5     # adds muls
+    VUNARY = 6      # exp abs sqrt relu
+    VCAST = 7
+    VDUP = 8        # duplicate (fill)
+    VREDUCE = 9     # row max / row sum
+    VEXPAND = 10    # expand_sub / expand_mul / expand_div
+    # synchronisation
+    SET_FLAG = 11
+    WAIT_FLAG = 12
+    BARRIER = 13    # pipe_barrier
+    SYNC_ALL = 14
+
+
+MOVE_OPS = frozenset({Op.LOAD, Op.STORE, Op.MOVE})
+CUBE_OPS = frozenset({Op.MMAD})
+VECTOR_OPS = frozenset({Op.VBINARY, Op.VSCALAR, Op.VUNARY, Op.VCAST, Op.VDUP, Op.VREDUCE, Op.VEXPAND})
+SYNC_OPS = frozenset({Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL})
+assert MOVE_OPS | CUBE_OPS | VECTOR_OPS | SYNC_OPS == set(Op)
+
+
+class AccPhase(enum.Enum):
+    """Matmul side of the hardware unit_flag (seeds/001): both wait for flag 0; Final sets it to 1."""
+
+    Partial = "Partial"
+    Final = "Final"
+
+
+class STPhase(enum.Enum):
+    """Fixpipe side of the unit_flag (seeds/001): both wait for flag 1; Final resets it to 0."""
+
+    Partial = "Partial"
+    Final = "Final"
+
+
+class AccToVecMode(enum.Enum):
+    """How Fixpipe L0C->UB splits a tile between the two AIVs (PyPTO-Pro names)."""
+
+    SingleModeVec0 = "SingleModeVec0"
+    SingleModeVec1 = "SingleModeVec1"
+    DualModeSplitM = "DualModeSplitM"
+    DualModeSplitN = "DualModeSplitN"
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where in the kernel's own source an instruction came from."""
+
+    file: str
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        short = self.file.rsplit("/", 1)[-1]
+        return f"{short}:{self.line} {self.text}".rstrip()
+
+
+@dataclass(frozen=True)
+class Access:
+    """A rectangle of one buffer instance: a tile (`obj` = TileStore) or a GM tensor.
+
+    `rect` = (r0, r1, c0, c1) in the object's logical element coordinates; `batch` selects one
+    matrix of a GM tensor with leading dimensions (a flat index), -1 for tiles.
+    """
+
+    obj: Any
+    rect: tuple
+    batch: int = -1
+
+    def overlaps(self, other: "Access") -> bool:
+        a, b = self.rect, other.rect
+        return (self.obj is other.obj and self.batch == other.batch
+                and a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3])
+
+    def covers(self, other: "Access") -> bool:
+        a, b = self.rect, other.rect
+        return (self.obj is other.obj and self.batch == other.batch
+                and a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3])
+
+
+@dataclass(eq=False)
+class Instr:
+    """One instruction on one pipe of one core. `attrs` holds op-specific parameters."""
+
+    op: Op
+    pipe: Pipe
+    srcs: tuple
+    dsts: tuple
+    attrs: dict
+    loc: Loc
+    core: int = 0            # index of the program (block * 3 + role)
+    index: int = -1          # position in the launch-wide instruction list
+    deps: list = field(default_factory=list)   # instructions whose completion this one waits for
+    name: str = ""
+
+    def describe(self) -> str:
+        return f"{self.name or self.op.name.lower()} on {self.pipe.name}"
+
+
+__all__ = ["Pipe", "Buf", "Role", "Op", "AccPhase", "STPhase", "AccToVecMode", "Loc", "Access", "Instr",
+           "MOVE_OPS", "CUBE_OPS", "VECTOR_OPS", "SYNC_OPS"]
