@@ -61,6 +61,7 @@ class Chip:
     cross_core_flag_max: int
     unit_flag_block_bytes: int
     queue_depth: int
+    flag_latency_cycles: float
     R: float
     min_tile_bytes: int
     min_datamount_per_core: int
@@ -130,6 +131,7 @@ _SCALARS: dict[str, tuple[str, type]] = {
     "vector_head_cycles": ("cube", float), "scalar_cycles": ("cube", float),
     "event_ids": ("sync", int), "cross_core_flag_ids": ("sync", int), "cross_core_flag_max": ("sync", int),
     "unit_flag_block_bytes": ("sync", int), "queue_depth": ("sync", int),
+    "flag_latency_cycles": ("sync", float),
     "R": ("planner", float), "min_tile_bytes": ("planner", int), "min_datamount_per_core": ("planner", int),
     "min_core_ratio": ("planner", float), "k_thr_bytes": ("planner", int), "dvalue_bytes": ("planner", int),
     "merge_b0": ("planner", int), "streamk_min_k_per_core": ("planner", int),

@@ -151,3 +151,49 @@ class Instr:
 
 __all__ = ["Pipe", "Buf", "Role", "Op", "AccPhase", "STPhase", "AccToVecMode", "Loc", "Access", "Instr",
            "MOVE_OPS", "CUBE_OPS", "VECTOR_OPS", "SYNC_OPS"]
+
+
+@dataclass(eq=False)
+class TileStore:
+    """One on-chip allocation (a tile, or one slot of a ring) of one program.
+
+    `shape` is the logical shape, `padded` the stored shape (fractal-padded); `grid` the fractal
+    grid a view's offsets must sit on. `key` is the allocation's sequence number in the trace, the
+    same in every role's trace of a block, so the AIC and AIV programs can name the same tile.
+    """
+
+    buf: Buf
+    shape: tuple
+    padded: tuple
+    dtype: Any            # pyto.dtypes.DType
+    layout: str
+    grid: tuple
+    name: str
+    key: int
+    program: int
+    loc: Optional[Loc] = None
+    nbytes: int = 0
+
+    def __repr__(self) -> str:
+        return f"{self.buf.name} tile '{self.name}'"
+
+
+@dataclass(eq=False)
+class GMTensor:
+    """A global-memory tensor of a launch: a kernel argument or a `pl.workspace`."""
+
+    name: str
+    shape: tuple
+    dtype: Any            # pyto.dtypes.DType
+    uid: int
+    workspace: bool = False
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"GM tensor '{self.name}' {list(self.shape)} {self.dtype}"
+
+
+__all__ += ["TileStore", "GMTensor"]

@@ -1,0 +1,124 @@
+"""What each instruction does to the data (full mode), as numpy: the definition of every op.
+
+EFFECTS maps each Op to its effect; a test checks it covers all of Op. Conversions to fp16/bf16
+round to nearest even (numpy/ml_dtypes casts), as Fixpipe and the vector unit do.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import DType
+from ..ir import Access, Buf, Instr, Op
+from .memory import Memory
+
+
+def _load(ins: Instr, mem: Memory) -> None:
+    src, dst = ins.srcs[0], ins.dsts[0]
+    out = mem.view(dst)
+    a = ins.attrs
+    if "batch" in a:  # from GM: clip to the tensor, zero-fill the rest of the tile (fractal padding)
+        block = mem.gm_array(src.obj)[a["batch"], a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
+        if a["transpose"]:
+            block = block.T
+        out[...] = 0
+        out[:block.shape[0], :block.shape[1]] = block
+        return
+    block = mem.view(src)
+    if a.get("transpose"):
+        block = block.T
+    out[...] = block.astype(out.dtype) if block.dtype != out.dtype else block
+
+
+def _cast(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Convert with round-to-nearest-even (float) or int32 wrap-around (int)."""
+    return x if x.dtype == dtype else x.astype(dtype)
+
+
+def _store(ins: Instr, mem: Memory) -> None:
+    src, dst = ins.srcs[0], ins.dsts[0]
+    a = ins.attrs
+    gm = mem.gm_array(dst.obj)
+    block = mem.view(src)[:a["vr"], :a["vc"]]
+    region = gm[a["batch"], a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
+    if a.get("atomic") == "add":
+        acc = np.float32 if region.dtype.kind == "f" else np.int64
+        region[...] = _cast(region.astype(acc) + block.astype(acc), region.dtype)
+    else:
+        region[...] = _cast(block, region.dtype)
+
+
+def _move(ins: Instr, mem: Memory) -> None:
+    src = mem.view(ins.srcs[0])
+    for i, dst in enumerate(ins.dsts):
+        part = src
+        split = ins.attrs.get("split")
+        if split is not None:
+            rect = [r for r in split if r is not None][i]
+            s = ins.srcs[0].rect
+            part = src[rect[0] - s[0]:rect[1] - s[0], rect[2] - s[2]:rect[3] - s[2]]
+        out = mem.view(dst)
+        out[...] = _cast(part, out.dtype)
+
+
+def _mmad(ins: Instr, mem: Memory) -> None:
+    a_acc, b_acc = ins.srcs[0], ins.srcs[1]
+    a, b = mem.view(a_acc), mem.view(b_acc)
+    out = mem.view(ins.dsts[0])
+    if ins.attrs["dtype"] is DType.int8:
+        prod = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)  # exact for int8 sums
+        res = prod.astype(np.int32)
+    else:  # fp16/bf16 products are exact in fp32; accumulate in fp32 as the cube does
+        res = a.astype(np.float32) @ b.astype(np.float32)
+    if ins.attrs["bias"]:
+        res = res + mem.view(ins.srcs[2])
+    if ins.attrs["accumulate"]:
+        out += res.astype(out.dtype, copy=False)
+    else:
+        out[...] = res
+
+
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+           "maximum": np.maximum, "minimum": np.minimum}
+_UNARY = {"exp": np.exp, "abs": np.abs, "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0)}
+_SCALAR = {"adds": np.add, "muls": np.multiply}
+_REDUCE = {"max": np.max, "sum": np.sum}
+_EXPAND = {"sub": np.subtract, "mul": np.multiply, "div": np.divide}
+
+
+def _f32(x: np.ndarray) -> np.ndarray:
+    """Vector units compute fp16/bf16 in fp32 and round on write."""
+    return x.astype(np.float32) if x.dtype.kind == "f" or x.dtype.name == "bfloat16" else x
+
+
+def _vector(ins: Instr, mem: Memory) -> None:
+    kind = ins.attrs["kind"]
+    out = mem.view(ins.dsts[0])
+    srcs = [_f32(mem.view(s)) for s in ins.srcs]
+    with np.errstate(all="ignore"):
+        if ins.op is Op.VBINARY:
+            res = _BINARY[kind](srcs[0], srcs[1])
+        elif ins.op is Op.VSCALAR:
+            res = _SCALAR[kind](srcs[0], np.float32(ins.attrs["scalar"]))
+        elif ins.op is Op.VUNARY:
+            res = _UNARY[kind](srcs[0])
+        elif ins.op is Op.VCAST:
+            res = srcs[0]
+        elif ins.op is Op.VDUP:
+            res = np.full(out.shape, ins.attrs["scalar"], dtype=np.float32)
+        elif ins.op is Op.VREDUCE:
+            res = _REDUCE[kind](srcs[0], axis=1, keepdims=True)
+        else:
+            res = _EXPAND[kind](srcs[0], srcs[1])
+    out[...] = _cast(np.asarray(res), out.dtype)
+
+
+def _nothing(ins: Instr, mem: Memory) -> None:
+    return None
+
+
+EFFECTS = {
+    Op.LOAD: _load, Op.STORE: _store, Op.MOVE: _move, Op.MMAD: _mmad,
+    Op.VBINARY: _vector, Op.VSCALAR: _vector, Op.VUNARY: _vector, Op.VCAST: _vector, Op.VDUP: _vector,
+    Op.VREDUCE: _vector, Op.VEXPAND: _vector,
+    Op.SET_FLAG: _nothing, Op.WAIT_FLAG: _nothing, Op.BARRIER: _nothing, Op.SYNC_ALL: _nothing,
+}

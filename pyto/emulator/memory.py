@@ -1,0 +1,88 @@
+"""The machine's storage in full mode: one array per tile store, staged copies of GM tensors,
+and which parts have been written (for UninitializedReadError)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UninitializedReadError
+from ..ir import Access, GMTensor, Instr, TileStore
+
+
+def _flat3(shape: tuple) -> tuple:
+    """(batch, rows, cols) view of a GM tensor shape with any number of leading dimensions."""
+    return (int(np.prod(shape[:-2], dtype=np.int64)),) + tuple(shape[-2:])
+
+
+class Memory:
+    """Arrays keyed by store/tensor identity. GM is staged: user arrays change only on `commit`."""
+
+    def __init__(self, tensors: list, arrays: list, compute: bool):
+        self.compute = compute
+        self.tiles: dict = {}
+        self.init: dict = {}
+        self.gm: dict = {}
+        self.user = list(zip(tensors, arrays))
+        if compute:
+            for t, a in self.user:
+                self.gm[id(t)] = np.array(a, copy=True).reshape(_flat3(t.shape))
+
+    # ---- tiles ----------------------------------------------------------------------------
+    def tile(self, store: TileStore) -> np.ndarray:
+        arr = self.tiles.get(id(store))
+        if arr is None:
+            arr = np.zeros(store.padded, dtype=store.dtype.np)
+            self.tiles[id(store)] = arr
+        return arr
+
+    def view(self, acc: Access) -> np.ndarray:
+        r0, r1, c0, c1 = acc.rect
+        return self.tile(acc.obj)[r0:r1, c0:c1]
+
+    def gm_array(self, t: GMTensor) -> np.ndarray:
+        arr = self.gm.get(id(t))
+        if arr is None:  # a workspace
+            arr = np.zeros(_flat3(t.shape), dtype=t.dtype.np)
+            self.gm[id(t)] = arr
+        return arr
+
+    # ---- initialisation tracking -----------------------------------------------------------
+    def _mask(self, obj) -> np.ndarray:
+        m = self.init.get(id(obj))
+        if m is None:
+            if isinstance(obj, TileStore):
+                g = obj.grid
+                m = np.zeros((-(-obj.padded[0] // g[0]), -(-obj.padded[1] // g[1])), dtype=bool)
+            else:
+                m = np.zeros(_flat3(obj.shape), dtype=bool)
+            self.init[id(obj)] = m
+        return m
+
+    def _cells(self, acc: Access):
+        r0, r1, c0, c1 = acc.rect
+        if isinstance(acc.obj, TileStore):
+            g = acc.obj.grid
+            return self._mask(acc.obj)[r0 // g[0]: -(-r1 // g[0]), c0 // g[1]: -(-c1 // g[1])]
+        if not acc.obj.workspace:
+            return None
+        return self._mask(acc.obj)[acc.batch, r0:r1, c0:c1]
+
+    def mark_written(self, acc: Access) -> None:
+        cells = self._cells(acc)
+        if cells is not None:
+            cells[...] = True
+
+    def check_read(self, acc: Access, instr: Instr, where: str) -> None:
+        cells = self._cells(acc)
+        if cells is not None and not cells.all():
+            r0, r1, c0, c1 = acc.rect
+            raise UninitializedReadError(
+                f"{instr.loc}: {instr.name} on {instr.pipe.name} ({where}) reads {acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
+                f"but part of it was never written ({int((~cells).sum())} of {cells.size} "
+                f"{'fractals' if isinstance(acc.obj, TileStore) else 'elements'} uninitialised)")
+
+    def commit(self) -> None:
+        """Write staged GM back into the caller's arrays (only after a successful run)."""
+        if not self.compute:
+            return
+        for t, a in self.user:
+            np.copyto(a, self.gm[id(t)].reshape(a.shape))

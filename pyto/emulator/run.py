@@ -1,0 +1,158 @@
+"""`pyto.run`: trace -> auto-sync -> schedule (sanitizer, data path, timing) -> Report.
+
+This is the only module that chains the emulator's stages.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..chip import Chip, load_chip
+from ..dtypes import DType, as_dtype
+from ..errors import KernelError, ShapeError, UnsupportedError
+from ..ir import GMTensor, Op, Role
+from ..language.trace import Kernel, Launch, Tracer
+from ..report import Report
+from . import autosync, crosscore
+from .datapath import EFFECTS
+from .memory import Memory
+from .sanitizer import Sanitizer
+from .scheduler import Scheduler
+from .timing import Timing
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A GM tensor's shape and dtype without data (timing mode)."""
+
+    shape: tuple
+    dtype: DType
+
+
+def spec(shape, dtype) -> Spec:
+    """Describe a GM input for mode='timing': no data is allocated."""
+    if not all(isinstance(s, (int, np.integer)) and s >= 0 for s in shape):
+        raise ShapeError(f"spec shape must be non-negative ints, got {shape!r}")
+    return Spec(tuple(int(s) for s in shape), as_dtype(dtype))
+
+
+def _gm_tensors(kernel: Kernel, arrays: tuple, mode: str) -> list:
+    names = [p.name for p in kernel.signature.parameters.values()
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(arrays) != len(names):
+        raise KernelError(f"kernel '{kernel.name}' takes {len(names)} GM tensors ({', '.join(names)}), "
+                          f"got {len(arrays)}")
+    out = []
+    for i, (name, a) in enumerate(zip(names, arrays)):
+        if isinstance(a, Spec):
+            if mode == "full":
+                raise ShapeError(f"argument '{name}' is a pyto.spec: full mode needs real arrays (or mode='timing')")
+            shape, dt = a.shape, a.dtype
+        elif isinstance(a, np.ndarray):
+            shape, dt = a.shape, as_dtype(a.dtype)
+            if mode == "full" and not a.flags.writeable:
+                raise ShapeError(f"argument '{name}' is read-only; pyto writes outputs in place")
+        else:
+            raise ShapeError(f"argument '{name}' must be a numpy array or pyto.spec, got {type(a).__name__}")
+        if len(shape) < 2:
+            raise ShapeError(f"argument '{name}' must have at least 2 dimensions, got shape {list(shape)}")
+        out.append(GMTensor(name, tuple(shape), dt, uid=i))
+    return out
+
+
+def _check_params(kernel: Kernel, params: dict) -> None:
+    kw = {p.name for p in kernel.signature.parameters.values() if p.kind is p.KEYWORD_ONLY}
+    for k, v in params.items():
+        if k not in kw:
+            raise KernelError(f"kernel '{kernel.name}' has no static parameter '{k}' (it has: "
+                              f"{', '.join(sorted(kw)) or 'none'})")
+        if not isinstance(v, (int, float, bool)) and v is not None:
+            raise KernelError(f"static parameter {k}={v!r} of kernel '{kernel.name}' must be a Python "
+                              f"int, float or bool, got {type(v).__name__}")
+
+
+def trace(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int) -> list:
+    """Trace every (block, role) of the launch; return its programs with auto-sync filled in."""
+    launch = Launch(chip, blocks, tensors)
+    programs = []
+    for b in range(blocks):
+        programs.append(kernel.trace(Tracer(launch, b, Role.AIC), tensors, params))
+    if launch.uses_vector:
+        for b in range(blocks):
+            for role in (Role.AIV0, Role.AIV1):
+                programs.append(kernel.trace(Tracer(launch, b, role), tensors, params))
+        programs.sort(key=lambda p: p.id)
+    index = 0
+    for prog in programs:
+        for ins in prog.instrs:
+            ins.index = index
+            index += 1
+    crosscore.pair(programs)
+    for prog in programs:
+        autosync.insert(prog.instrs)
+    return programs
+
+
+def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int = 1, mode: str = "full",
+        trace_events: bool = False, **params) -> Report:
+    """Run `kernel` on the emulated chip; outputs are written into the arrays given (only on success)."""
+    if not isinstance(kernel, Kernel):
+        raise KernelError(f"pyto.run takes a @pl.kernel function, got {kernel!r}")
+    if mode not in ("full", "timing"):
+        raise KernelError(f"mode must be 'full' or 'timing', got {mode!r}")
+    chip = load_chip(chip)
+    if not isinstance(blocks, int) or not 1 <= blocks <= chip.aic:
+        raise UnsupportedError(f"blocks={blocks!r}: {chip.name} has {chip.aic} AI cores (blocks 1..{chip.aic})")
+    _check_params(kernel, params)
+    tensors = _gm_tensors(kernel, arrays, mode)
+    programs = trace(kernel, tensors, params, chip, blocks)
+    instrs = [ins for p in programs for ins in p.instrs]
+
+    written = {id(a.obj) for ins in instrs for a in ins.dsts if isinstance(a.obj, GMTensor)}
+    keep = {d.index for ins in instrs for d in ins.deps}
+    keep |= {ins.index for ins in instrs if ins.op in (Op.SET_FLAG, Op.SYNC_ALL) or ins.attrs.get("phase")}
+    mem = Memory(tensors, [a for a in arrays], compute=(mode == "full"))
+    san = Sanitizer(blocks, written)
+    events = [] if trace_events else None  # a list means: keep per-instruction times
+
+    def on_start(ins, joins):
+        san.begin(ins, joins, ins.index in keep)
+        for acc in ins.srcs:
+            mem.check_read(acc, ins, f"PIPE_{ins.pipe.name}")
+        if mem.compute:
+            EFFECTS[ins.op](ins, mem)
+        for acc in ins.dsts:
+            mem.mark_written(acc)
+
+    sched = Scheduler(programs, instrs, chip, Timing(chip), on_start, san)
+    cycles = sched.run()
+    mem.commit()
+    return _report(kernel, chip, blocks, mode, programs, instrs, sched, cycles, events)
+
+
+def _report(kernel, chip, blocks, mode, programs, instrs, sched, cycles, events) -> Report:
+    core_pipe = {}
+    for (core, pipe), busy in sched.busy_cycles.items():
+        prog = next(p for p in programs if p.id == core)
+        core_pipe.setdefault(str(prog), {})[pipe.name] = busy
+    pipe_cycles: dict = {}
+    for per in core_pipe.values():
+        for p, c in per.items():
+            if p != "S":
+                pipe_cycles[p] = max(pipe_cycles.get(p, 0.0), c)
+    flops = 0.0
+    dt = None
+    for ins in instrs:
+        if ins.op is Op.MMAD:
+            a = ins.attrs
+            flops += 2.0 * a["m"] * a["n"] * a["k"]
+            dt = a["dtype"]
+    ev = None
+    if events is not None:
+        names = {p.id: str(p) for p in programs}
+        ev = [(names[ins.core], ins.pipe.name, ins.name, str(ins.loc), float(sched.begin[ins.index]),
+               float(sched.end[ins.index])) for ins in instrs]
+    return Report(kernel.name, chip.name, blocks, mode, float(cycles), chip.clock_ghz, len(instrs), pipe_cycles,
+                  core_pipe, ev, flops, chip.peak_flops(dt) if dt is not None else 0.0)
+

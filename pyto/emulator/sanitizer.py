@@ -1,0 +1,121 @@
+"""Race detection by happens-before (vector clocks), independent of the simulated timing.
+
+Threads are the pipes of one block (AIC: MTE2 MTE1 M FIX S; each AIV: MTE2 V MTE3 S). Every access
+is stored with its epoch (thread, clock); a conflicting later access must have that epoch in its
+vector clock, else it is a race (FastTrack). Across blocks the only order is pl.sync_all, so
+conflicting GM accesses of two blocks in the same sync_all phase race. Reports follow mssanitizer's
+style: hazard kind, buffer and region, both pipes with op and line.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RaceError
+from ..ir import Access, GMTensor, Instr, Pipe, Role, TileStore
+
+_AIC = {Pipe.MTE2: 0, Pipe.MTE1: 1, Pipe.M: 2, Pipe.FIX: 3, Pipe.S: 4}
+_AIV = {Pipe.MTE2: 0, Pipe.V: 1, Pipe.MTE3: 2, Pipe.S: 3}
+N_THREADS = 5 + 2 * 4
+
+
+def thread_of(ins: Instr) -> int:
+    """The instruction's thread within its block (0..12)."""
+    role = ins.core % 3
+    return _AIC[ins.pipe] if role == 0 else 5 + (role - 1) * 4 + _AIV[ins.pipe]
+
+
+def _ov(a: tuple, b: tuple) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def _cov(a: tuple, b: tuple) -> bool:
+    return a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3]
+
+
+def _where(ins: Instr) -> str:
+    role = Role(ins.core % 3).name
+    return f"PIPE_{ins.pipe.name} ({role} of block {ins.core // 3})"
+
+
+class Sanitizer:
+    """Vector clocks per thread, access history per buffer object."""
+
+    def __init__(self, nblocks: int, tracked_gm: set):
+        self.vc = np.zeros((nblocks, N_THREADS, N_THREADS), dtype=np.int64)
+        self.epoch = np.zeros((nblocks, N_THREADS), dtype=np.int64)
+        self.snap: dict = {}
+        self.history: dict = {}
+        self.tracked_gm = tracked_gm
+
+    def begin(self, ins: Instr, joins: list, keep: bool) -> None:
+        """`ins` starts after the instructions in `joins` (its sync sources): advance its clock, check its accesses."""
+        b, t = ins.core // 3, thread_of(ins)
+        vc = self.vc[b, t]
+        for j in joins:
+            s = self.snap.get(j.index)
+            if s is not None and s[0] == b:
+                np.maximum(vc, s[1], out=vc)
+                if s[2] > self.epoch[b, t]:
+                    self.epoch[b, t] = s[2]
+        vc[t] += 1
+        for acc in ins.srcs:
+            self._access(ins, acc, False, b, t, vc)
+        atomic = ins.attrs.get("atomic") == "add"
+        for acc in ins.dsts:
+            self._access(ins, acc, True, b, t, vc, atomic)
+        if keep:
+            self.snap[ins.index] = (b, vc.copy(), self.epoch[b, t])
+
+    def pass_barrier(self, ins: Instr, n: int) -> None:
+        """A sync_all completed: its thread enters phase `n`."""
+        b, t = ins.core // 3, thread_of(ins)
+        self.epoch[b, t] = n
+        s = self.snap.get(ins.index)
+        if s is not None:
+            self.snap[ins.index] = (s[0], s[1], n)
+
+    def _access(self, ins: Instr, acc: Access, write: bool, b: int, t: int, vc, atomic: bool = False) -> None:
+        obj = acc.obj
+        if isinstance(obj, GMTensor) and id(obj) not in self.tracked_gm:
+            return
+        hist = self.history.setdefault(id(obj), [])
+        ep = self.epoch[b, t]
+        rect, batch = acc.rect, acc.batch
+        for e in hist:
+            erect, ebatch, eb, et, eclock, eep, ewrite, eatomic, eins = e
+            if not (write or ewrite) or ebatch != batch or not _ov(erect, rect):
+                continue
+            if atomic and eatomic:
+                continue
+            ordered = (eclock <= vc[et]) if eb == b else (eep != ep)
+            if not ordered:
+                self._report(obj, acc, e, ins, write)
+        if write:
+            hist[:] = [e for e in hist if not (e[1] == batch and _cov(rect, e[0]))]
+        else:
+            hist[:] = [e for e in hist if not (e[2] == b and e[3] == t and not e[6] and e[1] == batch
+                                               and _cov(rect, e[0]))]
+        hist.append((rect, batch, b, t, vc[t], ep, write, atomic, ins))
+
+    @staticmethod
+    def _report(obj, acc: Access, e: tuple, ins: Instr, write: bool) -> None:
+        other, owrite = e[8], e[6]
+        first, second = (other, ins) if other.index <= ins.index or other.core != ins.core else (ins, other)
+        fw, sw = (owrite, write) if first is other else (write, owrite)
+        kind = "WAW" if fw and sw else ("RAW" if fw else "WAR")
+        r0, r1, c0, c1 = (max(acc.rect[0], e[0][0]), min(acc.rect[1], e[0][1]),
+                          max(acc.rect[2], e[0][2]), min(acc.rect[3], e[0][3]))
+        if isinstance(obj, TileStore):
+            where = f"{obj.buf.name}: {obj!r}[{r0}:{r1}, {c0}:{c1}]"
+        else:
+            where = f"GM: {obj!r}" + (f" batch {acc.batch}" if acc.batch else "") + f" [{r0}:{r1}, {c0}:{c1}]"
+        lines = [f"Potential {kind} hazard detected at {where}",
+                 f"  {_where(first)} {'write' if fw else 'read'}: {first.loc}",
+                 f"  {_where(second)} {'write' if sw else 'read'}: {second.loc}",
+                 "  the two accesses are not ordered by any synchronisation (auto-sync, flag, unit_flag, "
+                 "sync_all)"]
+        phases = [i.attrs.get("phase") for i in (first, second)]
+        if any(p is not None for p in phases) and not all(p is not None for p in phases):
+            lines.append("  hint: one side carries a phase and the other does not; with a phase no software "
+                         "sync is inserted on the M<->FIX edge, so both sides need AccPhase/STPhase (seeds/001)")
+        raise RaceError("\n".join(lines))

@@ -1,0 +1,213 @@
+"""Data movement and cube ops: each call checks its arguments and records exactly one Instr."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ..dtypes import DType
+from ..errors import KernelError, OutOfBoundsError, ShapeError
+from ..ir import Access, AccPhase, AccToVecMode, Buf, GMTensor, Instr, Loc, Op, Pipe, Role, STPhase
+from .tile import Tile
+from .trace import caller_loc, current
+
+
+def _need_tile(x, what: str, bufs: tuple, loc: Loc) -> Tile:
+    if not isinstance(x, Tile):
+        raise ShapeError(f"{loc}: {what} must be a tile in {'/'.join(b.name for b in bufs)}, got {x!r}")
+    if x.buffer not in bufs:
+        raise ShapeError(f"{loc}: {what} must be in {'/'.join(b.name for b in bufs)}, but {x!r} is in "
+                         f"{x.buffer.name}")
+    return x
+
+
+def _acc(t: Tile) -> Access:
+    return Access(t.store, t.rect)
+
+
+def _check_phase(phase, cls, loc: Loc, op: str):
+    if phase is not None and not isinstance(phase, cls):
+        raise KernelError(f"{loc}: {op} takes phase=pl.{cls.__name__}.Partial/Final, got {phase!r}")
+
+
+def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc: Loc):
+    """Validate offsets into `gm`; return (Access, batch index, r0, c0, valid rows, valid cols) in GM coords."""
+    if not isinstance(offsets, (list, tuple)) or len(offsets) != gm.ndim or gm.ndim < 2:
+        raise ShapeError(f"{loc}: offsets into {gm!r} need {gm.ndim} ints, got {offsets!r}")
+    if not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets):
+        raise KernelError(f"{loc}: offsets must be Python ints, got {offsets!r}")
+    batch = 0
+    for o, d in zip(offsets[:-2], gm.shape[:-2]):
+        if not 0 <= o < d:
+            raise OutOfBoundsError(f"{loc}: batch offset {o} outside {gm!r}")
+        batch = batch * d + o
+    r0, c0 = offsets[-2], offsets[-1]
+    gr, gc = (cols, rows) if transpose else (rows, cols)
+    R, C = gm.shape[-2], gm.shape[-1]
+    if not (0 <= r0 < R and 0 <= c0 < C):
+        raise OutOfBoundsError(f"{loc}: offset [{r0}, {c0}] outside {gm!r} (rows {R}, cols {C})")
+    vr, vc = min(gr, R - r0), min(gc, C - c0)
+    return Access(gm, (r0, r0 + vr, c0, c0 + vc), batch), batch, r0, c0, vr, vc
+
+
+def _emit(op: Op, pipe: Pipe, role: Role, srcs: tuple, dsts: tuple, attrs: dict, loc: Loc, name: str):
+    tr = current()
+    return tr.emit(Instr(op, pipe, srcs, dsts, attrs, loc, name=name), role)
+
+
+def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: bool = False) -> None:
+    """GM->L1 (Nd2Nz, or Dn2Nz with transpose), GM->UB (MTE2); L1->L0A/L0B/BT (MTE1).
+
+    A GM region running past the tensor's edge is clipped and the rest of `dst` zero-filled (fractal
+    padding). With `transpose`, dst[r, c] = src[c, r] (a DN operand).
+    """
+    loc = caller_loc()
+    tr = current()
+    _need_tile(dst, "pl.load destination", (Buf.L1, Buf.UB, Buf.L0A, Buf.L0B, Buf.BT), loc)
+    if isinstance(src, GMTensor):
+        if dst.buffer not in (Buf.L1, Buf.UB):
+            raise ShapeError(f"{loc}: GM loads go to L1 or UB, not {dst.buffer.name} (there is no GM->"
+                             f"{dst.buffer.name} path); load into L1 first")
+        tr.chip.path("GM", dst.buffer.name)
+        if src.dtype is not dst.dtype:
+            raise ShapeError(f"{loc}: pl.load does not convert: {src!r} is {src.dtype}, {dst!r} is {dst.dtype}")
+        if offsets is None:
+            offsets = [0] * src.ndim
+        acc, batch, r0, c0, vr, vc = _gm_region(src, offsets, *dst.shape, transpose, loc)
+        attrs = {"batch": batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
+                 "bytes": vr * vc * src.dtype.itemsize, "burst": vc * src.dtype.itemsize, "nburst": vr,
+                 "path": ("GM", dst.buffer.name)}
+        role = Role.AIC if dst.buffer is Buf.L1 else Role.AIV0
+        _emit(Op.LOAD, Pipe.MTE2, role, (acc,), (_acc(dst),), attrs, loc, "pl.load")
+        return
+    src = _need_tile(src, "pl.load source", (Buf.L1,), loc)
+    if dst.buffer not in (Buf.L0A, Buf.L0B, Buf.BT):
+        raise ShapeError(f"{loc}: an L1 tile loads into L0A, L0B or BT, not {dst.buffer.name}")
+    tr.chip.path("L1", dst.buffer.name)
+    if offsets is not None:
+        raise KernelError(f"{loc}: on-chip loads take a view (src[r0:r1, c0:c1]), not offsets")
+    want = dst.shape[::-1] if transpose else dst.shape
+    if src.shape != want:
+        raise ShapeError(f"{loc}: pl.load shapes differ: {src!r} is {list(src.shape)}, {dst!r} is "
+                         f"{list(dst.shape)}" + (" (transposed)" if transpose else ""))
+    if dst.buffer is Buf.BT:
+        if src.shape[0] != 1 or not src.dtype.is_float:
+            raise ShapeError(f"{loc}: bias goes to BT as one row of fp16/bf16/fp32, got {src!r} {list(src.shape)}")
+    elif src.dtype is not dst.dtype:
+        raise ShapeError(f"{loc}: pl.load does not convert: {src!r} is {src.dtype}, {dst!r} is {dst.dtype}")
+    nbytes = src.shape[0] * src.shape[1] * src.dtype.itemsize
+    _emit(Op.LOAD, Pipe.MTE1, Role.AIC, (_acc(src),), (_acc(dst),),
+          {"transpose": bool(transpose), "bytes": nbytes, "path": ("L1", dst.buffer.name)}, loc, "pl.load")
+
+
+_OUT_TYPES = {DType.fp32: (DType.fp32, DType.fp16, DType.bf16), DType.int32: (DType.int32,)}
+
+
+def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, phase: Optional[STPhase] = None,
+          atomic: Optional[str] = None) -> None:
+    """L0C->GM (Fixpipe: Nz->ND, fp32 -> dst dtype, round to nearest even) or UB->GM (MTE3)."""
+    loc = caller_loc()
+    tr = current()
+    if not isinstance(dst, GMTensor):
+        raise ShapeError(f"{loc}: pl.store writes a GM tensor, got {dst!r}; use pl.move between on-chip buffers")
+    _need_tile(src, "pl.store source", (Buf.L0C, Buf.UB), loc)
+    _check_phase(phase, STPhase, loc, "pl.store")
+    if atomic not in (None, "add"):
+        raise KernelError(f"{loc}: atomic must be None or 'add', got {atomic!r}")
+    tr.chip.path(src.buffer.name, "GM")
+    if src.buffer is Buf.L0C:
+        if dst.dtype not in _OUT_TYPES[src.dtype]:
+            raise ShapeError(f"{loc}: Fixpipe converts {src.dtype} to {'/'.join(map(str, _OUT_TYPES[src.dtype]))}, "
+                             f"not {dst.dtype} ({dst!r})")
+        pipe, role = Pipe.FIX, Role.AIC
+    else:
+        if phase is not None:
+            raise KernelError(f"{loc}: phase applies to L0C only (Fixpipe), not a UB store")
+        if src.dtype is not dst.dtype:
+            raise ShapeError(f"{loc}: UB->GM does not convert: {src!r} is {src.dtype}, {dst!r} is {dst.dtype}")
+        pipe, role = Pipe.MTE3, Role.AIV0
+    if offsets is None:
+        offsets = [0] * dst.ndim
+    acc, batch, r0, c0, vr, vc = _gm_region(dst, offsets, *src.shape, False, loc)
+    attrs = {"batch": batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "phase": phase, "atomic": atomic,
+             "bytes": vr * vc * dst.dtype.itemsize, "burst": vc * dst.dtype.itemsize, "nburst": vr,
+             "path": (src.buffer.name, "GM")}
+    _emit(Op.STORE, pipe, role, (_acc(src),), (acc,), attrs, loc, "pl.store")
+
+
+def move(dst: Tile, src: Tile, *, acc_to_vec_mode: Optional[AccToVecMode] = None,
+         phase: Optional[STPhase] = None) -> None:
+    """On-chip moves: L0C->L1 and L0C->UB (Fixpipe), UB->L1 (MTE3, vector to cube)."""
+    loc = caller_loc()
+    tr = current()
+    _need_tile(src, "pl.move source", (Buf.L0C, Buf.UB), loc)
+    _need_tile(dst, "pl.move destination", (Buf.L1, Buf.UB), loc)
+    _check_phase(phase, STPhase, loc, "pl.move")
+    tr.chip.path(src.buffer.name, dst.buffer.name)
+    attrs = {"phase": phase, "mode": acc_to_vec_mode, "path": (src.buffer.name, dst.buffer.name)}
+    if src.buffer is Buf.L0C:
+        if src.dtype is DType.int32 and dst.dtype is not DType.int32:
+            raise ShapeError(f"{loc}: an int32 accumulator moves out as int32, not {dst.dtype}")
+        if src.dtype is DType.fp32 and not dst.dtype.is_float:
+            raise ShapeError(f"{loc}: an fp32 accumulator moves out as fp32/fp16/bf16, not {dst.dtype}")
+        if dst.buffer is Buf.UB:
+            from .vector import l0c_to_ub_split
+            attrs["split"] = l0c_to_ub_split(dst, src, acc_to_vec_mode, loc)
+            role = Role.AIC
+        else:
+            if acc_to_vec_mode is not None:
+                raise KernelError(f"{loc}: acc_to_vec_mode applies to L0C->UB moves only")
+            if dst.shape != src.shape:
+                raise ShapeError(f"{loc}: pl.move shapes differ: {src!r} {list(src.shape)} vs {dst!r} {list(dst.shape)}")
+            role = Role.AIC
+        attrs["bytes"] = src.shape[0] * src.shape[1] * dst.dtype.itemsize
+        _emit(Op.MOVE, Pipe.FIX, role, (_acc(src),), (_acc(dst),), attrs, loc, "pl.move")
+        return
+    if dst.buffer is not Buf.L1:
+        raise ShapeError(f"{loc}: a UB tile moves to L1 (vector to cube), not {dst.buffer.name}")
+    if phase is not None or acc_to_vec_mode is not None:
+        raise KernelError(f"{loc}: phase and acc_to_vec_mode apply to moves out of L0C only")
+    if dst.shape != src.shape or dst.dtype is not src.dtype:
+        raise ShapeError(f"{loc}: pl.move UB->L1 needs equal shapes and dtypes: {src!r} {list(src.shape)} "
+                         f"{src.dtype} vs {dst!r} {list(dst.shape)} {dst.dtype}")
+    attrs["bytes"] = src.shape[0] * src.shape[1] * src.dtype.itemsize
+    _emit(Op.MOVE, Pipe.MTE3, Role.AIV0, (_acc(src),), (_acc(dst),), attrs, loc, "pl.move")
+
+
+def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, accumulate: bool, loc: Loc) -> None:
+    _need_tile(dst, f"{name} destination", (Buf.L0C,), loc)
+    _need_tile(a, f"{name} left operand", (Buf.L0A,), loc)
+    _need_tile(b, f"{name} right operand", (Buf.L0B,), loc)
+    _check_phase(phase, AccPhase, loc, name)
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2 or dst.shape != (m, n):
+        raise ShapeError(f"{loc}: {name} shapes do not chain: {dst!r} {list(dst.shape)} = {a!r} {list(a.shape)} "
+                         f"@ {b!r} {list(b.shape)}")
+    if a.dtype is not b.dtype:
+        raise ShapeError(f"{loc}: {name} operands differ in dtype: {a.dtype} vs {b.dtype}")
+    if a.dtype is DType.int32:
+        raise ShapeError(f"{loc}: the cube takes fp16, bf16, fp32 or int8 operands, not int32")
+    if dst.dtype is not a.dtype.acc:
+        raise ShapeError(f"{loc}: {a.dtype} operands accumulate in {a.dtype.acc}, but {dst!r} is {dst.dtype}")
+    srcs = [Access(a.store, a.rect), Access(b.store, b.rect)]
+    if bias is not None:
+        _need_tile(bias, f"{name} bias", (Buf.BT,), loc)
+        if bias.shape != (1, n):
+            raise ShapeError(f"{loc}: bias must be [1, {n}], got {list(bias.shape)}")
+        srcs.append(Access(bias.store, bias.rect))
+    if accumulate:
+        srcs.append(Access(dst.store, dst.rect))
+    attrs = {"m": m, "n": n, "k": k, "phase": phase, "accumulate": accumulate, "bias": bias is not None,
+             "dtype": a.dtype}
+    _emit(Op.MMAD, Pipe.M, Role.AIC, tuple(srcs), (Access(dst.store, dst.rect),), attrs, loc, name)
+
+
+def matmul(dst: Tile, a: Tile, b: Tile, *, bias: Optional[Tile] = None, phase: Optional[AccPhase] = None) -> None:
+    """dst = a @ b (+ bias): L0A x L0B -> L0C on the cube (M pipe)."""
+    _mmad("pl.matmul", dst, a, b, bias, phase, False, caller_loc())
+
+
+def matmul_acc(dst: Tile, acc: Tile, a: Tile, b: Tile, *, phase: Optional[AccPhase] = None) -> None:
+    """dst = acc + a @ b, accumulating in place in L0C (`acc` is `dst`)."""
+    loc = caller_loc()
+    if not isinstance(acc, Tile) or not isinstance(dst, Tile) or acc.store is not dst.store or acc.rect != dst.rect:
+        raise ShapeError(f"{loc}: pl.matmul_acc accumulates in place: acc must be dst, got acc={acc!r}, dst={dst!r}")
+    _mmad("pl.matmul_acc", dst, a, b, None, phase, True, loc)

@@ -1,0 +1,162 @@
+"""Tiles the kernel author allocates: `pl.alloc`, rings of tiles, and views on the fractal grid."""
+from __future__ import annotations
+
+import re
+from typing import Optional, Sequence
+
+from ..dtypes import DType, as_dtype
+from ..errors import AlignmentError, KernelError, OutOfBoundsError, ShapeError
+from ..ir import Buf, Loc, TileStore
+from .trace import caller_loc, current
+
+_NAME = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.alloc\b")
+_DEFAULT_LAYOUT = {Buf.L1: "NZ", Buf.L0B: "ZN", Buf.L0C: "NZ", Buf.UB: "ND", Buf.BT: "ND", Buf.FB: "ND"}
+
+
+def _ceil(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def grid_of(buf: Buf, dtype: DType) -> tuple:
+    """The fractal grid of a tile: (row step, col step) its views must sit on (seeds/004)."""
+    c0 = 32 // dtype.itemsize
+    if buf is Buf.L0C:
+        return (16, 16)
+    if buf is Buf.L0B:
+        return (c0, 16)          # Zn: fractal K0 x N0
+    if buf in (Buf.L1, Buf.L0A):
+        return (16, c0)          # Nz / Zz: fractal 16 x K0
+    return (1, c0)               # UB / BT / FB: ND rows, 32B-aligned columns
+
+
+def padded_of(buf: Buf, shape: tuple, dtype: DType) -> tuple:
+    """Stored shape: seeds/002's CeilAlign(16) (32 for int8) on fractal buffers; ND rows of 32B on UB/BT/FB."""
+    rows, cols = shape
+    if buf in (Buf.UB, Buf.BT, Buf.FB):
+        return (rows, _ceil(cols, 32 // dtype.itemsize))
+    a = 32 if dtype.itemsize == 1 else 16
+    return (_ceil(rows, a), _ceil(cols, a))
+
+
+class Tile:
+    """A rectangle of one allocation. `tile[r0:r1, c0:c1]` gives a view on the fractal grid."""
+
+    __slots__ = ("store", "rect")
+
+    def __init__(self, store: TileStore, rect: tuple):
+        self.store, self.rect = store, rect
+
+    @property
+    def shape(self) -> tuple:
+        r0, r1, c0, c1 = self.rect
+        return (r1 - r0, c1 - c0)
+
+    @property
+    def dtype(self) -> DType:
+        return self.store.dtype
+
+    @property
+    def buffer(self) -> Buf:
+        return self.store.buf
+
+    def __getitem__(self, idx) -> "Tile":
+        if not (isinstance(idx, tuple) and len(idx) == 2 and all(isinstance(s, slice) for s in idx)):
+            raise KernelError(f"{caller_loc()}: tiles are sliced as tile[r0:r1, c0:c1], got {idx!r}")
+        r0, r1, c0, c1 = self.rect
+        new = []
+        for s, lo, hi in ((idx[0], r0, r1), (idx[1], c0, c1)):
+            if s.step not in (None, 1):
+                raise KernelError(f"{caller_loc()}: tile slices take no step, got {s.step}")
+            a = 0 if s.start is None else s.start
+            b = hi - lo if s.stop is None else s.stop
+            if not (isinstance(a, int) and isinstance(b, int)):
+                raise KernelError(f"{caller_loc()}: tile slice bounds must be Python ints, got {a!r}:{b!r}")
+            if a < 0 or b > hi - lo or a >= b:
+                raise OutOfBoundsError(f"{caller_loc()}: view [{a}:{b}] outside {self.store!r} of extent "
+                                       f"{hi - lo} on that axis")
+            new.append((lo + a, lo + b))
+        (nr0, nr1), (nc0, nc1) = new
+        g = self.store.grid
+        full = self.store.shape
+        for name, lo, hi, step, edge in (("row", nr0, nr1, g[0], full[0]), ("column", nc0, nc1, g[1], full[1])):
+            if lo % step or (hi % step and hi != edge):
+                bad = lo if lo % step else hi
+                raise AlignmentError(f"{caller_loc()}: view of {self.store!r}: {name} offset {bad} is off the "
+                                     f"fractal grid (multiples of {step} for {self.store.buf.name} "
+                                     f"{self.store.layout} {self.dtype})")
+        return Tile(self.store, (nr0, nr1, nc0, nc1))
+
+    def __repr__(self) -> str:
+        r0, r1, c0, c1 = self.rect
+        whole = (r0, c0) == (0, 0) and (r1, c1) == tuple(self.store.shape)
+        return repr(self.store) + ("" if whole else f"[{r0}:{r1}, {c0}:{c1}]")
+
+
+class Ring:
+    """`buffers` tiles used in turn (PyPTO-Pro tile groups): current(), next(), previous()."""
+
+    def __init__(self, tiles: list):
+        self.tiles, self.i = tiles, 0
+
+    def current(self) -> Tile:
+        return self.tiles[self.i]
+
+    def next(self) -> Tile:
+        """Advance to the next slot, then return it."""
+        self.i = (self.i + 1) % len(self.tiles)
+        return self.tiles[self.i]
+
+    def previous(self) -> Tile:
+        return self.tiles[(self.i - 1) % len(self.tiles)]
+
+    def __len__(self) -> int:
+        return len(self.tiles)
+
+    def __getitem__(self, i: int) -> Tile:
+        return self.tiles[i]
+
+
+def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = None,
+          buffers: int = 1, name: Optional[str] = None):
+    """Allocate a tile (or a ring of `buffers` tiles) in `buffer`; capacity is charged at padded size."""
+    tr = current()
+    loc = caller_loc()
+    if not isinstance(buffer, Buf) or buffer is Buf.GM:
+        raise KernelError(f"{loc}: pl.alloc needs an on-chip buffer (pl.L1, pl.L0A, ..., pl.UB), got {buffer!r}")
+    if (not isinstance(shape, (tuple, list)) or len(shape) != 2
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)):
+        raise ShapeError(f"{loc}: tile shape must be two positive Python ints, got {shape!r}")
+    if not isinstance(buffers, int) or buffers < 1:
+        raise KernelError(f"{loc}: buffers must be a positive int, got {buffers!r}")
+    dt = as_dtype(dtype)
+    if buffer is Buf.L0C and dt not in (DType.fp32, DType.int32):
+        raise ShapeError(f"{loc}: L0C tiles accumulate in fp32 or int32, got {dt}")
+    if buffer in (Buf.BT,) and dt is not DType.fp32:
+        raise ShapeError(f"{loc}: the bias table holds fp32, got {dt}")
+    default = tr.chip.formats["L0A"] if buffer is Buf.L0A else _DEFAULT_LAYOUT[buffer]
+    lay = (layout or default).upper()
+    if lay != default:
+        raise ShapeError(f"{loc}: {buffer.name} tiles are {default} on {tr.chip.name}, not {lay}")
+    shape = tuple(shape)
+    padded = padded_of(buffer, shape, dt)
+    nbytes = padded[0] * padded[1] * dt.itemsize
+    if name is None:
+        m = _NAME.match(loc.text)
+        name = m.group(1) if m else f"{buffer.name.lower()}{tr.alloc_count}"
+    what = (f"'{name}' {list(shape)} {dt} (padded {padded[0]}x{padded[1]})"
+            + (f" x {buffers} buffers" if buffers > 1 else ""))
+    tr.charge(buffer, nbytes * buffers, what, loc)
+    tiles = []
+    for i in range(buffers):
+        nm = f"{name}[{i}]" if buffers > 1 else name
+        stores = tr.launch.stores(tr.block, tr.alloc_count, lambda prog: TileStore(
+            buffer, shape, padded, dt, lay, grid_of(buffer, dt), nm, tr.alloc_count, prog, loc, nbytes),
+            vector=buffer is Buf.UB)
+        tr.alloc_count += 1
+        mine = stores[0] if len(stores) == 1 else stores[max(0, int(tr.role) - 1)]
+        if (mine.buf, mine.shape, mine.dtype) != (buffer, shape, dt):
+            raise KernelError(f"{loc}: allocation #{mine.key} is {mine.buf.name} {list(mine.shape)} {mine.dtype} in "
+                              f"another role's trace but {buffer.name} {list(shape)} {dt} here; allocations "
+                              f"must not depend on the role or subblock")
+        tiles.append(Tile(mine, (0, shape[0], 0, shape[1])))
+    return Ring(tiles) if buffers > 1 else tiles[0]

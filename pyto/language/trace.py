@@ -1,0 +1,175 @@
+"""Tracing: a kernel is ordinary Python run under a Tracer that records one Instr per DSL call.
+
+A launch traces the kernel once per (block, role); each trace is a `Program`. The kernel's own
+source line is captured at call time (as JAX does), so every error can name it.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import linecache
+import os
+import sys
+from typing import Any, Callable, Optional
+
+from ..chip import Chip
+from ..errors import CapacityError, KernelError
+from ..ir import Buf, GMTensor, Instr, Loc, Role
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CURRENT: Optional["Tracer"] = None
+_LOC_CACHE: dict = {}
+
+# Which role owns each buffer: its capacity is charged on that role's core.
+OWNER = {Buf.L1: Role.AIC, Buf.L0A: Role.AIC, Buf.L0B: Role.AIC, Buf.L0C: Role.AIC, Buf.BT: Role.AIC,
+         Buf.FB: Role.AIC, Buf.UB: Role.AIV0}
+# Allocation alignment in bytes per buffer (REFERENCE: L0A/L0B 512B, L0C 64B, L1/UB 32B).
+ALIGN = {Buf.L1: 32, Buf.L0A: 512, Buf.L0B: 512, Buf.L0C: 64, Buf.UB: 32, Buf.BT: 64, Buf.FB: 64}
+
+
+def caller_loc() -> Loc:
+    """The first stack frame outside pyto: the kernel author's line."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back
+    if f is None:
+        return Loc("<unknown>", 0, "")
+    key = (f.f_code.co_filename, f.f_lineno)
+    loc = _LOC_CACHE.get(key)
+    if loc is None:
+        loc = Loc(key[0], key[1], linecache.getline(key[0], key[1]).strip())
+        _LOC_CACHE[key] = loc
+    return loc
+
+
+class Program:
+    """The instructions one processor (the AIC or one AIV of a block) executes, in program order."""
+
+    def __init__(self, block: int, role: Role):
+        self.block, self.role = block, role
+        self.id = block * 3 + int(role)
+        self.instrs: list[Instr] = []
+        self.markers: list = []   # foreign ops that touch this role's buffers (cross-core pairing)
+
+    def __repr__(self) -> str:
+        return f"block {self.block} {self.role.name}"
+
+
+class Launch:
+    """What all traces of one launch share: chip, GM tensors, workspaces."""
+
+    def __init__(self, chip: Chip, blocks: int, tensors: list[GMTensor]):
+        self.chip, self.blocks, self.tensors = chip, blocks, tensors
+        self.workspaces: list[GMTensor] = []
+        self.uses_vector = False
+        self._stores: dict = {}
+
+    def stores(self, block: int, key: int, make: Callable, vector: bool) -> list:
+        """The TileStores of allocation `key` in `block`, shared by the block's three traces.
+
+        A cube buffer has one store (on the AIC); a UB allocation has one per AIV, since each
+        vector core has its own UB.
+        """
+        got = self._stores.get((block, key))
+        if got is None:
+            got = [make(block * 3 + 1), make(block * 3 + 2)] if vector else [make(block * 3)]
+            self._stores[(block, key)] = got
+        return got
+
+    def workspace(self, n: int, shape: tuple, dtype: Any, loc: Loc) -> GMTensor:
+        if n < len(self.workspaces):
+            ws = self.workspaces[n]
+            if ws.shape != shape or ws.dtype != dtype:
+                raise KernelError(f"{loc}: pl.workspace #{n} asks {list(shape)} {dtype} here but "
+                                  f"{list(ws.shape)} {ws.dtype} in another trace; it must not depend on the core")
+            return ws
+        ws = GMTensor(f"workspace{n}", shape, dtype, uid=1000 + n, workspace=True)
+        self.workspaces.append(ws)
+        return ws
+
+
+class Tracer:
+    """Records one Program; tracks the section, allocations and capacity of its core."""
+
+    def __init__(self, launch: Launch, block: int, role: Role):
+        self.launch, self.chip = launch, launch.chip
+        self.program = Program(block, role)
+        self.block, self.role = block, role
+        self.section: Optional[str] = None
+        self.alloc_count = 0
+        self.in_use = {b: 0 for b in Buf}
+        self.n_workspace = 0
+
+    # ---- recording ----------------------------------------------------------------------------
+    def owns(self, role: Role) -> bool:
+        """Whether an op of `role` (AIC, or AIV for any vector op) runs on this trace's processor."""
+        return (role is Role.AIC) == (self.role is Role.AIC)
+
+    def emit(self, instr: Instr, role: Role) -> Optional[Instr]:
+        """Append `instr` if it runs on this processor; otherwise keep it as a cross-core marker."""
+        if role is not Role.AIC:
+            self.launch.uses_vector = True
+        want = "cube" if role is Role.AIC else "vector"
+        if self.section is not None and self.section != want:
+            raise KernelError(f"{instr.loc}: {instr.name or instr.op.name.lower()} is a {want} op inside "
+                              f"pl.section_{self.section}(); move it into pl.section_{want}()")
+        if self.owns(role):
+            instr.core = self.program.id
+            self.program.instrs.append(instr)
+            return instr
+        self.program.markers.append((len(self.program.instrs), instr))
+        return None
+
+    def charge(self, buf: Buf, nbytes: int, what: str, loc: Loc) -> None:
+        """Charge `nbytes` of `buf` on this core, or raise CapacityError with the numbers and line."""
+        if OWNER[buf] is Role.AIC and self.role is not Role.AIC:
+            return
+        if OWNER[buf] is not Role.AIC and self.role is Role.AIC:
+            return
+        cap = self.chip.buffers[buf.name]
+        align = ALIGN[buf]
+        used = -(-self.in_use[buf] // align) * align
+        if used + nbytes > cap:
+            raise CapacityError(
+                f"{loc}: {buf.name} overflow on {self.chip.name}: {what} asks {nbytes} B, "
+                f"{used} B already in use, capacity {cap} B (short by {used + nbytes - cap} B)",
+                buffer=buf.name, asked=nbytes, in_use=used, capacity=cap, loc=str(loc))
+        self.in_use[buf] = used + nbytes
+
+
+def current() -> Tracer:
+    """The active tracer, or KernelError telling the user to trace through `pyto.run`."""
+    if _CURRENT is None:
+        raise KernelError("pyto.language ops can only be called inside a @pl.kernel function run by "
+                          "pyto.run(kernel, ...); decorate the function with @pl.kernel and launch it")
+    return _CURRENT
+
+
+class Kernel:
+    """A function marked @pl.kernel: GM tensors positional, static scalars as keywords."""
+
+    def __init__(self, fn: Callable):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.signature = inspect.signature(fn)
+        self.name = fn.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _CURRENT is None:
+            raise KernelError(f"kernel '{self.name}' cannot be called directly; launch it with "
+                              f"pyto.run({self.name}, *arrays, **params)")
+        return self.fn(*args, **kwargs)
+
+    def trace(self, tracer: Tracer, args: list, params: dict) -> Program:
+        global _CURRENT
+        prev, _CURRENT = _CURRENT, tracer
+        try:
+            self.fn(*args, **params)
+        finally:
+            _CURRENT = prev
+        return tracer.program
+
+
+def kernel(fn: Callable) -> Kernel:
+    """Mark a function as a pyto kernel."""
+    return Kernel(fn)

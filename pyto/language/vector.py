@@ -1,0 +1,170 @@
+"""Vector ops (V pipe, UB operands) and the L0C->UB split rules of AccToVecMode."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..dtypes import DType, as_dtype
+from ..errors import KernelError, ShapeError
+from ..ir import Access, AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role
+from .tile import Tile
+from .trace import caller_loc, current
+
+
+def l0c_to_ub_split(dst: Tile, src: Tile, mode: Optional[AccToVecMode], loc: Loc) -> tuple:
+    """Which part of `src` each AIV receives: (rect for AIV0 or None, rect for AIV1 or None), src coords."""
+    if not isinstance(mode, AccToVecMode):
+        raise KernelError(f"{loc}: an L0C->UB move needs acc_to_vec_mode=pl.AccToVecMode.<mode>, got {mode!r}")
+    (m, n), r = src.shape, src.rect
+    if mode in (AccToVecMode.SingleModeVec0, AccToVecMode.SingleModeVec1):
+        want = (m, n)
+        halves = (r, None) if mode is AccToVecMode.SingleModeVec0 else (None, r)
+    elif mode is AccToVecMode.DualModeSplitM:
+        if m % 2:
+            raise ShapeError(f"{loc}: DualModeSplitM needs an even M, {src!r} has M = {m}")
+        want = (m // 2, n)
+        h = r[0] + m // 2
+        halves = ((r[0], h, r[2], r[3]), (h, r[1], r[2], r[3]))
+    else:
+        if n % 2:
+            raise ShapeError(f"{loc}: DualModeSplitN needs an even N, {src!r} has N = {n}")
+        want = (m, n // 2)
+        h = r[2] + n // 2
+        halves = ((r[0], r[1], r[2], h), (r[0], r[1], h, r[3]))
+    if dst.shape != want:
+        raise ShapeError(f"{loc}: {mode.name} gives each AIV a [{want[0]}, {want[1]}] tile, but {dst!r} is "
+                         f"{list(dst.shape)}")
+    return halves
+
+
+def _ub(x, what: str, loc: Loc) -> Tile:
+    if not isinstance(x, Tile) or x.buffer is not Buf.UB:
+        raise ShapeError(f"{loc}: {what} must be a UB tile, got {x!r}")
+    return x
+
+
+def _emit(op: Op, kind: str, dst: Tile, srcs: list, attrs: dict, loc: Loc) -> None:
+    attrs["kind"] = kind
+    attrs["elems"] = dst.shape[0] * dst.shape[1]
+    instr = Instr(op, Pipe.V, tuple(Access(s.store, s.rect) for s in srcs), (Access(dst.store, dst.rect),),
+                  attrs, loc, name=f"pl.{kind}")
+    current().emit(instr, Role.AIV0)
+
+
+def _same(loc: Loc, kind: str, *tiles: Tile) -> None:
+    shape, dtype = tiles[0].shape, tiles[0].dtype
+    for t in tiles[1:]:
+        if t.shape != shape or t.dtype is not dtype:
+            raise ShapeError(f"{loc}: pl.{kind} operands differ: {tiles[0]!r} {list(shape)} {dtype} vs "
+                             f"{t!r} {list(t.shape)} {t.dtype}")
+
+
+def _binary(kind: str):
+    def op(dst: Tile, a: Tile, b: Tile, **kw) -> None:
+        loc = caller_loc()
+        if kind in ("maximum",) and "dim" in kw:
+            return _reduce("max", dst, a, kw.pop("tmp", None), kw.pop("dim"), loc)
+        for name, t in (("dst", dst), ("a", a), ("b", b)):
+            _ub(t, f"pl.{kind} {name}", loc)
+        _same(loc, kind, dst, a, b)
+        _emit(Op.VBINARY, kind, dst, [a, b], {}, loc)
+    op.__name__ = kind
+    op.__doc__ = f"dst = {kind}(a, b) elementwise on UB tiles (V pipe)."
+    return op
+
+
+add, sub, mul, div, minimum = (_binary(k) for k in ("add", "sub", "mul", "div", "minimum"))
+_maximum = _binary("maximum")
+
+
+def maximum(dst: Tile, a: Tile, b: Tile, dim: Optional[int] = None) -> None:
+    """Elementwise max(dst, a, b); with dim=1, the row max of `a` into `dst` [rows, 1] (`b` is scratch)."""
+    if dim is None:
+        return _maximum(dst, a, b)
+    return _reduce("max", dst, a, b, dim, caller_loc())
+
+
+def sum(dst: Tile, src: Tile, tmp: Tile, dim: int = 1) -> None:  # noqa: A001 - the DSL's spelling
+    """Row sum of `src` into `dst` [rows, 1] (`tmp` is scratch, as on the hardware)."""
+    _reduce("sum", dst, src, tmp, dim, caller_loc())
+
+
+def _reduce(kind: str, dst: Tile, src: Tile, tmp: Tile, dim: int, loc: Loc) -> None:
+    for name, t in (("dst", dst), ("src", src), ("tmp", tmp)):
+        _ub(t, f"pl.{kind} {name}", loc)
+    if dim != 1:
+        raise KernelError(f"{loc}: row reductions take dim=1 (reduce along columns), got {dim!r}")
+    if dst.shape[0] != src.shape[0] or dst.shape[1] != 1 or dst.dtype is not src.dtype:
+        raise ShapeError(f"{loc}: pl.{kind}(dim=1) of {list(src.shape)} {src.dtype} writes a "
+                         f"[{src.shape[0]}, 1] {src.dtype} tile, got {list(dst.shape)} {dst.dtype}")
+    _emit(Op.VREDUCE, kind, dst, [src], {"tmp": Access(tmp.store, tmp.rect)}, loc)
+
+
+def _expand(kind: str):
+    def op(dst: Tile, src: Tile, vec: Tile, dim: int = 1) -> None:
+        loc = caller_loc()
+        for name, t in (("dst", dst), ("src", src), ("vec", vec)):
+            _ub(t, f"pl.expand_{kind} {name}", loc)
+        if dim != 1:
+            raise KernelError(f"{loc}: expand ops broadcast a [rows, 1] column: dim=1, got {dim!r}")
+        _same(loc, f"expand_{kind}", dst, src)
+        if vec.shape != (src.shape[0], 1) or vec.dtype is not src.dtype:
+            raise ShapeError(f"{loc}: pl.expand_{kind} needs vec [{src.shape[0]}, 1] {src.dtype}, got "
+                             f"{list(vec.shape)} {vec.dtype}")
+        _emit(Op.VEXPAND, kind, dst, [src, vec], {}, loc)
+    op.__name__ = f"expand_{kind}"
+    op.__doc__ = f"dst = src {kind} vec broadcast along each row (vec is [rows, 1])."
+    return op
+
+
+expand_sub, expand_mul, expand_div = (_expand(k) for k in ("sub", "mul", "div"))
+
+
+def _scalar(kind: str):
+    def op(dst: Tile, src: Tile, scalar: float) -> None:
+        loc = caller_loc()
+        _ub(dst, f"pl.{kind} dst", loc)
+        _ub(src, f"pl.{kind} src", loc)
+        _same(loc, kind, dst, src)
+        if not isinstance(scalar, (int, float)) or isinstance(scalar, bool):
+            raise KernelError(f"{loc}: pl.{kind} takes a Python number, got {scalar!r}")
+        _emit(Op.VSCALAR, kind, dst, [src], {"scalar": float(scalar)}, loc)
+    op.__name__ = kind
+    op.__doc__ = f"dst = src {kind[:-1]} scalar."
+    return op
+
+
+adds, muls = _scalar("adds"), _scalar("muls")
+
+
+def _unary(kind: str):
+    def op(dst: Tile, src: Tile) -> None:
+        loc = caller_loc()
+        _ub(dst, f"pl.{kind} dst", loc)
+        _ub(src, f"pl.{kind} src", loc)
+        _same(loc, kind, dst, src)
+        _emit(Op.VUNARY, kind, dst, [src], {}, loc)
+    op.__name__ = kind
+    op.__doc__ = f"dst = {kind}(src) elementwise."
+    return op
+
+
+exp, abs, sqrt, relu = (_unary(k) for k in ("exp", "abs", "sqrt", "relu"))  # noqa: A001
+
+
+def cast(dst: Tile, src: Tile) -> None:
+    """dst = src converted to dst's dtype (round to nearest even)."""
+    loc = caller_loc()
+    _ub(dst, "pl.cast dst", loc)
+    _ub(src, "pl.cast src", loc)
+    if dst.shape != src.shape:
+        raise ShapeError(f"{loc}: pl.cast shapes differ: {list(src.shape)} vs {list(dst.shape)}")
+    _emit(Op.VCAST, "cast", dst, [src], {}, loc)
+
+
+def duplicate(dst: Tile, value: float) -> None:
+    """Fill `dst` with `value`."""
+    loc = caller_loc()
+    _ub(dst, "pl.duplicate dst", loc)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise KernelError(f"{loc}: pl.duplicate takes a Python number, got {value!r}")
+    _emit(Op.VDUP, "duplicate", dst, [], {"scalar": float(value)}, loc)

@@ -1,0 +1,68 @@
+"""Report: what a run cost — cycles, time, busy cycles per pipe, the bottleneck, instruction count."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass
+class Report:
+    """The result of `pyto.run`. `pipe_cycles` are the busiest core's busy cycles per pipe."""
+
+    kernel: str
+    chip: str
+    blocks: int
+    mode: str
+    cycles: float
+    clock_ghz: float
+    instructions: int
+    pipe_cycles: dict
+    core_pipe_cycles: dict = field(default_factory=dict)
+    events: Optional[list] = None
+    flops: float = 0.0
+    peak_flops: float = 0.0
+
+    @property
+    def time_us(self) -> float:
+        return self.cycles / (self.clock_ghz * 1e3)
+
+    @property
+    def bottleneck(self) -> str:
+        """The pipe with the most busy cycles (seeds/000: the slowest stage dominates)."""
+        return max(self.pipe_cycles, key=self.pipe_cycles.get) if self.pipe_cycles else "none"
+
+    @property
+    def achieved_flops(self) -> float:
+        return self.flops / (self.time_us * 1e-6) if self.cycles else 0.0
+
+    def summary(self) -> str:
+        lines = [f"{self.kernel} on {self.chip}: {self.blocks} block(s), {self.mode} mode",
+                 f"  T_total     {self.cycles:,.0f} cycles = {self.time_us:,.3f} us",
+                 f"  instructions {self.instructions:,}"]
+        for p, c in sorted(self.pipe_cycles.items(), key=lambda kv: -kv[1]):
+            share = c / self.cycles if self.cycles else 0.0
+            lines.append(f"  {p:<5} busy {c:>12,.0f} cycles ({share:6.1%} of T_total)")
+        lines.append(f"  bottleneck  {self.bottleneck}")
+        if self.flops:
+            lines.append(f"  achieved    {self.achieved_flops / 1e12:.2f} TFLOP/s of peak "
+                         f"{self.peak_flops / 1e12:.0f} ({self.achieved_flops / self.peak_flops:.1%})")
+        return "\n".join(lines)
+
+    def save_trace(self, path: str) -> None:
+        """Chrome/Perfetto trace-event JSON: pid = core, tid = pipe, one 'X' event per instruction."""
+        if self.events is None:
+            raise ValueError("this report carries no events (run with trace=True)")
+        scale = 1.0 / (self.clock_ghz * 1e3)
+        out = []
+        names = {}
+        for core, pipe, name, loc, start, end in self.events:
+            names.setdefault(core, set()).add(pipe)
+            out.append({"name": name, "cat": pipe, "ph": "X", "pid": core, "tid": pipe,
+                        "ts": start * scale, "dur": max(end - start, 0.0) * scale, "args": {"line": loc}})
+        for core, pipes in names.items():
+            out.append({"name": "process_name", "ph": "M", "pid": core, "args": {"name": core}})
+            for p in pipes:
+                out.append({"name": "thread_name", "ph": "M", "pid": core, "tid": p, "args": {"name": p}})
+        with open(path, "w") as fh:
+            json.dump({"traceEvents": out, "displayTimeUnit": "ns"}, fh)
