@@ -71,14 +71,16 @@ class Memory:
         if cells is not None:
             cells[...] = True
 
-    def check_read(self, acc: Access, instr: Instr, where: str) -> None:
+    def check_read(self, acc: Access, instr: Instr, where: str):
+        """An UninitializedReadError if part of `acc` was never written, else None."""
         cells = self._cells(acc)
         if cells is not None and not cells.all():
             r0, r1, c0, c1 = acc.rect
-            raise UninitializedReadError(
+            return UninitializedReadError(
                 f"{instr.loc}: {instr.name} on {instr.pipe.name} ({where}) reads {acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
                 f"but part of it was never written ({int((~cells).sum())} of {cells.size} "
                 f"{'fractals' if isinstance(acc.obj, TileStore) else 'elements'} uninitialised)")
+        return None
 
     def commit(self) -> None:
         """Write staged GM back into the caller's arrays (only after a successful run)."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..chip import Chip, load_chip
 from ..dtypes import DType, as_dtype
-from ..errors import KernelError, ShapeError, UnsupportedError
+from ..errors import DeadlockError, KernelError, ShapeError, UnsupportedError
 from ..ir import GMTensor, Op, Role
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
@@ -116,17 +116,30 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     san = Sanitizer(blocks, written)
     events = [] if trace_events else None  # a list means: keep per-instruction times
 
+    # An uninitialised read is held back until the run ends: if it is half of a race, the race is
+    # reported whichever access the simulation happened to run first.
+    uninit: list = []
+
     def on_start(ins, joins):
         san.begin(ins, joins, ins.index in keep)
         for acc in ins.srcs:
-            mem.check_read(acc, ins, f"PIPE_{ins.pipe.name}")
-        if mem.compute:
+            err = mem.check_read(acc, ins, f"PIPE_{ins.pipe.name}")
+            if err is not None:
+                uninit.append(err)
+        if mem.compute and not uninit:
             EFFECTS[ins.op](ins, mem)
         for acc in ins.dsts:
             mem.mark_written(acc)
 
     sched = Scheduler(programs, instrs, chip, Timing(chip), on_start, san)
-    cycles = sched.run()
+    try:
+        cycles = sched.run()
+    except DeadlockError as e:
+        if uninit:
+            raise uninit[0] from e
+        raise
+    if uninit:
+        raise uninit[0]
     mem.commit()
     return _report(kernel, chip, blocks, mode, programs, instrs, sched, cycles, events)
 

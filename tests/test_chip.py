@@ -1,0 +1,85 @@
+"""Chip tables: every bundled chip loads, the seed's numbers are there, bad tables fail clearly."""
+import math
+
+import pytest
+
+import pyto
+from pyto.cli import main
+
+
+def test_bundled_chips_listed_and_load():
+    names = pyto.list_chips()
+    assert {"ascend950pr", "atlas-a2", "atlas-a3"} <= set(names)
+    for n in names:
+        assert pyto.load_chip(n).name == n
+
+
+def test_950_carries_seed000_table():
+    c = pyto.load_chip("ascend950pr")
+    assert c.aic == 32 and c.aiv == 64
+    assert c.buffers["L1"] == 512 * 1024 and c.buffers["L0A"] == c.buffers["L0B"] == 64 * 1024
+    assert c.buffers["L0C"] == 256 * 1024
+    assert c.l2_bytes == 128 * 1024 * 1024 and c.l2_bandwidth_gbs == 5200 and c.gm_bandwidth_gbs == 1600
+    assert c.R == 607.5 and c.min_tile_bytes == 16 * 1024 and c.min_datamount_per_core == 480 * 1024
+    assert c.min_core_num == 26 and c.k_thr_bytes == 32 and c.dvalue_bytes == 128
+    assert c.buffers["UB"] == 248 * 1024 and c.buffers["BT"] == 4096 and c.buffers["FB"] == 4096
+    assert (c.formats["L0A"], c.formats["L0B"], c.formats["L0C"]) == ("NZ", "ZN", "NZ")
+    assert c.has_path("L0C", "UB") and c.has_path("UB", "L1")
+
+
+def test_peak_is_consistent_with_R():
+    """peak = R x GM bandwidth / 2B, with one 16x16x16 fp16 MMAD per cycle per core."""
+    for name in ("ascend950pr", "atlas-a2"):
+        c = pyto.load_chip(name)
+        assert math.isclose(c.peak_flops("fp16"), c.R * c.gm_bandwidth_gbs * 1e9 / 2, rel_tol=1e-3)
+        assert math.isclose(c.peak_flops("fp16"), c.aic * 2 * 16 * 16 * 16 * c.clock_hz, rel_tol=1e-9)
+
+
+def test_a2_public_figures():
+    c = pyto.load_chip("atlas-a2")
+    assert c.aic == 24 and c.buffers["L0C"] == 128 * 1024 and c.buffers["UB"] == 192 * 1024
+    assert c.buffers["BT"] == 1024 and c.buffers["FB"] == 2048 and c.formats["L0A"] == "ZZ"
+    assert c.path("L1", "L0A").bytes_per_cycle == 256 and c.path("L1", "L0B").bytes_per_cycle == 128
+    assert not c.has_path("L0C", "UB") and not c.has_path("UB", "L1")
+    with pytest.raises(pyto.UnsupportedError, match="L0C->UB"):
+        c.path("L0C", "UB")
+
+
+def test_chip_is_frozen():
+    c = pyto.load_chip("ascend950pr")
+    with pytest.raises(Exception):
+        c.aic = 4
+    with pytest.raises(TypeError):
+        c.buffers["L1"] = 1
+
+
+def _table_without(tmp_path, drop_line: str, replace: str = ""):
+    src = pyto.load_chip("ascend950pr").source
+    text = open(src).read()
+    assert drop_line in text
+    p = tmp_path / "broken.toml"
+    p.write_text(text.replace(drop_line, replace, 1))
+    return p
+
+
+def test_missing_key_names_file_and_key(tmp_path):
+    p = _table_without(tmp_path, "L0C = 262144")
+    with pytest.raises(pyto.PytoError, match=r"broken\.toml.*buffers\.L0C"):
+        pyto.load_chip(p)
+
+
+def test_ill_typed_key_names_file_and_key(tmp_path):
+    p = _table_without(tmp_path, "aic = 32", 'aic = "many"')
+    with pytest.raises(pyto.PytoError, match=r"broken\.toml.*cores\.aic.*int"):
+        pyto.load_chip(p)
+
+
+def test_unknown_chip_lists_known():
+    with pytest.raises(pyto.PytoError, match="ascend950pr"):
+        pyto.load_chip("no-such-chip")
+
+
+def test_cli_chips_table(capsys):
+    assert main(["chips"]) == 0
+    out = capsys.readouterr().out
+    assert "ascend950pr" in out and "atlas-a2" in out and "256KB" in out and "128KB" in out
