@@ -54,7 +54,7 @@ def as_dtype(x: object) -> DType:
             return DType[name]
         raise ShapeError(f"unknown dtype {x!r}; pyto knows {', '.join(DType.__members__)}")
     try:
-        npd = np.dtype(getattr(x, "dtype", x))
+        npd = np.dtype(x if isinstance(x, (type, np.dtype)) else getattr(x, "dtype", x))
     except TypeError:
         raise ShapeError(f"cannot read a dtype from {x!r}") from None
     for d in DType:

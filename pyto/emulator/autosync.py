@@ -65,13 +65,16 @@ def insert(instrs: list) -> None:
                 if q != p and batch == acc.batch and _ov(rect, acc.rect) and not _phase_exempt(acc.obj, p, q, ins, w):
                     if q not in deps or deps[q].index < w.index:
                         deps[q] = w
+        exempt: set = set()   # entries this write is not synced with (phase): they stay tracked
         for acc in ins.dsts:
             tr = tracks.get(id(acc.obj))
             if tr is None:
                 continue
             for rect, batch, q, o in tr.writes + tr.reads:
-                if q != p and batch == acc.batch and _ov(rect, acc.rect) and not _phase_exempt(acc.obj, p, q, ins, o):
-                    if q not in deps or deps[q].index < o.index:
+                if q != p and batch == acc.batch and _ov(rect, acc.rect):
+                    if _phase_exempt(acc.obj, p, q, ins, o):
+                        exempt.add(id(o))
+                    elif q not in deps or deps[q].index < o.index:
                         deps[q] = o
             for q, o in tr.gm_reads.items():
                 if q != p and (q not in deps or deps[q].index < o.index):
@@ -86,8 +89,10 @@ def insert(instrs: list) -> None:
                 tr.reads.append((acc.rect, acc.batch, p, ins))
         for acc in ins.dsts:
             tr = tracks.setdefault(id(acc.obj), _Track())
-            tr.writes = [e for e in tr.writes if not (e[1] == acc.batch and _cov(acc.rect, e[0]))]
-            tr.reads = [e for e in tr.reads if not (e[1] == acc.batch and _cov(acc.rect, e[0]))]
+            tr.writes = [e for e in tr.writes
+                         if not (e[1] == acc.batch and _cov(acc.rect, e[0])) or id(e[3]) in exempt]
+            tr.reads = [e for e in tr.reads
+                        if not (e[1] == acc.batch and _cov(acc.rect, e[0])) or id(e[3]) in exempt]
             tr.writes.append((acc.rect, acc.batch, p, ins))
         ins.deps = [d for d in deps.values() if d is not ins]
         last_on[p] = ins

@@ -1,0 +1,348 @@
+"""The BMM problem record and seeds/000's branch entry conditions, each written out with its numbers.
+
+Capacity conditions use the fractal-padded sizes M̄ = CeilAlign(M, 16), N̄, K̄ = CeilAlign(K, k0), because
+on-chip buffers are charged at the padded size (seeds/002); thresholds on data amounts (min_Datamount,
+min_TileSize, R) use the raw sizes, as the seed writes them. Every chip number comes from the Chip.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pyto.chip import Chip
+from pyto.dtypes import DType
+
+BRANCHES = ("to_matmul", "special", "merge_batch", "iter_batch", "asw_basic", "stream_k")
+SEED_NAMES = {"to_matmul": "ToMatmul (可转 Matmul)", "special": "Special (特殊分支)",
+              "merge_batch": "MergeBatch", "iter_batch": "IterBatch", "asw_basic": "ASW_Basic",
+              "stream_k": "StreamK"}
+FRACTAL = 16        # cube fractal rows/cols, the same on every Ascend chip pyto models (seeds/004)
+FRACTAL_BYTES = 32  # bytes of one fractal row: k0 = 32B / itemsize (DESIGN section 5)
+ACC_BYTES = 4       # L0C accumulates fp32 / int32
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def align_up(x: int, a: int) -> int:
+    return cdiv(x, a) * a
+
+
+def align_down(x: int, a: int) -> int:
+    return x // a * a
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One BMM call: C[batch_shape, M, N] = A @ B (+ bias), after numpy.matmul batch broadcasting."""
+
+    batch_a: int                 # product of A's batch dims (BatchA)
+    batch_b: int                 # product of B's batch dims (BatchB)
+    batch: int                   # product of the broadcast batch dims (B)
+    batch_shape: tuple[int, ...]
+    M: int
+    N: int
+    K: int
+    dtype: DType
+    bias: bool = False
+    transpose_a: bool = False    # A stored (..., K, M) (DN)
+    transpose_b: bool = False    # B stored (..., N, K) (DN)
+    broadcast: str = "none"      # "none" | "a" | "b" (that side's batch dims broadcast) | "cross" (both)
+
+    @property
+    def isz(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def out_isz(self) -> int:
+        """Output element size: int8 accumulates and writes int32, the others write their own type."""
+        return self.dtype.acc.itemsize if self.dtype is DType.int8 else self.dtype.itemsize
+
+    @property
+    def k0(self) -> int:
+        return FRACTAL_BYTES // self.isz
+
+    @property
+    def mn_align(self) -> int:
+        """M/N tile alignment: 16, or 32 for int8 (seeds/002 CeilAlign rules)."""
+        return 2 * FRACTAL if self.isz == 1 else FRACTAL
+
+    @property
+    def k_align(self) -> int:
+        """K tile alignment: a multiple of both 16 and k0."""
+        return max(FRACTAL, self.k0)
+
+    @property
+    def Mp(self) -> int:
+        return align_up(self.M, self.mn_align)
+
+    @property
+    def Np(self) -> int:
+        return align_up(self.N, self.mn_align)
+
+    @property
+    def Kp(self) -> int:
+        return align_up(self.K, self.k_align)
+
+    @property
+    def same_batch(self) -> bool:
+        """No broadcasting: BatchA = BatchB = B, batch i of A meets batch i of B."""
+        return self.batch_a == self.batch_b == self.batch
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.M * self.N * self.K
+
+    @property
+    def compulsory_bytes(self) -> int:
+        """Bytes any implementation must move: every input once, the output once (bias as [B, 1, N])."""
+        reads = (self.batch_a * self.M * self.K + self.batch_b * self.K * self.N) * self.isz
+        bias = self.batch * self.N * self.isz if self.bias and self.K > 0 else 0
+        return reads + bias + self.batch * self.M * self.N * self.out_isz
+
+
+@dataclass(frozen=True)
+class Check:
+    """One entry condition of the seed with the numbers substituted."""
+
+    label: str
+    text: str
+    holds: bool
+
+    def __str__(self) -> str:
+        return f"{self.label}: {self.text}  -> {'holds' if self.holds else 'fails'}"
+
+
+@dataclass(frozen=True)
+class BranchCheck:
+    """A branch's entry conditions and whether its home ground (all of them together) holds."""
+
+    branch: str
+    home: bool
+    checks: tuple[Check, ...]
+    note: str = ""
+
+
+def _kb(n: float) -> str:
+    return f"{n:.0f} B"
+
+
+def special_checks(p: Problem, chip: Chip) -> BranchCheck:
+    """Special: K = 0 (write bias or zeros), K = 1 on the AIV path when batch and UB allow; empty output."""
+    ub, aiv = chip.buffers["UB"], chip.aiv
+    per = (p.M + p.N) * p.isz + p.M * p.N * p.out_isz
+    empty = p.batch * p.M * p.N == 0
+    cs = (Check("Special 0", f"output B*M*N = {p.batch}*{p.M}*{p.N} = {p.batch * p.M * p.N} elements is empty "
+                             "(pyto's reading: nothing to compute)", empty),
+          Check("Special K=0", f"K = {p.K} = 0: no computation, C = bias or 0 written by the AIVs", p.K == 0),
+          Check("Special K=1 (i)", f"K = {p.K} = 1: C = A ⊙ B, no accumulation depth", p.K == 1),
+          Check("Special K=1 (ii)", f"B = {p.batch} >= 2 x AIV = 2*{aiv} = {2 * aiv} (UB ping-pong)",
+                p.batch >= 2 * aiv),
+          Check("Special K=1 (iii)", f"per-batch inputs + output (M + N)*dtype + M*N*out = ({p.M} + {p.N})*{p.isz}"
+                                     f" + {p.M}*{p.N}*{p.out_isz} = {_kb(per)} <= UB {_kb(ub)}", per <= ub))
+    home = empty or p.K == 0 or all(c.holds for c in cs[2:])
+    return BranchCheck("special", home, cs)
+
+
+def to_matmul_checks(p: Problem, chip: Chip) -> BranchCheck:
+    """ToMatmul: BatchA = 1 or BatchB = 1; the fold itself is chosen by the tiling (tilings.to_matmul)."""
+    l1 = chip.buffers["L1"]
+    a_bytes = p.Mp * p.Kp * p.isz
+    cs = [Check("ToMatmul 1", f"BatchA = {p.batch_a} = 1 or BatchB = {p.batch_b} = 1",
+                p.batch_a == 1 or p.batch_b == 1)]
+    if p.batch_b == 1 and p.batch_a > 1:
+        cs.append(Check("ToMatmul BatchB=1", "A [B, M, K] is ND with batch and M adjacent, so it views as [B*M, K] "
+                        f"for free (transpose_a = {p.transpose_a}: DN A needs a rearrangement)",
+                        not p.transpose_a))
+    if p.batch_a == 1 and p.batch_b > 1:
+        cs.append(Check("ToMatmul BatchA=1", f"A resident in L1: M̄K̄*dtype = {p.Mp}*{p.Kp}*{p.isz} = "
+                        f"{_kb(a_bytes)} <= L1 {_kb(l1)}", a_bytes <= l1))
+    return BranchCheck("to_matmul", cs[0].holds, tuple(cs))
+
+
+def _batch_relation(p: Problem, expanded: bool) -> tuple[bool, str]:
+    """seeds/000 "BatchA = BatchB": the batch shapes match (no broadcast); with `expanded`, a batch-1 side
+    broadcast up to B also counts (seed ToMatmul: "将 BatchA==1 扩展到 BatchA==BatchB")."""
+    ok = p.same_batch or (expanded and min(p.batch_a, p.batch_b) == 1)
+    how = " (batch-1 side broadcast to B)" if expanded and not p.same_batch else ""
+    return ok, f"BatchA = BatchB = B ({p.batch_a}, {p.batch_b}, {p.batch}){how}"
+
+
+def merge_checks(p: Problem, chip: Chip, expanded: bool = False) -> BranchCheck:
+    """MergeBatch conditions 1-5 (b0 = chip.merge_b0)."""
+    b0, C, l0c = chip.merge_b0, chip.aic, chip.buffers["L0C"]
+    b_core = p.batch // C
+    rel, rel_text = _batch_relation(p, expanded)
+    l0c_need = 2 * (b0 * p.Mp) * (b0 * p.Np) * ACC_BYTES
+    amount = b_core * (p.M * p.K + p.K * p.N) * p.isz
+    tile = max(p.M * p.K, p.K * p.N) * p.isz
+    ratio = 2 * p.M * p.N / (p.M + p.N) if p.M + p.N else 0.0
+    cs = (Check("MergeBatch 1", f"{rel_text} and b_core = floor(B/C) = floor({p.batch}/{C}) = {b_core} "
+                                f">= 2*b0 = {2 * b0}", rel and b_core >= 2 * b0),
+          Check("MergeBatch 2", f"2*(b0*M̄)*(b0*N̄)*4B = 2*({b0}*{p.Mp})*({b0}*{p.Np})*4 = {_kb(l0c_need)} "
+                                f"<= L0C {_kb(l0c)}", l0c_need <= l0c),
+          Check("MergeBatch 3", f"b_core*(MK+KN)*dtype = {b_core}*({p.M}*{p.K} + {p.K}*{p.N})*{p.isz} = "
+                                f"{_kb(amount)} >= min_DatamountPerCore {_kb(chip.min_datamount_per_core)}",
+                amount >= chip.min_datamount_per_core),
+          Check("MergeBatch 4", f"max(MK, KN)*dtype = max({p.M * p.K}, {p.K * p.N})*{p.isz} = {_kb(tile)} "
+                                f">= min_TileSize {_kb(chip.min_tile_bytes)}", tile >= chip.min_tile_bytes),
+          Check("MergeBatch 5", f"2MN/(M+N) = 2*{p.M}*{p.N}/({p.M}+{p.N}) = {ratio:.1f} < R/b0 = "
+                                f"{chip.R:g}/{b0} = {chip.R / b0:.1f}", ratio < chip.R / b0))
+    return BranchCheck("merge_batch", all(c.holds for c in cs), cs)
+
+
+@dataclass(frozen=True)
+class IterL1:
+    """The IterBatch L1 case (a)-(e) that holds, with what it keeps in L1."""
+
+    case: str          # "a" .. "e"
+    resident: str      # "AB" (both whole), "A" or "B" (that side whole), "" (both split along K)
+    step: int          # Step of (c)(d)(e); 1 for (a)(b)
+    m_l1: int          # rows of A per L1 load (M̄ unless B is resident and A is split along M)
+    k_l1_a: int        # K depth of A's L1 load
+    k_l1_b: int        # K depth of B's L1 load
+    l1_buffers: int    # 2 when batches ping-pong in L1 ((b), (d)), else 1
+
+
+def _dvalue(inner_is_split: bool, split_len: int, full_len: int, isz: int) -> int:
+    return (split_len if inner_is_split else full_len) * isz
+
+
+def iter_l1(p: Problem, chip: Chip, efficiency: bool = True) -> tuple[IterL1 | None, list[Check]]:
+    """IterBatch condition 3 (L1 cases a-e, first that holds) and condition 4 (Step efficiency for c/d/e).
+
+    b_core in (a)-(e) is the number of batches the busiest core runs, ceil(B/C): the cases ask whether one
+    core keeps one batch or ping-pongs several. With efficiency=False condition 4 is not applied (forced).
+    """
+    L1, ka, isz = chip.buffers["L1"], p.k_align, p.isz
+    a_all, b_all = p.Mp * p.Kp * isz, p.Kp * p.Np * isz
+    bpc = max(1, cdiv(p.batch, chip.aic))
+    multi = bpc > 1
+    mt, dv = chip.min_tile_bytes, chip.dvalue_bytes
+    checks: list[Check] = []
+    found: IterL1 | None = None
+
+    def take(cand: IterL1 | None) -> None:
+        nonlocal found
+        if found is None and cand is not None:
+            found = cand
+
+    ok = not multi and a_all + b_all <= L1
+    checks.append(Check("IterBatch 3a", f"b_core = {bpc} = 1 and (M̄K̄ + K̄N̄)*dtype = ({p.Mp}*{p.Kp} + {p.Kp}*"
+                                        f"{p.Np})*{isz} = {_kb(a_all + b_all)} <= L1 {_kb(L1)}", ok))
+    take(IterL1("a", "AB", 1, p.Mp, p.Kp, p.Kp, 1) if ok else None)
+    ok = multi and 2 * (a_all + b_all) <= L1
+    checks.append(Check("IterBatch 3b", f"b_core = {bpc} > 1 and 2(M̄K̄ + K̄N̄)*dtype = {_kb(2 * (a_all + b_all))}"
+                                        f" <= L1 {_kb(L1)}", ok))
+    take(IterL1("b", "AB", 1, p.Mp, p.Kp, p.Kp, 2) if ok else None)
+
+    for case, budget, applies, nbuf in (("c", L1, not multi, 1), ("d", L1 // 2, multi, 2)):
+        big = a_all + b_all > budget
+        # A resident, B split along K into Step segments of k rows; B resident, A split along M.
+        k_b = align_down(min((budget - a_all) // (p.Np * isz), p.Kp), ka) if budget > a_all else 0
+        m_a = align_down(min((budget - b_all) // (p.Kp * isz), p.Mp), p.mn_align) if budget > b_all else 0
+        opts = []
+        if 0 < k_b < p.Kp:
+            tile, d = min(k_b, p.K) * p.N * isz, _dvalue(p.transpose_b, min(k_b, p.K), p.N, isz)
+            opts.append(("A", cdiv(p.K, k_b), tile, d, IterL1(case, "A", cdiv(p.K, k_b), p.Mp, p.Kp, k_b, nbuf)))
+        if 0 < m_a < p.Mp:
+            tile, d = min(m_a, p.M) * p.K * isz, _dvalue(p.transpose_a, min(m_a, p.M), p.K, isz)
+            opts.append(("B", cdiv(p.M, m_a), tile, d, IterL1(case, "B", cdiv(p.M, m_a), m_a, p.Kp, p.Kp, nbuf)))
+        cap_ok = applies and big and bool(opts)
+        bud = "L1" if case == "c" else "L1/2"
+        text = (f"b_core = {bpc} {'= 1' if case == 'c' else '> 1'}, (M̄K̄ + K̄N̄)*dtype = {_kb(a_all + b_all)} > "
+                f"{bud} {_kb(budget)}, ")
+        text += "; ".join(f"{'(M̄K̄ + K̄N̄/Step)' if s == 'A' else '(M̄K̄/Step + K̄N̄)'}*dtype <= {bud} "
+                          f"with Step = {st}" for s, st, *_ in opts) or "no Step > 1 fits"
+        checks.append(Check(f"IterBatch 3{case}", text, cap_ok))
+        if cap_ok:
+            for s, st, tile, d, cand in sorted(opts, key=lambda o: o[1]):
+                eff = tile >= mt and d >= dv
+                checks.append(Check(f"IterBatch 4 ({case}, {s} resident)",
+                                    f"split tile {_kb(tile)} >= {_kb(mt)} and dValue {_kb(d)} >= {_kb(dv)}", eff))
+                take(cand if eff or not efficiency else None)
+
+    # (e): both sides split along K, Step >= 2 segments of k rows; single L1 copy as the seed writes it.
+    k_e = align_down(L1 // ((p.Mp + p.Np) * isz), ka)
+    k_e = min(k_e, align_up(cdiv(p.K, 2), ka))
+    ok = k_e >= ka and p.Kp > ka
+    step = cdiv(p.K, k_e) if k_e else 0
+    checks.append(Check("IterBatch 3e", f"(M̄*K/Step + K/Step*N̄)*dtype = ({p.Mp} + {p.Np})*{k_e}*{isz} = "
+                                        f"{_kb((p.Mp + p.Np) * k_e * isz)} <= L1 {_kb(L1)} with Step = {step}", ok))
+    if ok:
+        kk = min(k_e, p.K)
+        ta, tb = p.M * kk * isz, kk * p.N * isz
+        da, db = _dvalue(not p.transpose_a, kk, p.M, isz), _dvalue(p.transpose_b, kk, p.N, isz)
+        eff = min(ta, tb) >= mt and min(da, db) >= dv
+        checks.append(Check("IterBatch 4 (e)", f"tiles A {_kb(ta)}, B {_kb(tb)} >= {_kb(mt)} and dValue A "
+                                               f"{_kb(da)}, B {_kb(db)} >= {_kb(dv)}", eff))
+        take(IterL1("e", "", step, p.Mp, k_e, k_e, 1) if eff or not efficiency else None)
+    return found, checks
+
+
+def iter_checks(p: Problem, chip: Chip, expanded: bool = False) -> tuple[BranchCheck, IterL1 | None]:
+    """IterBatch conditions 1-4."""
+    C = chip.aic
+    rel, rel_text = _batch_relation(p, expanded)
+    b_core, rem = p.batch // C, p.batch % C
+    l1, l1_checks = iter_l1(p, chip)
+    cs = [Check("IterBatch 1", f"{rel_text} and b_core = floor(B/C) = floor({p.batch}/{C}) = {b_core} >= 1",
+                rel and b_core >= 1),
+          Check("IterBatch 2", f"B mod C = {p.batch} mod {C} = {rem}: == 0 or >= minCoreNum {chip.min_core_num}",
+                rem == 0 or rem >= chip.min_core_num)]
+    cs += l1_checks
+    cs.append(Check("IterBatch 3+4", f"first L1 case that holds (with its Step efficiency): "
+                                     f"{'(' + l1.case + ')' if l1 else 'none'}", l1 is not None))
+    return BranchCheck("iter_batch", cs[0].holds and cs[1].holds and l1 is not None, tuple(cs)), l1
+
+
+def parallel_blocks(p: Problem) -> int:
+    """P = B * ceil(M/16) * ceil(N/16): independent output blocks at the smallest cube tile."""
+    return p.batch * cdiv(p.M, FRACTAL) * cdiv(p.N, FRACTAL)
+
+
+def asw_checks(p: Problem, chip: Chip, merge_home: bool, iter_home: bool) -> BranchCheck:
+    """ASW_Basic condition 1 (P >= C at the smallest tile that fits L0C) and 2 (its entry paths)."""
+    C, P = chip.aic, parallel_blocks(p)
+    tile = FRACTAL * FRACTAL * ACC_BYTES
+    c1 = Check("ASW_Basic 1", f"P = B*ceil(M/M^t)*ceil(N/N^t) at M^t = N^t = 16 (16*16*4B = {tile} B <= L0C "
+                              f"{chip.buffers['L0C']} B) = {p.batch}*{cdiv(p.M, FRACTAL)}*{cdiv(p.N, FRACTAL)} = "
+                              f"{P} >= C = {C}", P >= C and tile <= chip.buffers["L0C"])
+    paths = [f"B = {p.batch} < C = {C}" + (" (yes)" if p.batch < C else " (no)"),
+             f"B >= C and MergeBatch, IterBatch both fail ({'yes' if p.batch >= C and not (merge_home or iter_home) else 'no'})",
+             f"cross broadcast ({'yes' if p.broadcast == 'cross' else 'no'})"]
+    ok2 = p.batch < C or not (merge_home or iter_home) or p.broadcast == "cross"
+    c2 = Check("ASW_Basic 2", "entry path: " + " or ".join(paths), ok2)
+    return BranchCheck("asw_basic", c1.holds and c2.holds, (c1, c2))
+
+
+def grid_k_ok(p: Problem, chip: Chip, g: int) -> bool:
+    """StreamK condition 2 for one grid_K: K/grid_K >= 256 and K >= grid_K^2 * theta."""
+    return p.K / g >= chip.streamk_min_k_per_core and p.K >= g * g * chip.streamk_theta
+
+
+def stream_checks(p: Problem, chip: Chip) -> BranchCheck:
+    """StreamK condition 1 (P < C) and condition 2 for grid_K = 2, 4, 8, ... up to blocksPerBatch."""
+    C, P = chip.aic, parallel_blocks(p)
+    c1 = Check("StreamK 1", f"P = B*ceil(M/16)*ceil(N/16) = {p.batch}*{cdiv(p.M, FRACTAL)}*{cdiv(p.N, FRACTAL)}"
+                            f" = {P} < C = {C}", P < C)
+    bpb = C // p.batch if p.batch else 0
+    cs = [c1]
+    g = 2
+    while g <= bpb:
+        cs.append(Check(f"StreamK 2 (grid_K={g})", f"K/grid_K = {p.K}/{g} = {p.K / g:.0f} >= "
+                        f"{chip.streamk_min_k_per_core} and K = {p.K} >= grid_K^2*theta = {g}^2*"
+                        f"{chip.streamk_theta:g} = {g * g * chip.streamk_theta:.0f}", grid_k_ok(p, chip, g)))
+        g *= 2
+    if bpb < 2:
+        cs.append(Check("StreamK 2", f"blocksPerBatch = floor(C/B) = floor({C}/{p.batch}) = {bpb} < 2: "
+                                     "no grid_K >= 2 to try", False))
+    home = c1.holds and any(c.holds for c in cs[1:])
+    return BranchCheck("stream_k", home, tuple(cs))
+
+
+def asw_window(chip: Chip) -> int:
+    """W = max{d | d divides C, d <= floor(sqrt(C))} (seed ASW step 2)."""
+    r = math.isqrt(chip.aic)
+    return max(d for d in range(1, r + 1) if chip.aic % d == 0)

@@ -1,0 +1,286 @@
+"""seeds/001: AccPhase/STPhase examples and misuse cases, and random phase programs vs a model."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import pyto
+import pyto.language as pl
+from pyto.testing import assert_close, assert_deadlock, assert_race, matmul_bound, phase_programs
+
+
+def _alloc(M, N, K, dt=pl.fp16):
+    ac = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    al = pl.alloc(pl.L0A, [M, K], dt)
+    br = pl.alloc(pl.L0B, [K, N], dt)
+    al1 = pl.alloc(pl.L1, [M, K], dt)
+    bl1 = pl.alloc(pl.L1, [K, N], dt)
+    return ac, al, br, al1, bl1
+
+
+def _load_k(al1, bl1, al, br, a, b, k, M, N):
+    pl.load(al1, a, [0, k])
+    pl.load(bl1, b, [k, 0])
+    pl.load(al, al1)
+    pl.load(br, bl1)
+
+
+@pl.kernel
+def single_matmul(a, b, out):
+    M, K = a.shape
+    N = b.shape[1]
+    ac, al, br, al1, bl1 = _alloc(M, N, K)
+    _load_k(al1, bl1, al, br, a, b, 0, M, N)
+    pl.matmul(ac, al, br)
+    pl.store(out, ac, [0, 0])
+
+
+@pl.kernel
+def k_loop(a, b, out, *, K_TOTAL, TILE_K):
+    M = a.shape[0]
+    N = b.shape[1]
+    ac, al, br, al1, bl1 = _alloc(M, N, TILE_K)
+    with pl.section_cube():
+        for k in pl.range(0, K_TOTAL, TILE_K):
+            _load_k(al1, bl1, al, br, a, b, k, M, N)
+            if k == 0:
+                pl.matmul(ac, al, br, phase=pl.AccPhase.Partial)          # first block
+            elif k < K_TOTAL - TILE_K:
+                pl.matmul_acc(ac, ac, al, br, phase=pl.AccPhase.Partial)  # middle blocks
+            else:
+                pl.matmul_acc(ac, ac, al, br, phase=pl.AccPhase.Final)    # last block
+        pl.store(out, ac, [0, 0], phase=pl.STPhase.Final)                 # Final closes
+
+
+@pl.kernel
+def misuse1(a, b, out):
+    M, K = a.shape
+    N = b.shape[1]
+    ac, al, br, al1, bl1 = _alloc(M, N, K)
+    _load_k(al1, bl1, al, br, a, b, 0, M, N)
+    pl.matmul(ac, al, br, phase=pl.AccPhase.Partial)
+    pl.store(out, ac, [0, 0], phase=pl.STPhase.Final)
+
+
+@pl.kernel
+def misuse2(a, b, out, *, K_SQ, TILE_SQ):
+    M = a.shape[0]
+    N = b.shape[1]
+    ac, al, br, al1, bl1 = _alloc(M, N, TILE_SQ)
+    for ki in pl.range(0, K_SQ, TILE_SQ):
+        _load_k(al1, bl1, al, br, a, b, ki, M, N)
+        if ki == 0:
+            pl.matmul(ac, al, br, phase=pl.AccPhase.Partial)
+        else:
+            pl.matmul_acc(ac, ac, al, br, phase=pl.AccPhase.Final)
+    pl.store(out, ac, [0, 0])
+
+
+@pl.kernel
+def misuse3(a, b, out, *, K_SQ, TILE_SQ):
+    M = a.shape[0]
+    N = b.shape[1]
+    ac, al, br, al1, bl1 = _alloc(M, N, TILE_SQ)
+    for ki in pl.range(0, K_SQ, TILE_SQ):
+        _load_k(al1, bl1, al, br, a, b, ki, M, N)
+        pl.matmul(ac, al, br, phase=pl.AccPhase.Final)
+        pl.store(out, ac, [0, 0], phase=pl.STPhase.Partial)
+
+
+def _inputs(M, N, K, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((M, K)).astype(np.float16), rng.standard_normal((K, N)).astype(np.float16),
+            np.zeros((M, N), np.float32))
+
+
+def test_single_matmul_without_phase_matches_numpy():
+    a, b, out = _inputs(48, 40, 56)
+    pyto.run(single_matmul, a, b, out)
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), matmul_bound(a, b, np.float32))
+
+
+@pytest.mark.parametrize("k_total,tile_k", [(256, 64), (96, 32), (64, 32)])
+def test_k_loop_partial_partial_final_matches_numpy(k_total, tile_k):
+    a, b, out = _inputs(32, 48, k_total, seed=k_total)
+    pyto.run(k_loop, a, b, out, K_TOTAL=k_total, TILE_K=tile_k)
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), matmul_bound(a, b, np.float32))
+
+
+def test_case1_matmul_without_final_deadlocks():
+    e = assert_deadlock(misuse1, *_inputs(32, 32, 32))
+    msg = str(e)
+    assert "STPhase.Final" in msg and "unit_flag" in msg and "== 1, is 0" in msg
+    assert "test_emulator_phases.py:" in msg and "pl.store(out, ac, [0, 0], phase=pl.STPhase.Final)" in msg
+
+
+def test_case2_store_without_phase_races():
+    e = assert_race(misuse2, *_inputs(32, 32, 64), K_SQ=64, TILE_SQ=32)
+    msg = str(e)
+    assert "RAW hazard" in msg and "L0C" in msg and "PIPE_M" in msg and "PIPE_FIX" in msg
+    assert "AccPhase.Partial" in msg or "AccPhase.Final" in msg
+    assert "pl.store(out, ac, [0, 0])" in msg
+
+
+def test_case3_store_partial_in_loop_deadlocks():
+    e = assert_deadlock(misuse3, *_inputs(32, 32, 64), K_SQ=64, TILE_SQ=32)
+    msg = str(e)
+    assert "AccPhase.Final" in msg and "== 0, is 1" in msg and "PIPE_M" in msg
+    assert "pl.matmul(ac, al, br, phase=pl.AccPhase.Final)" in msg
+
+
+def test_failed_run_leaves_arrays_untouched():
+    a, b, out = _inputs(32, 32, 64)
+    out[...] = 7.0
+    before = out.copy()
+    with pytest.raises(pyto.RaceError):
+        pyto.run(misuse2, a, b, out, K_SQ=64, TILE_SQ=32)
+    assert np.array_equal(out, before)
+
+
+@pl.kernel
+def staged_store_out(a, b, out):
+    """seeds/001: an L0C result drained in two parts, each Fixpipe toggling the blocks it reads."""
+    M, K = a.shape
+    N = b.shape[1]
+    ac, al, br, al1, bl1 = _alloc(M, N, K)
+    _load_k(al1, bl1, al, br, a, b, 0, M, N)
+    pl.matmul(ac, al, br, phase=pl.AccPhase.Final)
+    pl.store(out, ac[:, 0:32], [0, 0], phase=pl.STPhase.Final)
+    pl.store(out, ac[:, 32:64], [0, 32], phase=pl.STPhase.Final)
+    pl.matmul(ac, al, br, phase=pl.AccPhase.Final)   # both halves released: may write again
+    pl.store(out, ac, [0, 0], phase=pl.STPhase.Final)
+
+
+def test_staged_store_out_per_region_unit_flags():
+    a, b, out = _inputs(32, 64, 32)
+    pyto.run(staged_store_out, a, b, out)
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), matmul_bound(a, b, np.float32))
+
+
+# ---- random phase programs against an independent model of seeds/001's unit_flag table -----------
+def model_verdict(loops, ops):
+    """Independent model: two in-order pipes (M for mm/acc, FIX for st) over whole L0C tiles.
+
+    Software sync joins an M op and a FIX op on the same tile only when neither carries a phase;
+    unit_flag: mm/acc wait for 0 (Final sets 1), st waits for 1 (Final sets 0). Verdict priority:
+    race > uninitialised read > deadlock > ok (the order in which pyto reports them).
+    """
+    prog = [op for _ in range(loops) for op in ops]
+    pipe_ops = {"M": [], "F": []}
+    for i, (kind, tile, phase) in enumerate(prog):
+        pipe_ops["F" if kind == "st" else "M"].append(i)
+    # software-sync edges: latest earlier op of the other pipe on the same tile, no phase on either side
+    deps = {i: [] for i in range(len(prog))}
+    for i, (kind, tile, phase) in enumerate(prog):
+        for j in range(i - 1, -1, -1):
+            k2, t2, p2 = prog[j]
+            if t2 == tile and (k2 == "st") != (kind == "st"):
+                if phase == "none" and p2 == "none":
+                    deps[i].append(j)
+                break
+    flags = {}
+    setter = {}
+    clock = {}          # op -> vector clock (M, F) at its execution
+    pos = {"M": 0, "F": 0}
+    vc = {"M": [0, 0], "F": [0, 0]}
+    done = set()
+    progressed = True
+    while progressed:
+        progressed = False
+        for p, idx in (("M", 0), ("F", 1)):
+            if pos[p] >= len(pipe_ops[p]):
+                continue
+            i = pipe_ops[p][pos[p]]
+            kind, tile, phase = prog[i]
+            if any(d not in done for d in deps[i]):
+                continue
+            want = 1 if kind == "st" else 0
+            if phase != "none" and flags.get(tile, 0) != want:
+                continue
+            joins = [clock[d] for d in deps[i]]
+            if phase != "none" and (tile, want) in setter:
+                joins.append(clock[setter[(tile, want)]])
+            for c in joins:
+                vc[p] = [max(x, y) for x, y in zip(vc[p], c)]
+            vc[p][idx] += 1
+            clock[i] = list(vc[p])
+            if phase == "Final":
+                flags[tile] = 0 if kind == "st" else 1
+                setter[(tile, flags[tile])] = i
+            done.add(i)
+            pos[p] += 1
+            progressed = True
+    # race: an executed M op and an executed FIX op on one tile, neither ordered before the other
+    for i in done:
+        for j in done:
+            ki, ti, _ = prog[i]
+            kj, tj, _ = prog[j]
+            if ti == tj and ki != "st" and kj == "st":
+                before = clock[i][0] <= clock[j][0]
+                after = clock[j][1] <= clock[i][1]
+                if not before and not after:
+                    return "race"
+    for i in done:
+        kind, tile, _ = prog[i]
+        if kind in ("acc", "st"):
+            if not any(prog[w][0] == "mm" and prog[w][1] == tile and clock[w][0] <= clock[i][0]
+                       for w in done if w != i):
+                return "uninit"
+    if len(done) < len(prog):
+        return "deadlock"
+    return "ok"
+
+
+def _phase_kernel(loops, ops):
+    @pl.kernel
+    def prog(a, b, out):
+        c = [pl.alloc(pl.L0C, [16, 16], pl.fp32, name=f"c{t}") for t in range(2)]
+        al = pl.alloc(pl.L0A, [16, 16], pl.fp16)
+        br = pl.alloc(pl.L0B, [16, 16], pl.fp16)
+        al1 = pl.alloc(pl.L1, [16, 16], pl.fp16)
+        bl1 = pl.alloc(pl.L1, [16, 16], pl.fp16)
+        _load_k(al1, bl1, al, br, a, b, 0, 16, 16)
+        for _ in pl.range(loops):
+            for kind, t, phase in ops:
+                acc = None if phase == "none" else getattr(pl.AccPhase, phase)
+                st = None if phase == "none" else getattr(pl.STPhase, phase)
+                if kind == "mm":
+                    pl.matmul(c[t], al, br, phase=acc)
+                elif kind == "acc":
+                    pl.matmul_acc(c[t], c[t], al, br, phase=acc)
+                else:
+                    pl.store(out, c[t], [0, 0], phase=st)
+    return prog
+
+
+def emulator_verdict(loops, ops):
+    a, b, out = _inputs(16, 16, 16)
+    try:
+        pyto.run(_phase_kernel(loops, ops), a, b, out)
+    except pyto.RaceError:
+        return "race"
+    except pyto.UninitializedReadError:
+        return "uninit"
+    except pyto.DeadlockError:
+        return "deadlock"
+    return "ok"
+
+
+@settings(max_examples=300)
+@given(phase_programs())
+def test_random_phase_programs_match_independent_model(program):
+    loops, ops = program
+    assert emulator_verdict(loops, ops) == model_verdict(loops, ops)
+
+
+@pytest.mark.parametrize("loops,ops,verdict", [
+    (1, [("mm", 0, "Partial"), ("st", 0, "Final")], "deadlock"),
+    (1, [("mm", 0, "Final"), ("st", 0, "Final")], "ok"),
+    (2, [("mm", 0, "Final"), ("st", 0, "Partial")], "deadlock"),
+    (1, [("mm", 0, "Final"), ("st", 0, "none")], "race"),
+    (2, [("mm", 0, "none"), ("st", 0, "none")], "ok"),
+    (1, [("st", 0, "none")], "uninit"),
+    (3, [("mm", 0, "Partial"), ("acc", 0, "Final"), ("st", 0, "Final"), ("mm", 1, "none"), ("st", 1, "none")], "ok"),
+])
+def test_model_and_emulator_on_known_programs(loops, ops, verdict):
+    assert model_verdict(loops, ops) == verdict
+    assert emulator_verdict(loops, ops) == verdict
