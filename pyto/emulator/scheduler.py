@@ -149,12 +149,15 @@ class Scheduler:
         for d in ins.deps:
             if d.pipe != ins.pipe and self.end[d.index] + lat > start:
                 start = self.end[d.index] + lat
-        end = self.timing.end(ins, start)
+        free, end = self.timing.cost(ins, start)
         self.begin[ins.index] = start
         self.end[ins.index] = end
-        self.busy_cycles[key] = self.busy_cycles.get(key, 0.0) + (end - start)
+        self.busy_cycles[key] = self.busy_cycles.get(key, 0.0) + (free - start)
+        # at equal times completions go first, so a pipe issuing again sees the flags they set
         self.seq += 1
-        heapq.heappush(self.heap, (end, self.seq, ins.index, key))
+        heapq.heappush(self.heap, (free, 1, self.seq, ins.index, key))
+        self.seq += 1
+        heapq.heappush(self.heap, (end, 0, self.seq, ins.index, key))
 
     def _arrive(self, ins: Instr) -> None:
         if any(a is ins for a, _ in self.barrier_arrived):
@@ -171,11 +174,16 @@ class Scheduler:
         return self.waiters.pop(b, [])
 
     def _complete(self, idx: int, key) -> list:
-        ins = self.instrs[idx]
+        """`ins` is complete: instructions waiting on it (auto-sync) may start."""
         self.done[idx] = True
-        self.busy[key] = False
         self.finished += 1
-        wake = [key] + self._wake(("i", idx))
+        return self._wake(("i", idx))
+
+    def _release(self, idx: int, key) -> list:
+        """`ins` has left its pipe (its L0C access is over): update unit_flag and flags, issue the next one."""
+        ins = self.instrs[idx]
+        self.busy[key] = False
+        wake = [key]
         phase = ins.attrs.get("phase")
         if phase is AccPhase.Final:
             self.uf.set(ins.dsts[0], 1, ins)
@@ -199,9 +207,9 @@ class Scheduler:
             self._try(key)
         total = len(self.instrs)
         while self.heap:
-            t, _, idx, key = heapq.heappop(self.heap)
+            t, release, _, idx, key = heapq.heappop(self.heap)
             self.now = t
-            for k in self._complete(idx, key):
+            for k in (self._release(idx, key) if release else self._complete(idx, key)):
                 self._try(k)
         if self.finished < total:
             raise DeadlockError(self._deadlock_report())

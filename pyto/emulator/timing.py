@@ -1,8 +1,9 @@
 """Instruction costs in cycles from the chip table (DESIGN section 5), first version.
 
-COSTS maps each Op to a cost function; a test checks it covers all of Op. Transfers cost latency +
-bytes / per-core bandwidth, each contiguous burst charged at least `burst_min_bytes`; GM traffic of all
-cores also queues on one chip-wide channel of `gm_bandwidth`.
+COSTS maps each Op to a cost function returning (pipe free again, instruction complete). Transfers
+occupy their pipe for bytes / per-core bandwidth (each contiguous burst charged at least
+`burst_min_bytes`) and complete a fixed latency later, so back-to-back transfers pipeline; GM traffic
+of all cores also queues on one chip-wide channel of `gm_bandwidth`.
 """
 from __future__ import annotations
 
@@ -32,30 +33,35 @@ class Timing:
         self.gm_free = 0.0
         self.gm_per_cycle = chip.gm_bytes_per_cycle
 
-    def _transfer(self, ins: Instr, now: float) -> float:
+    def _transfer(self, ins: Instr, now: float) -> tuple:
         src, dst = ins.attrs["path"]
         path = self.chip.path(src, dst)
         if "GM" in (src, dst):
             nbytes = gm_bytes(self.chip, ins.attrs)
-            own = now + path.latency + nbytes / path.bytes_per_cycle
+            free = now + nbytes / path.bytes_per_cycle
             ch_start = max(now, self.gm_free)
             self.gm_free = ch_start + nbytes / self.gm_per_cycle
-            return max(own, self.gm_free + path.latency)
-        return now + path.latency + ins.attrs["bytes"] / path.bytes_per_cycle
+            free = max(free, self.gm_free)
+            return free, free + path.latency
+        free = now + ins.attrs["bytes"] / path.bytes_per_cycle
+        return free, free + path.latency
 
-    def _mmad(self, ins: Instr, now: float) -> float:
+    def _mmad(self, ins: Instr, now: float) -> tuple:
         a = ins.attrs
-        return now + mmad_cycles(self.chip, a["m"], a["n"], a["k"], a["dtype"])
+        end = now + mmad_cycles(self.chip, a["m"], a["n"], a["k"], a["dtype"])
+        return end, end
 
-    def _vector(self, ins: Instr, now: float) -> float:
+    def _vector(self, ins: Instr, now: float) -> tuple:
         nbytes = ins.attrs["elems"] * 4
-        return now + self.chip.vector_head_cycles + nbytes / self.chip.vector_bytes_per_cycle
+        end = now + self.chip.vector_head_cycles + nbytes / self.chip.vector_bytes_per_cycle
+        return end, end
 
-    def _scalar(self, ins: Instr, now: float) -> float:
-        return now + self.chip.scalar_cycles
+    def _scalar(self, ins: Instr, now: float) -> tuple:
+        end = now + self.chip.scalar_cycles
+        return end, end
 
-    def end(self, ins: Instr, now: float) -> float:
-        """When `ins`, started at `now`, completes."""
+    def cost(self, ins: Instr, now: float) -> tuple:
+        """(pipe free again, instruction complete) for `ins` started at `now`."""
         return COSTS[ins.op](self, ins, now)
 
 

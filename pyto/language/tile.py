@@ -59,6 +59,12 @@ class Tile:
     def buffer(self) -> Buf:
         return self.store.buf
 
+    def current(self) -> "Tile":
+        """A single tile is a ring of one: current(), next() and previous() are the tile itself."""
+        return self
+
+    next = previous = current
+
     def __getitem__(self, idx) -> "Tile":
         if not (isinstance(idx, tuple) and len(idx) == 2 and all(isinstance(s, slice) for s in idx)):
             raise KernelError(f"{caller_loc()}: tiles are sliced as tile[r0:r1, c0:c1], got {idx!r}")
