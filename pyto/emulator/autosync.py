@@ -36,8 +36,12 @@ class _Track:
         self.gm_reads: dict = {}   # GM: pipe -> last reading instr (conservative WAR)
 
 
-def insert(instrs: list) -> None:
-    """Fill `instr.deps` for one program's instructions (program order)."""
+def insert(instrs: list, data: bool = True) -> None:
+    """Fill `instr.deps` for one program's instructions (program order).
+
+    With `data=False` (auto_sync off: the kernel synchronises itself with flags) only the barrier
+    edges of sync_all / pipe_barrier(ALL) are inserted.
+    """
     tracks: dict = {}
     barrier = None
     after_barrier: set = set()
@@ -57,6 +61,10 @@ def insert(instrs: list) -> None:
             after_barrier.add(p)
             if p != barrier.pipe:
                 deps[barrier.pipe] = barrier
+        if not data:
+            ins.deps = [d for d in deps.values() if d is not ins]
+            last_on[p] = ins
+            continue
         for acc in ins.srcs:
             tr = tracks.get(id(acc.obj))
             if tr is None:

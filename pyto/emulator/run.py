@@ -72,7 +72,7 @@ def _check_params(kernel: Kernel, params: dict) -> None:
                               f"int, float or bool, got {type(v).__name__}")
 
 
-def trace(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int) -> list:
+def trace(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, auto_sync: bool = True) -> list:
     """Trace every (block, role) of the launch; return its programs with auto-sync filled in."""
     launch = Launch(chip, blocks, tensors)
     programs = []
@@ -90,13 +90,17 @@ def trace(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int) 
             index += 1
     crosscore.pair(programs)
     for prog in programs:
-        autosync.insert(prog.instrs)
+        autosync.insert(prog.instrs, data=auto_sync)
     return programs
 
 
 def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int = 1, mode: str = "full",
-        trace_events: bool = False, **params) -> Report:
-    """Run `kernel` on the emulated chip; outputs are written into the arrays given (only on success)."""
+        trace_events: bool = False, auto_sync: bool = True, **params) -> Report:
+    """Run `kernel` on the emulated chip; outputs are written into the arrays given (only on success).
+
+    `auto_sync=False` turns off the framework's inserted synchronisation: the kernel orders its pipes
+    with pl.set_flag/wait_flag itself, and the sanitizer reports what it misses.
+    """
     if not isinstance(kernel, Kernel):
         raise KernelError(f"pyto.run takes a @pl.kernel function, got {kernel!r}")
     if mode not in ("full", "timing"):
@@ -106,7 +110,7 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
         raise UnsupportedError(f"blocks={blocks!r}: {chip.name} has {chip.aic} AI cores (blocks 1..{chip.aic})")
     _check_params(kernel, params)
     tensors = _gm_tensors(kernel, arrays, mode)
-    programs = trace(kernel, tensors, params, chip, blocks)
+    programs = trace(kernel, tensors, params, chip, blocks, auto_sync)
     instrs = [ins for p in programs for ins in p.instrs]
 
     written = {id(a.obj) for ins in instrs for a in ins.dsts if isinstance(a.obj, GMTensor)}

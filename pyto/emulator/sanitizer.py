@@ -67,12 +67,8 @@ class Sanitizer:
             self.snap[ins.index] = (b, vc.copy(), self.epoch[b, t])
 
     def pass_barrier(self, ins: Instr, n: int) -> None:
-        """A sync_all completed: its thread enters phase `n`."""
-        b, t = ins.core // 3, thread_of(ins)
-        self.epoch[b, t] = n
-        s = self.snap.get(ins.index)
-        if s is not None:
-            self.snap[ins.index] = (s[0], s[1], n)
+        """Every core reached sync_all `ins`: its thread (and all who wait on it) enter phase `n`."""
+        self.epoch[ins.core // 3, thread_of(ins)] = n
 
     def _access(self, ins: Instr, acc: Access, write: bool, b: int, t: int, vc, atomic: bool = False) -> None:
         obj = acc.obj

@@ -12,7 +12,7 @@ from collections import deque
 
 import numpy as np
 
-from ..errors import DeadlockError, SyncError
+from ..errors import DeadlockError, SyncError  # noqa: F401
 from ..ir import AccPhase, Buf, Instr, Op, Role, STPhase
 
 
@@ -73,6 +73,21 @@ def unit_flag_wait(ins: Instr):
     return ins.srcs[0], 1
 
 
+def check_flag_pairs(program) -> None:
+    """synccheck: in program order, an event may not be set again before a wait_flag on it (undefined
+    on the hardware, whatever the timing)."""
+    pending: dict = {}
+    for ins in program.instrs:
+        if ins.op is Op.SET_FLAG:
+            first = pending.get(ins.attrs["key"])
+            if first is not None:
+                raise SyncError(f"{ins.loc}: event {_flag_name(ins)} set again before a wait_flag consumed the "
+                                f"set at {first.loc} (undefined on the hardware)")
+            pending[ins.attrs["key"]] = ins
+        elif ins.op is Op.WAIT_FLAG:
+            pending.pop(ins.attrs["key"], None)
+
+
 class Scheduler:
     """Runs the programs; calls `on_start(ins, joins)` (sanitizer + data) and times with `timing`."""
 
@@ -84,6 +99,7 @@ class Scheduler:
         self.end = np.zeros(len(instrs), dtype=np.float64)
         self.queues: dict = {}
         for prog in programs:
+            check_flag_pairs(prog)
             for ins in prog.instrs:
                 self.queues.setdefault((prog.id, ins.pipe), deque()).append(ins)
         self.busy: dict = {k: False for k in self.queues}
@@ -168,6 +184,7 @@ class Scheduler:
             self.barrier_n += 1
             for a, key in arrived:
                 self.queues[key].popleft()
+                self.san.pass_barrier(a, self.barrier_n)
                 self._start(a, key)
 
     def _wake(self, b) -> list:
@@ -192,14 +209,8 @@ class Scheduler:
             self.uf.set(ins.srcs[0], 0, ins)
             wake += self._wake(("u", id(ins.srcs[0].obj)))
         if ins.op is Op.SET_FLAG:
-            pending = self.flags.setdefault((ins.core, ins.attrs["key"]), deque())
-            if pending:
-                raise SyncError(f"{ins.loc}: event {_flag_name(ins)} set again before a wait_flag consumed the "
-                                f"earlier set at {pending[0].loc} (undefined on the hardware)")
-            pending.append(ins)
+            self.flags.setdefault((ins.core, ins.attrs["key"]), deque()).append(ins)
             wake += self._wake(("f", ins.core, ins.attrs["key"]))
-        if ins.op is Op.SYNC_ALL:
-            self.san.pass_barrier(ins, self.barrier_n)
         return wake
 
     def run(self) -> float:

@@ -1,0 +1,287 @@
+"""Errors name the buffer, the numbers and the kernel line; nothing but PytoError escapes."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import pyto
+import pyto.language as pl
+from pyto.testing import assert_race
+
+
+def _mm_inputs(M=32, N=32, K=32):
+    return (np.ones((M, K), np.float16), np.ones((K, N), np.float16), np.zeros((M, N), np.float32))
+
+
+@pl.kernel
+def big_l0c(a, b, out, *, M, N):
+    pl.alloc(pl.L0C, [M, N], pl.fp32)
+
+
+def test_capacity_l0c_fits_950_not_a2():
+    pyto.run(big_l0c, *_mm_inputs(), M=256, N=256)                      # 256 KB: fits 950PR's 256 KB
+    with pytest.raises(pyto.CapacityError) as ei:
+        pyto.run(big_l0c, *_mm_inputs(), M=256, N=256, chip="atlas-a2")  # ... not A2's 128 KB
+    e = ei.value
+    assert e.buffer == "L0C" and e.asked == 262144 and e.capacity == 131072 and e.in_use == 0
+    msg = str(e)
+    assert "L0C" in msg and "262144" in msg and "131072" in msg and "atlas-a2" in msg
+    assert "test_emulator_errors.py:" in msg and "pl.alloc(pl.L0C, [M, N], pl.fp32)" in msg
+
+
+@pl.kernel
+def ring_overflow(a, b, out):
+    pl.alloc(pl.L1, [256, 256], pl.fp16, buffers=2)                  # 256 KB
+    pl.alloc(pl.L1, [256, 256], pl.fp16, buffers=2)                  # another 256 KB: full
+    pl.alloc(pl.L1, [16, 16], pl.fp16)
+
+
+def test_capacity_counts_rings_and_in_use():
+    with pytest.raises(pyto.CapacityError) as ei:
+        pyto.run(ring_overflow, *_mm_inputs())
+    assert ei.value.in_use == 524288 and ei.value.asked == 512 and "L1" in str(ei.value)
+
+
+@pl.kernel
+def padded_charge(a, b, out):
+    pl.alloc(pl.L0A, [17, 17], pl.int8)        # CeilAlign 32 for int8: 32*32 = 1024 B
+    pl.alloc(pl.L0A, [250, 250], pl.fp16)      # 256*256*2 = 131072 > 64 KB
+
+
+def test_capacity_charged_at_padded_size():
+    with pytest.raises(pyto.CapacityError) as ei:
+        pyto.run(padded_charge, *_mm_inputs())
+    assert ei.value.asked == 131072 and ei.value.in_use == 1024
+
+
+@pl.kernel
+def bad_view(a, b, out, *, R0, C0):
+    ac = pl.alloc(pl.L0C, [64, 64], pl.fp32)
+    ac[R0:R0 + 16, C0:C0 + 16]
+
+
+@pytest.mark.parametrize("r0,c0", [(8, 0), (0, 4)])
+def test_view_off_fractal_grid(r0, c0):
+    with pytest.raises(pyto.AlignmentError, match="fractal grid"):
+        pyto.run(bad_view, *_mm_inputs(), R0=r0, C0=c0)
+
+
+def test_view_on_grid_and_out_of_bounds():
+    pyto.run(bad_view, *_mm_inputs(), R0=16, C0=48)
+    with pytest.raises(pyto.OutOfBoundsError):
+        pyto.run(bad_view, *_mm_inputs(), R0=64, C0=0)
+
+
+@pl.kernel
+def oob_load(a, b, out, *, R):
+    t = pl.alloc(pl.L1, [16, 16], pl.fp16)
+    pl.load(t, a, [R, 0])
+
+
+def test_gm_offset_out_of_bounds_and_edge_clipping():
+    pyto.run(oob_load, *_mm_inputs(), R=31)          # partial edge tile: clipped, zero-padded
+    with pytest.raises(pyto.OutOfBoundsError, match="outside GM tensor 'a'"):
+        pyto.run(oob_load, *_mm_inputs(), R=32)
+
+
+@pl.kernel
+def wrong_buffer(a, b, out):
+    al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    br = pl.alloc(pl.L0B, [32, 32], pl.fp16)
+    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    pl.matmul(ac, al1, br)
+
+
+@pl.kernel
+def wrong_shape(a, b, out):
+    al = pl.alloc(pl.L0A, [32, 48], pl.fp16)
+    br = pl.alloc(pl.L0B, [32, 32], pl.fp16)
+    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    pl.matmul(ac, al, br)
+
+
+@pl.kernel
+def wrong_dtype(a, b, out):
+    al = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    br = pl.alloc(pl.L0B, [32, 32], pl.bf16)
+    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    pl.matmul(ac, al, br)
+
+
+@pytest.mark.parametrize("kernel,text", [(wrong_buffer, "must be in L0A"), (wrong_shape, "do not chain"),
+                                         (wrong_dtype, "differ in dtype")])
+def test_misuse_names_the_line(kernel, text):
+    with pytest.raises(pyto.ShapeError) as ei:
+        pyto.run(kernel, *_mm_inputs())
+    assert text in str(ei.value) and "test_emulator_errors.py:" in str(ei.value) and "pl.matmul" in str(ei.value)
+
+
+@pl.kernel
+def takes_tile(a, b, out, *, T):
+    pl.alloc(pl.L1, [T, T], pl.fp16)
+
+
+def test_static_params_must_be_python_scalars():
+    with pytest.raises(pyto.KernelError, match="must be a Python int"):
+        pyto.run(takes_tile, *_mm_inputs(), T=[16])
+    with pytest.raises(pyto.KernelError, match="no static parameter"):
+        pyto.run(takes_tile, *_mm_inputs(), TILE=16)
+    with pytest.raises(pyto.ShapeError, match="two positive Python ints"):
+        pyto.run(takes_tile, *_mm_inputs(), T=16.0)
+
+
+def test_dsl_outside_kernel_and_direct_call():
+    with pytest.raises(pyto.KernelError, match="@pl.kernel"):
+        pl.alloc(pl.L1, [16, 16], pl.fp16)
+    with pytest.raises(pyto.KernelError, match="pyto.run"):
+        takes_tile(*_mm_inputs(), T=16)
+
+
+@pl.kernel
+def vector_in_cube(a, b, out):
+    u = pl.alloc(pl.UB, [16, 16], pl.fp16)
+    with pl.section_cube():
+        pl.add(u, u, u)
+
+
+def test_vector_op_in_cube_section():
+    with pytest.raises(pyto.KernelError, match="section_vector"):
+        pyto.run(vector_in_cube, *_mm_inputs())
+
+
+@pl.kernel
+def l0c_to_ub(a, b, out):
+    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    u = pl.alloc(pl.UB, [32, 32], pl.fp32)
+    pl.move(u, ac, acc_to_vec_mode=pl.AccToVecMode.SingleModeVec0)
+
+
+def test_path_missing_on_a2():
+    with pytest.raises(pyto.UnsupportedError, match="L0C->UB"):
+        pyto.run(l0c_to_ub, *_mm_inputs(), chip="atlas-a2")
+
+
+@pl.kernel
+def read_before_write(a, b, out):
+    al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    al = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    pl.load(al, al1)
+
+
+def test_uninitialized_read():
+    with pytest.raises(pyto.UninitializedReadError, match="L1 tile 'al1'"):
+        pyto.run(read_before_write, *_mm_inputs())
+
+
+@pl.kernel
+def same_tile_all_blocks(a, b, out, *, SYNC):
+    """Every block writes out[0:32, 0:32] (a cross-core WAW) unless they take turns around sync_all."""
+    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    al, br = pl.alloc(pl.L0A, [32, 32], pl.fp16), pl.alloc(pl.L0B, [32, 32], pl.fp16)
+    al1, bl1 = pl.alloc(pl.L1, [32, 32], pl.fp16), pl.alloc(pl.L1, [32, 32], pl.fp16)
+    pl.load(al1, a)
+    pl.load(bl1, b)
+    pl.load(al, al1)
+    pl.load(br, bl1)
+    pl.matmul(ac, al, br)
+    for turn in pl.range(pl.block_num()):
+        if turn == pl.block_idx() or not SYNC:
+            pl.store(out, ac, [0, 0])
+        if SYNC:
+            pl.sync_all()
+
+
+def test_gm_race_across_cores_and_sync_all():
+    a, b, out = _mm_inputs()
+    pyto.run(same_tile_all_blocks, a, b, out, blocks=3, SYNC=True)
+    assert np.all(out == 32.0)
+    e = assert_race(same_tile_all_blocks, a, b, out, blocks=3, SYNC=False)
+    assert "WAW" in str(e) and "GM tensor 'out'" in str(e) and "block 1" in str(e)
+
+
+@pl.kernel
+def expert_sync(a, b, out, *, MODE):
+    al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    al = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    pl.load(al1, a)
+    if MODE in (0, 2):
+        pl.set_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
+    if MODE == 2:
+        pl.set_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
+    pl.wait_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
+    pl.load(al, al1)
+
+
+def test_expert_flags_without_auto_sync():
+    pyto.run(expert_sync, *_mm_inputs(), MODE=0, auto_sync=False)
+    with pytest.raises(pyto.DeadlockError, match=r"event \(MTE2->MTE1, id 0\)"):
+        pyto.run(expert_sync, *_mm_inputs(), MODE=1, auto_sync=False)
+    with pytest.raises(pyto.SyncError, match="set again"):
+        pyto.run(expert_sync, *_mm_inputs(), MODE=2, auto_sync=False)
+
+
+@pl.kernel
+def unsynced(a, b, out):
+    al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    al = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    pl.load(al1, a)
+    pl.load(al, al1)
+
+
+def test_auto_sync_off_exposes_race():
+    pyto.run(unsynced, *_mm_inputs())
+    e = assert_race(unsynced, *_mm_inputs(), auto_sync=False)
+    assert "RAW" in str(e) and "PIPE_MTE2" in str(e) and "PIPE_MTE1" in str(e)
+
+
+# ---- fuzz: random op sequences; only PytoError may escape ---------------------------------------
+_OPS = st.tuples(st.sampled_from(["load_gm", "load_l0", "matmul", "matmul_acc", "store", "move", "view",
+                                  "add", "sync", "barrier"]),
+                 st.integers(0, 6), st.integers(0, 6), st.integers(-20, 80), st.integers(-20, 80),
+                 st.sampled_from([None, "Partial", "Final"]))
+
+
+def _fuzz_kernel(ops):
+    @pl.kernel
+    def fuzz(a, b, out):
+        tiles = [pl.alloc(pl.L1, [32, 32], pl.fp16), pl.alloc(pl.L1, [32, 48], pl.fp16),
+                 pl.alloc(pl.L0A, [32, 32], pl.fp16), pl.alloc(pl.L0B, [32, 48], pl.fp16),
+                 pl.alloc(pl.L0C, [32, 48], pl.fp32), pl.alloc(pl.UB, [32, 48], pl.fp32),
+                 pl.alloc(pl.L0B, [32, 32], pl.fp16)]
+        gms = [a, b, out]
+        for kind, i, j, x, y, ph in ops:
+            t, u = tiles[i], tiles[j]
+            acc = getattr(pl.AccPhase, ph) if ph else None
+            stp = getattr(pl.STPhase, ph) if ph else None
+            if kind == "load_gm":
+                pl.load(t, gms[j % 3], [x, y])
+            elif kind == "load_l0":
+                pl.load(t, u)
+            elif kind == "matmul":
+                pl.matmul(tiles[4], t, u, phase=acc)
+            elif kind == "matmul_acc":
+                pl.matmul_acc(t, t, tiles[2], u, phase=acc)
+            elif kind == "store":
+                pl.store(gms[j % 3], t, [x, y], phase=stp)
+            elif kind == "move":
+                pl.move(t, u, phase=stp)
+            elif kind == "view":
+                t[x:y, 0:16]
+            elif kind == "add":
+                pl.add(t, u, t)
+            elif kind == "sync":
+                pl.set_flag(pl.Pipe(i % 7), pl.Pipe(j % 7), x)
+            else:
+                pl.pipe_barrier(pl.Pipe(i % 8))
+    return fuzz
+
+
+@settings(max_examples=150)
+@given(st.lists(_OPS, min_size=1, max_size=8))
+def test_random_op_sequences_raise_only_pyto_errors(ops):
+    a, b, out = np.ones((64, 64), np.float16), np.ones((64, 64), np.float16), np.zeros((64, 64), np.float32)
+    before = out.copy()
+    try:
+        pyto.run(_fuzz_kernel(ops), a, b, out)
+    except pyto.PytoError as e:
+        assert np.array_equal(out, before)
+        assert "test_emulator_errors.py" in str(e) or isinstance(e, (pyto.DeadlockError,))
