@@ -98,7 +98,7 @@ class Problem:
     def compulsory_bytes(self) -> int:
         """Bytes any implementation must move: every input once, the output once (bias as [B, 1, N])."""
         reads = (self.batch_a * self.M * self.K + self.batch_b * self.K * self.N) * self.isz
-        bias = self.batch * self.N * self.isz if self.bias and self.K > 0 else 0
+        bias = self.batch * self.N * self.isz if self.bias else 0
         return reads + bias + self.batch * self.M * self.N * self.out_isz
 
 

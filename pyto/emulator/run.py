@@ -14,7 +14,7 @@ from ..errors import DeadlockError, KernelError, ShapeError, UnsupportedError
 from ..ir import GMTensor, Op, Role
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
-from . import autosync, crosscore
+from . import crosscore
 from .datapath import EFFECTS
 from .memory import Memory
 from .sanitizer import Sanitizer
@@ -88,9 +88,7 @@ def trace(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, 
         for ins in prog.instrs:
             ins.index = index
             index += 1
-    crosscore.pair(programs)
-    for prog in programs:
-        autosync.insert(prog.instrs, data=auto_sync)
+    crosscore.insert_all(programs, auto_sync)
     return programs
 
 

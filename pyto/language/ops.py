@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..dtypes import DType
-from ..errors import KernelError, OutOfBoundsError, ShapeError
+from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, AccPhase, AccToVecMode, Buf, GMTensor, Instr, Loc, Op, Pipe, Role, STPhase
 from .tile import Tile
 from .trace import caller_loc, current
@@ -17,6 +17,14 @@ def _need_tile(x, what: str, bufs: tuple, loc: Loc) -> Tile:
         raise ShapeError(f"{loc}: {what} must be in {'/'.join(b.name for b in bufs)}, but {x!r} is in "
                          f"{x.buffer.name}")
     return x
+
+
+def _need_path(src: str, dst: str, loc: Loc) -> None:
+    """UnsupportedError naming the kernel line when the chip lacks the data path src->dst."""
+    chip = current().chip
+    if not chip.has_path(src, dst):
+        raise UnsupportedError(f"{loc}: chip {chip.name} has no data path {src}->{dst}; its paths are "
+                               f"{', '.join(chip.paths)}")
 
 
 def _acc(t: Tile) -> Access:
@@ -66,7 +74,7 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
         if dst.buffer not in (Buf.L1, Buf.UB):
             raise ShapeError(f"{loc}: GM loads go to L1 or UB, not {dst.buffer.name} (there is no GM->"
                              f"{dst.buffer.name} path); load into L1 first")
-        tr.chip.path("GM", dst.buffer.name)
+        _need_path("GM", dst.buffer.name, loc)
         if src.dtype is not dst.dtype:
             raise ShapeError(f"{loc}: pl.load does not convert: {src!r} is {src.dtype}, {dst!r} is {dst.dtype}")
         if offsets is None:
@@ -81,7 +89,7 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
     src = _need_tile(src, "pl.load source", (Buf.L1,), loc)
     if dst.buffer not in (Buf.L0A, Buf.L0B, Buf.BT):
         raise ShapeError(f"{loc}: an L1 tile loads into L0A, L0B or BT, not {dst.buffer.name}")
-    tr.chip.path("L1", dst.buffer.name)
+    _need_path("L1", dst.buffer.name, loc)
     if offsets is not None:
         raise KernelError(f"{loc}: on-chip loads take a view (src[r0:r1, c0:c1]), not offsets")
     want = dst.shape[::-1] if transpose else dst.shape
@@ -112,7 +120,7 @@ def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, 
     _check_phase(phase, STPhase, loc, "pl.store")
     if atomic not in (None, "add"):
         raise KernelError(f"{loc}: atomic must be None or 'add', got {atomic!r}")
-    tr.chip.path(src.buffer.name, "GM")
+    _need_path(src.buffer.name, "GM", loc)
     if src.buffer is Buf.L0C:
         if dst.dtype not in _OUT_TYPES[src.dtype]:
             raise ShapeError(f"{loc}: Fixpipe converts {src.dtype} to {'/'.join(map(str, _OUT_TYPES[src.dtype]))}, "
@@ -141,7 +149,7 @@ def move(dst: Tile, src: Tile, *, acc_to_vec_mode: Optional[AccToVecMode] = None
     _need_tile(src, "pl.move source", (Buf.L0C, Buf.UB), loc)
     _need_tile(dst, "pl.move destination", (Buf.L1, Buf.UB), loc)
     _check_phase(phase, STPhase, loc, "pl.move")
-    tr.chip.path(src.buffer.name, dst.buffer.name)
+    _need_path(src.buffer.name, dst.buffer.name, loc)
     attrs = {"phase": phase, "mode": acc_to_vec_mode, "path": (src.buffer.name, dst.buffer.name)}
     if src.buffer is Buf.L0C:
         if src.dtype is DType.int32 and dst.dtype is not DType.int32:
@@ -150,8 +158,12 @@ def move(dst: Tile, src: Tile, *, acc_to_vec_mode: Optional[AccToVecMode] = None
             raise ShapeError(f"{loc}: an fp32 accumulator moves out as fp32/fp16/bf16, not {dst.dtype}")
         if dst.buffer is Buf.UB:
             from .vector import l0c_to_ub_split
-            attrs["split"] = l0c_to_ub_split(dst, src, acc_to_vec_mode, loc)
-            role = Role.AIC
+            attrs["split"] = halves = l0c_to_ub_split(dst, src, acc_to_vec_mode, loc)
+            pair = tr.launch.stores(tr.block, dst.store.key, None, vector=True)
+            dsts = tuple(Access(pair[v], dst.rect) for v in (0, 1) if halves[v] is not None)
+            attrs["bytes"] = src.shape[0] * src.shape[1] * dst.dtype.itemsize
+            _emit(Op.MOVE, Pipe.FIX, Role.AIC, (_acc(src),), dsts, attrs, loc, "pl.move")
+            return
         else:
             if acc_to_vec_mode is not None:
                 raise KernelError(f"{loc}: acc_to_vec_mode applies to L0C->UB moves only")

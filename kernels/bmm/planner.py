@@ -1,0 +1,328 @@
+"""plan(): seeds/000's BMM branch decision — reduce the problem, buy B, then M/N, then K — with explain().
+
+Decision order (issue 6): Special (K = 0; K = 1 when the AIV path's conditions hold; empty output), then
+ToMatmul (BatchA = 1 or BatchB = 1: taken at once when its fold is free; otherwise its estimate is compared
+with the BMM branches run on the broadcast problem), then MergeBatch / IterBatch (overlap: analytic T_total),
+then ASW_Basic, then StreamK; when no home ground holds, ASW_Basic on fewer cores (seed: 降核).
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+from pyto.chip import Chip, load_chip
+from pyto.dtypes import DType, as_dtype
+from pyto.errors import PlanError, ShapeError
+
+from .conditions import (BRANCHES, SEED_NAMES, BranchCheck, Problem, asw_checks, iter_checks, iter_l1,
+                         merge_checks, special_checks, stream_checks, to_matmul_checks)
+from .cost import Estimate, estimate, roofline_us
+from .tilings import (Tiling, ToMatmulTiling, asw_tiling, check_fits, field_docs, iter_tiling, merge_tiling,
+                      special_tiling, stream_tiling, to_matmul_folds, to_matmul_tiling)
+
+SUPPORTED = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
+REDUCE_MODES = ("workspace", "atomic")
+
+
+def _dims(shape: Sequence[int], name: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ShapeError(f"{name}_shape must be a sequence of ints, got {shape!r}") from None
+    for d in dims:
+        if not isinstance(d, numbers.Integral) or isinstance(d, bool):
+            raise ShapeError(f"{name}_shape {dims} has a non-integer size {d!r}")
+        if d < 0:
+            raise ShapeError(f"{name}_shape {dims} has a negative size {d}")
+    if len(dims) < 2:
+        raise ShapeError(f"{name}_shape {dims}: 1-D (or 0-D) operands are not supported; give a matrix "
+                         f"(..., rows, cols)")
+    return tuple(int(d) for d in dims)
+
+
+def _prod(xs: Sequence[int]) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def parse_problem(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16", bias: bool = False,
+                  transpose_a: bool = False, transpose_b: bool = False) -> Problem:
+    """Problem from operand shapes with numpy.matmul batch broadcasting; ShapeError on anything else."""
+    a, b = _dims(a_shape, "a"), _dims(b_shape, "b")
+    M, Ka = (a[-1], a[-2]) if transpose_a else (a[-2], a[-1])
+    Kb, N = (b[-1], b[-2]) if transpose_b else (b[-2], b[-1])
+    if Ka != Kb:
+        raise ShapeError(f"K mismatch: A {a}{' (transpose_a)' if transpose_a else ''} has K = {Ka}, "
+                         f"B {b}{' (transpose_b)' if transpose_b else ''} has K = {Kb}")
+    ba, bb = a[:-2], b[:-2]
+    n = max(len(ba), len(bb))
+    pa, pb = (1,) * (n - len(ba)) + ba, (1,) * (n - len(bb)) + bb
+    for i, (x, y) in enumerate(zip(pa, pb)):
+        if x != y and 1 not in (x, y):
+            raise ShapeError(f"batch dims {ba} of A and {bb} of B do not broadcast (dim {i - n}: {x} vs {y})")
+    shape = tuple(y if x == 1 else x for x, y in zip(pa, pb))
+    dt = as_dtype(dtype)
+    if dt not in SUPPORTED:
+        raise ShapeError(f"dtype {dt.name} is not supported by bmm; use one of {', '.join(d.name for d in SUPPORTED)}")
+    a_bc = any(x == 1 and y != 1 for x, y in zip(pa, pb))
+    b_bc = any(y == 1 and x != 1 for x, y in zip(pa, pb))
+    kind = "cross" if a_bc and b_bc else "a" if a_bc else "b" if b_bc else "none"
+    return Problem(_prod(ba), _prod(bb), _prod(shape), shape, M, N, Ka, dt, bool(bias), bool(transpose_a),
+                   bool(transpose_b), kind)
+
+
+def _structural(branch: str, p: Problem, chip: Chip) -> None:
+    """PlanError when a forced branch cannot compute this problem correctly (not a performance threshold)."""
+    empty = p.batch * p.M * p.N == 0
+    if branch == "special":
+        if not (empty or p.K in (0, 1)):
+            raise PlanError(f"special needs K = 0 or K = 1 (or an empty output); here K = {p.K}")
+        return
+    if empty or p.K == 0:
+        raise PlanError(f"{branch} runs the cube and needs K >= 1 and a non-empty output; here B = {p.batch}, "
+                        f"M = {p.M}, N = {p.N}, K = {p.K} (use special)")
+    if branch == "to_matmul" and not (p.batch_a == 1 or p.batch_b == 1):
+        raise PlanError(f"to_matmul needs BatchA = 1 or BatchB = 1; here BatchA = {p.batch_a}, BatchB = {p.batch_b}")
+    if branch == "merge_batch" and not p.same_batch:
+        raise PlanError(f"merge_batch needs BatchA = BatchB = B (no broadcasting) to merge batch i of A with "
+                        f"batch i of B; here BatchA = {p.batch_a}, BatchB = {p.batch_b}, B = {p.batch}")
+    if branch == "stream_k" and p.K < 2 * p.k_align:
+        raise PlanError(f"stream_k needs K >= 2*{p.k_align} to split K between cores; here K = {p.K}")
+
+
+def _build(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: str = "workspace") -> Tiling:
+    """The branch's tiling; PlanError naming the failed precondition or the buffer that overflows."""
+    _structural(branch, p, chip)
+    if branch == "special":
+        t = special_tiling(p, chip)
+    elif branch == "to_matmul":
+        errors = []
+        for fold in to_matmul_folds(p):
+            try:
+                t = to_matmul_tiling(p, chip, fold)
+                break
+            except PlanError as e:
+                errors.append(str(e))
+        else:
+            raise PlanError("to_matmul: no fold fits: " + "; ".join(errors))
+    elif branch == "merge_batch":
+        t = merge_tiling(p, chip)
+    elif branch == "iter_batch":
+        l1 = iter_l1(p, chip, efficiency=not forced)[0]
+        if l1 is None:
+            raise PlanError(f"iter_batch: no L1 case (a)-(e) fits one batch (M̄ = {p.Mp}, N̄ = {p.Np}, "
+                            f"K̄ = {p.Kp}) in L1 {chip.buffers['L1']} B")
+        t = iter_tiling(p, chip, l1)
+    elif branch == "asw_basic":
+        t = asw_tiling(p, chip)
+    elif branch == "stream_k":
+        t = stream_tiling(p, chip, reduce, forced)
+    else:
+        raise PlanError(f"unknown branch {branch!r}; branches are {', '.join(BRANCHES)}")
+    check_fits(branch, t, p, chip)
+    return t
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The chosen branch, its tiling and estimate, and every condition the decision read."""
+
+    branch: str
+    tiling: Tiling
+    estimate: Estimate
+    problem: Problem
+    chip: str
+    conditions: tuple[BranchCheck, ...]
+    decision: tuple[str, ...]
+    alternatives: tuple[tuple[str, float | None, str], ...]   # (branch, T_total us when forced, or why illegal)
+    forced: bool = False
+    chip_spec: Chip | None = field(default=None, repr=False, compare=False)
+
+    def buffer_use(self) -> dict[str, int]:
+        """Bytes the tiling holds in each on-chip buffer (tile x buffer count)."""
+        return self.tiling.buffer_bytes(self.problem)
+
+    def explain(self) -> str:
+        return _explain(self)
+
+
+def _pick(cands: list[tuple[str, Tiling]], p: Problem, chip: Chip, lines: list[str], what: str) -> tuple[str, Tiling]:
+    """The candidate with the smallest analytic T_total (ties: the earlier one), written to `lines`."""
+    ests = [(b, t, estimate(p, t, chip)) for b, t in cands]
+    b, t, e = min(ests, key=lambda x: x[2].t_total)
+    if len(ests) > 1:
+        lines.append(f"   overlap ({what}): T_total decides: " + ", ".join(f"{x} {ex.t_total:.3f} us"
+                                                                         for x, _, ex in ests) + f" -> {b}")
+    return b, t
+
+
+def _buy(p: Problem, chip: Chip, expanded: bool, reduce: str, lines: list[str]
+         ) -> tuple[str, Tiling, dict[str, BranchCheck]]:
+    """Buy parallelism by price: B (MergeBatch / IterBatch), then M/N (ASW_Basic), then K (StreamK)."""
+    mc = merge_checks(p, chip, expanded)
+    homes: list[tuple[str, Tiling]] = []
+    if mc.home:
+        try:
+            homes.append(("merge_batch", merge_tiling(p, chip)))
+        except PlanError as e:
+            mc = replace(mc, home=False, note=f"steps 1-3 give no tiling: {e}")
+    ic, l1 = iter_checks(p, chip, expanded)
+    if ic.home:
+        homes.append(("iter_batch", iter_tiling(p, chip, l1)))
+    ac = asw_checks(p, chip, mc.home, ic.home)
+    sc = stream_checks(p, chip)
+    checks = {"merge_batch": mc, "iter_batch": ic, "asw_basic": ac, "stream_k": sc}
+    held = lambda c: "holds" if c.home else "fails"  # noqa: E731
+    lines.append(f"3. buy B (free): MergeBatch {held(mc)}, IterBatch {held(ic)}")
+    if homes:
+        b, t = _pick(homes, p, chip, lines, "MergeBatch / IterBatch")
+        lines.append(f"   -> {b}")
+        return b, t, checks
+    lines.append(f"4. buy M/N (cheap): ASW_Basic {held(ac)}")
+    if ac.home:
+        return "asw_basic", asw_tiling(p, chip), checks
+    lines.append(f"5. buy K (expensive): StreamK {held(sc)}")
+    if sc.home:
+        return "stream_k", stream_tiling(p, chip, reduce), checks
+    lines.append("   no home ground holds: ASW_Basic on fewer cores (seed ASW 1: 降核, idle cores accepted)")
+    return "asw_basic", asw_tiling(p, chip), checks
+
+
+def _decide(p: Problem, chip: Chip, reduce: str) -> tuple[str, Tiling, tuple[BranchCheck, ...], list[str]]:
+    sp, tm = special_checks(p, chip), to_matmul_checks(p, chip)
+    lines: list[str] = []
+    if sp.home:
+        lines.append("1. reduce the problem: Special holds -> special")
+        rest = _buy(p, chip, False, reduce, [])[2] if p.K > 1 else {}
+        return "special", _build("special", p, chip, forced=False), _ordered(sp, tm, rest), lines
+    lines.append("1. reduce the problem: Special fails")
+    if not tm.home:
+        lines.append("2. ToMatmul fails (neither side has batch 1)")
+        b, t, rest = _buy(p, chip, False, reduce, lines)
+        return b, t, _ordered(sp, tm, rest), lines
+    t_mm = _build("to_matmul", p, chip, forced=False)
+    if t_mm.free:
+        lines.append(f"2. ToMatmul holds and its fold '{t_mm.fold}' is free -> to_matmul (the problem is reduced "
+                     "before any dimension is bought)")
+        rest = _buy(p, chip, False, reduce, [])[2]
+        return "to_matmul", t_mm, _ordered(sp, tm, rest), lines
+    lines.append(f"2. ToMatmul holds but fold '{t_mm.fold}' moves {t_mm.rearrange_bytes + t_mm.scatter_bytes} B "
+                 "to rearrange: the seed compares it with the BMM branches on the broadcast problem "
+                 "(batch-1 side expanded to B)")
+    b, t, rest = _buy(p, chip, True, reduce, lines)
+    b, t = _pick([("to_matmul", t_mm), (b, t)], p, chip, lines, "ToMatmul vs BMM")
+    lines.append(f"   -> {b}")
+    return b, t, _ordered(sp, tm, rest), lines
+
+
+def _ordered(sp: BranchCheck, tm: BranchCheck, rest: dict[str, BranchCheck]) -> tuple[BranchCheck, ...]:
+    return (sp, tm) + tuple(rest[b] for b in ("merge_batch", "iter_batch", "asw_basic", "stream_k") if b in rest)
+
+
+def _alternatives(p: Problem, chip: Chip, reduce: str) -> tuple[tuple[str, float | None, str], ...]:
+    out = []
+    for b in BRANCHES:
+        try:
+            out.append((b, estimate(p, _build(b, p, chip, forced=True, reduce=reduce), chip).t_total, ""))
+        except PlanError as e:
+            out.append((b, None, str(e)))
+    return tuple(out)
+
+
+def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16", chip: object = "ascend950pr",
+         bias: bool = False, transpose_a: bool = False, transpose_b: bool = False, branch: str | None = None,
+         *, reduce: str = "workspace") -> Plan:
+    """Choose a BMM branch and its tiling for A @ B (numpy.matmul broadcasting), or force `branch`.
+
+    reduce: StreamK's reduction, "workspace" (deterministic, default) or "atomic".
+    """
+    p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b)
+    spec = load_chip(chip)
+    if reduce not in REDUCE_MODES:
+        raise PlanError(f"reduce must be one of {REDUCE_MODES}, got {reduce!r}")
+    if branch is not None:
+        if branch not in BRANCHES:
+            raise PlanError(f"unknown branch {branch!r}; branches are {', '.join(BRANCHES)}")
+        t = _build(branch, p, spec, forced=True, reduce=reduce)
+        _, _, checks, _ = _decide(p, spec, reduce)
+        lines = [f"branch '{branch}' forced by the caller: only its structural preconditions were checked"]
+        chosen = branch
+    else:
+        chosen, t, checks, lines = _decide(p, spec, reduce)
+        check_fits(chosen, t, p, spec)
+    return Plan(chosen, t, estimate(p, t, spec), p, spec.name, checks, tuple(lines),
+                _alternatives(p, spec, reduce), branch is not None, spec)
+
+
+def legal_branches(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
+                   chip: object = "ascend950pr", bias: bool = False, transpose_a: bool = False,
+                   transpose_b: bool = False) -> list[str]:
+    """Branches that can be forced on this problem (their structural preconditions hold and a tiling fits)."""
+    p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b)
+    spec = load_chip(chip)
+    out = []
+    for b in BRANCHES:
+        try:
+            _build(b, p, spec, forced=True)
+            out.append(b)
+        except PlanError:
+            pass
+    return out
+
+
+# ---- explain --------------------------------------------------------------------------------------------
+
+def _yn(x: bool) -> str:
+    return "yes" if x else "no"
+
+
+def _tiling_lines(t: object, indent: str = "  ") -> list[str]:
+    lines = [f"{indent}{type(t).__name__}:"]
+    for name, value, meaning in field_docs(t):
+        if hasattr(value, "__dataclass_fields__"):
+            lines += _tiling_lines(value, indent + "    ")
+            continue
+        lines.append(f"{indent}  {name} = {value}   # {meaning}")
+    lines += [f"{indent}  derivation: {d}" for d in getattr(t, "derivation", ())]
+    return lines
+
+
+def _explain(plan: Plan) -> str:
+    p, c = plan.problem, plan.chip_spec or load_chip(plan.chip)
+    out = [f"BMM plan on {c.name}: C[{', '.join(map(str, p.batch_shape + (p.M, p.N)))}] = A @ B"
+           f"{' + bias' if p.bias else ''}, dtype {p.dtype.name}, transpose_a {_yn(p.transpose_a)}, "
+           f"transpose_b {_yn(p.transpose_b)}",
+           f"Problem: BatchA = {p.batch_a}, BatchB = {p.batch_b}, B = {p.batch} (batch shape {p.batch_shape}, "
+           f"broadcast {p.broadcast}), M = {p.M}, N = {p.N}, K = {p.K}; padded M̄ = {p.Mp}, N̄ = {p.Np}, "
+           f"K̄ = {p.Kp}; dtype = {p.isz} B, output {p.out_isz} B",
+           f"Chip: C = {c.aic} AIC, AIV = {c.aiv}, L1 = {c.buffers['L1']} B, L0A = {c.buffers['L0A']} B, "
+           f"L0B = {c.buffers['L0B']} B, L0C = {c.buffers['L0C']} B, UB = {c.buffers['UB']} B, BT = "
+           f"{c.buffers['BT']} B, L2 = {c.l2_bytes} B at {c.l2_bandwidth_gbs:g} GB/s, W_GM = "
+           f"{c.gm_bandwidth_gbs:g} GB/s, R = {c.R:g}, min_TileSize = {c.min_tile_bytes} B, "
+           f"min_DatamountPerCore = {c.min_datamount_per_core} B, minCoreNum = {c.min_core_num}, "
+           f"b0 = {c.merge_b0}, k_thr = {c.k_thr_bytes} B, dValue = {c.dvalue_bytes} B, theta = "
+           f"{c.streamk_theta:g}", "", "Entry conditions (seeds/000), branch by branch:"]
+    shown = {bc.branch for bc in plan.conditions}
+    for bc in plan.conditions:
+        out.append(f"[{bc.branch}] {SEED_NAMES[bc.branch]}: home ground {'holds' if bc.home else 'does not hold'}")
+        out += [f"  {ck}" for ck in bc.checks]
+        if bc.note:
+            out.append(f"  note: {bc.note}")
+    for b in BRANCHES:
+        if b not in shown:
+            out.append(f"[{b}] {SEED_NAMES[b]}: not evaluated (K <= 1: the cube branches do not apply)")
+    out += ["", "Decision:"] + [f"  {line}" for line in plan.decision]
+    out += ["", f"Chosen branch: {plan.branch} ({SEED_NAMES[plan.branch]})", "Tiling:"] + _tiling_lines(plan.tiling)
+    use = plan.buffer_use()
+    out.append("Buffers: " + ", ".join(f"{k} {v}/{c.buffers[k]} B" for k, v in use.items()))
+    out.append(f"Estimate: {plan.estimate}")
+    out.append(f"Roofline max(FLOPs/peak, bytes/W_GM) = {roofline_us(p, c):.3f} us")
+    out.append("Every branch forced (for reference): " + "; ".join(
+        f"{b} {t:.3f} us" if t is not None else f"{b} not legal ({why})" for b, t, why in plan.alternatives))
+    return "\n".join(out)
+
+
+__all__ = ["Plan", "Problem", "plan", "legal_branches", "parse_problem"]
