@@ -128,6 +128,11 @@ def _kb(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def _yn(ok: bool) -> str:
+    """Marks one part of a compound condition."""
+    return "[yes]" if ok else "[no]"
+
+
 def special_checks(p: Problem, chip: Chip) -> BranchCheck:
     """Special: K = 0 (write bias or zeros), K = 1 on the AIV path when batch and UB allow; empty output."""
     ub, aiv = chip.buffers["UB"], chip.aiv
@@ -135,8 +140,10 @@ def special_checks(p: Problem, chip: Chip) -> BranchCheck:
     empty = p.batch * p.M * p.N == 0
     cs = (Check("Special 0", f"output B*M*N = {p.batch}*{p.M}*{p.N} = {p.batch * p.M * p.N} elements is empty "
                              "(pyto's reading: nothing to compute)", empty),
-          Check("Special K=0", f"K = {p.K} = 0: no computation, C = bias or 0 written by the AIVs", p.K == 0),
-          Check("Special K=1 (i)", f"K = {p.K} = 1: C = A ⊙ B, no accumulation depth", p.K == 1),
+          Check("Special K=0", f"K = {p.K}, needs K = 0 (no computation: C = bias or 0 written by the AIVs)",
+                p.K == 0),
+          Check("Special K=1 (i)", f"K = {p.K}, needs K = 1 (C = A ⊙ B: no accumulation depth, the cube would "
+                                   "waste 15/16)", p.K == 1),
           Check("Special K=1 (ii)", f"B = {p.batch} >= 2 x AIV = 2*{aiv} = {2 * aiv} (UB ping-pong)",
                 p.batch >= 2 * aiv),
           Check("Special K=1 (iii)", f"per-batch inputs + output (M + N)*dtype + M*N*out = ({p.M} + {p.N})*{p.isz}"
@@ -149,7 +156,7 @@ def to_matmul_checks(p: Problem, chip: Chip) -> BranchCheck:
     """ToMatmul: BatchA = 1 or BatchB = 1; the fold itself is chosen by the tiling (tilings.to_matmul)."""
     l1 = chip.buffers["L1"]
     a_bytes = p.Mp * p.Kp * p.isz
-    cs = [Check("ToMatmul 1", f"BatchA = {p.batch_a} = 1 or BatchB = {p.batch_b} = 1",
+    cs = [Check("ToMatmul 1", f"BatchA = {p.batch_a}, BatchB = {p.batch_b}: BatchA = 1 or BatchB = 1",
                 p.batch_a == 1 or p.batch_b == 1)]
     if p.batch_b == 1 and p.batch_a > 1:
         cs.append(Check("ToMatmul BatchB=1", "A [B, M, K] is ND with batch and M adjacent, so it views as [B*M, K] "
@@ -178,8 +185,8 @@ def merge_checks(p: Problem, chip: Chip, expanded: bool = False) -> BranchCheck:
     amount = b_core * (p.M * p.K + p.K * p.N) * p.isz
     tile = max(p.M * p.K, p.K * p.N) * p.isz
     ratio = 2 * p.M * p.N / (p.M + p.N) if p.M + p.N else 0.0
-    cs = (Check("MergeBatch 1", f"{rel_text} and b_core = floor(B/C) = floor({p.batch}/{C}) = {b_core} "
-                                f">= 2*b0 = {2 * b0}", rel and b_core >= 2 * b0),
+    cs = (Check("MergeBatch 1", f"{rel_text} {_yn(rel)} and b_core = floor(B/C) = floor({p.batch}/{C}) = "
+                                f"{b_core} >= 2*b0 = {2 * b0} {_yn(b_core >= 2 * b0)}", rel and b_core >= 2 * b0),
           Check("MergeBatch 2", f"2*(b0*M̄)*(b0*N̄)*4B = 2*({b0}*{p.Mp})*({b0}*{p.Np})*4 = {_kb(l0c_need)} "
                                 f"<= L0C {_kb(l0c)}", l0c_need <= l0c),
           Check("MergeBatch 3", f"b_core*(MK+KN)*dtype = {b_core}*({p.M}*{p.K} + {p.K}*{p.N})*{p.isz} = "
@@ -228,13 +235,17 @@ def iter_l1(p: Problem, chip: Chip, efficiency: bool = True) -> tuple[IterL1 | N
         if found is None and cand is not None:
             found = cand
 
-    ok = not multi and a_all + b_all <= L1
-    checks.append(Check("IterBatch 3a", f"b_core = {bpc} = 1 and (M̄K̄ + K̄N̄)*dtype = ({p.Mp}*{p.Kp} + {p.Kp}*"
-                                        f"{p.Np})*{isz} = {_kb(a_all + b_all)} <= L1 {_kb(L1)}", ok))
+    bc = f"b_core = ceil(B/C) = {bpc}"
+    fit = a_all + b_all <= L1
+    ok = not multi and fit
+    checks.append(Check("IterBatch 3a", f"{bc} = 1 {_yn(not multi)} and (M̄K̄ + K̄N̄)*dtype = ({p.Mp}*{p.Kp} + "
+                                        f"{p.Kp}*{p.Np})*{isz} = {_kb(a_all + b_all)} <= L1 {_kb(L1)} {_yn(fit)}",
+                        ok))
     take(IterL1("a", "AB", 1, p.Mp, p.Kp, p.Kp, 1) if ok else None)
-    ok = multi and 2 * (a_all + b_all) <= L1
-    checks.append(Check("IterBatch 3b", f"b_core = {bpc} > 1 and 2(M̄K̄ + K̄N̄)*dtype = {_kb(2 * (a_all + b_all))}"
-                                        f" <= L1 {_kb(L1)}", ok))
+    fit = 2 * (a_all + b_all) <= L1
+    ok = multi and fit
+    checks.append(Check("IterBatch 3b", f"{bc} > 1 {_yn(multi)} and 2(M̄K̄ + K̄N̄)*dtype = "
+                                        f"{_kb(2 * (a_all + b_all))} <= L1 {_kb(L1)} {_yn(fit)}", ok))
     take(IterL1("b", "AB", 1, p.Mp, p.Kp, p.Kp, 2) if ok else None)
 
     for case, budget, applies, nbuf in (("c", L1, not multi, 1), ("d", L1 // 2, multi, 2)):
@@ -251,10 +262,19 @@ def iter_l1(p: Problem, chip: Chip, efficiency: bool = True) -> tuple[IterL1 | N
             opts.append(("B", cdiv(p.M, m_a), tile, d, IterL1(case, "B", cdiv(p.M, m_a), m_a, p.Kp, p.Kp, nbuf)))
         cap_ok = applies and big and bool(opts)
         bud = "L1" if case == "c" else "L1/2"
-        text = (f"b_core = {bpc} {'= 1' if case == 'c' else '> 1'}, (M̄K̄ + K̄N̄)*dtype = {_kb(a_all + b_all)} > "
-                f"{bud} {_kb(budget)}, ")
-        text += "; ".join(f"{'(M̄K̄ + K̄N̄/Step)' if s == 'A' else '(M̄K̄/Step + K̄N̄)'}*dtype <= {bud} "
-                          f"with Step = {st}" for s, st, *_ in opts) or "no Step > 1 fits"
+        text = (f"{bc} {'= 1' if case == 'c' else '> 1'} {_yn(applies)}, (M̄K̄ + K̄N̄)*dtype = "
+                f"{_kb(a_all + b_all)} > {bud} {_kb(budget)} {_yn(big)}, ")
+        parts = []
+        for s, st, *_, cand in opts:
+            if s == "A":
+                used = a_all + p.Np * cand.k_l1_b * isz
+                parts.append(f"(M̄K̄ + K̄N̄/Step)*dtype = {a_all} + {p.Np}*{cand.k_l1_b}*{isz} = {_kb(used)} <= "
+                             f"{bud} with k_L1_b = {cand.k_l1_b}, Step = ceil(K/k_L1_b) = {st}")
+            else:
+                used = b_all + cand.m_l1 * p.Kp * isz
+                parts.append(f"(M̄K̄/Step + K̄N̄)*dtype = {cand.m_l1}*{p.Kp}*{isz} + {b_all} = {_kb(used)} <= "
+                             f"{bud} with m_L1 = {cand.m_l1}, Step = ceil(M/m_L1) = {st}")
+        text += " or ".join(parts) + f" {_yn(bool(opts))}" if parts else f"no Step > 1 fits {_yn(False)}"
         checks.append(Check(f"IterBatch 3{case}", text, cap_ok))
         if cap_ok:
             for s, st, tile, d, cand in sorted(opts, key=lambda o: o[1]):
@@ -269,7 +289,8 @@ def iter_l1(p: Problem, chip: Chip, efficiency: bool = True) -> tuple[IterL1 | N
     ok = k_e >= ka and p.Kp > ka
     step = cdiv(p.K, k_e) if k_e else 0
     checks.append(Check("IterBatch 3e", f"(M̄*K/Step + K/Step*N̄)*dtype = ({p.Mp} + {p.Np})*{k_e}*{isz} = "
-                                        f"{_kb((p.Mp + p.Np) * k_e * isz)} <= L1 {_kb(L1)} with Step = {step}", ok))
+                                        f"{_kb((p.Mp + p.Np) * k_e * isz)} <= L1 {_kb(L1)} with K/Step = {k_e}, "
+                                        f"Step = {step} >= 2", ok))
     if ok:
         kk = min(k_e, p.K)
         ta, tb = p.M * kk * isz, kk * p.N * isz
@@ -287,8 +308,8 @@ def iter_checks(p: Problem, chip: Chip, expanded: bool = False) -> tuple[BranchC
     rel, rel_text = _batch_relation(p, expanded)
     b_core, rem = p.batch // C, p.batch % C
     l1, l1_checks = iter_l1(p, chip)
-    cs = [Check("IterBatch 1", f"{rel_text} and b_core = floor(B/C) = floor({p.batch}/{C}) = {b_core} >= 1",
-                rel and b_core >= 1),
+    cs = [Check("IterBatch 1", f"{rel_text} {_yn(rel)} and b_core = floor(B/C) = floor({p.batch}/{C}) = "
+                               f"{b_core} >= 1 {_yn(b_core >= 1)}", rel and b_core >= 1),
           Check("IterBatch 2", f"B mod C = {p.batch} mod {C} = {rem}: == 0 or >= minCoreNum {chip.min_core_num}",
                 rem == 0 or rem >= chip.min_core_num)]
     cs += l1_checks

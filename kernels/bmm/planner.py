@@ -196,7 +196,8 @@ def _decide(p: Problem, chip: Chip, reduce: str) -> tuple[str, Tiling, tuple[Bra
     lines: list[str] = []
     if sp.home:
         lines.append("1. reduce the problem: Special holds -> special")
-        rest = _buy(p, chip, False, reduce, [])[2] if p.K > 1 else {}
+        cube = p.K >= 1 and p.batch * p.M * p.N > 0
+        rest = _buy(p, chip, False, reduce, [])[2] if cube else {}
         return "special", _build("special", p, chip, forced=False), _ordered(sp, tm, rest), lines
     lines.append("1. reduce the problem: Special fails")
     if not tm.home:
@@ -313,7 +314,7 @@ def _explain(plan: Plan) -> str:
             out.append(f"  note: {bc.note}")
     for b in BRANCHES:
         if b not in shown:
-            out.append(f"[{b}] {SEED_NAMES[b]}: not evaluated (K <= 1: the cube branches do not apply)")
+            out.append(f"[{b}] {SEED_NAMES[b]}: not evaluated (K = 0 or an empty output: no cube work)")
     out += ["", "Decision:"] + [f"  {line}" for line in plan.decision]
     out += ["", f"Chosen branch: {plan.branch} ({SEED_NAMES[plan.branch]})", "Tiling:"] + _tiling_lines(plan.tiling)
     use = plan.buffer_use()

@@ -426,7 +426,7 @@ def merge_tiling(p: Problem, chip: Chip) -> MergeBatchTiling:
     b_core, bpc = max(1, p.batch // C), max(1, cdiv(p.batch, C))
     b_i = math.isqrt(chip.buffers["L0C"] // (2 * mp * np_ * ACC_BYTES))
     ratio = 2 * p.M * p.N / (p.M + p.N)
-    b_ii = math.ceil(chip.R / ratio) - 1
+    b_ii = math.ceil(chip.R / ratio) - 1 if ratio else b_i
     b_bt = chip.buffers["BT"] // (np_ * ACC_BYTES) if p.bias else b_i
     if min(b_i, b_bt) < 1:
         need = 2 * mp * np_ * ACC_BYTES
