@@ -40,6 +40,7 @@ class Estimate:
     gm_bytes: int        # GM traffic the plan causes (reads + writes)
     l2_bytes: int        # reads served by L2
     cores_used: int
+    t_mte2_pipe: float = 0.0  # the busiest core's own MTE2 time (transfers, latency), without the chip-wide term
 
     def terms(self) -> dict[str, float]:
         return dict(zip(TERMS, (self.t_mmad, self.t_mte2, self.t_mte1, self.t_fixpipe, self.t_reduce,
@@ -134,6 +135,7 @@ class _Work:
         if p.bias:
             self.gm_read += p.batch * p.N * p.isz
         t = {k: v * us for k, v in self.cyc.items()}
+        pipe_mte2 = t["MTE2"]
         t["REDUCE"] = self.reduce_s * 1e6
         shared = max((self.gm_read + self.gm_write) / (chip.gm_bandwidth_gbs * 1e9),
                      self.l2_read / (chip.l2_bandwidth_gbs * 1e9)) * 1e6
@@ -143,7 +145,7 @@ class _Work:
         bottleneck = max(TERMS, key=lambda k: t[k])
         return Estimate(t["MMAD"], t["MTE2"], t["MTE1"], t["FIXPIPE"], t["REDUCE"], t["VECTOR"], t["MTE3"],
                         t[bottleneck], bottleneck, p.flops, p.compulsory_bytes,
-                        round(self.gm_read + self.gm_write), round(self.l2_read), self.cores)
+                        round(self.gm_read + self.gm_write), round(self.l2_read), self.cores, pipe_mte2)
 
 
 def _inputs(p: Problem) -> float:
@@ -196,13 +198,13 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     if t.resident == "AB":
         loads = [(1, w.a_tile(M, K, True), M * K), (1, w.b_tile(K, N, True), K * N)]
     elif t.resident == "A":
-        kb = min(t.k_l1_b, K)
+        kb = K / t.step
         loads = [(1, w.a_tile(M, K, True), M * K), (tm * t.step, w.b_tile(kb, N, False), tm * K * N)]
     elif t.resident == "B":
-        ma = min(t.m_l1, M)
+        ma = M / t.step
         loads = [(t.step, w.a_tile(ma, K, True), M * K), (1, w.b_tile(K, N, True), K * N)]
     else:
-        kk, bm, bn = min(t.k_l1_a, K), min(t.base_m, M), min(t.base_n, N)
+        kk, bm, bn = K / t.step, min(t.base_m, M), min(t.base_n, N)
         reps = tm * tn
         loads = [(reps * t.step, w.a_tile(bm if reps > 1 else M, kk, False), (tn if reps > 1 else 1) * M * K),
                  (reps * t.step, w.b_tile(kk, bn if reps > 1 else N, False), (tm if reps > 1 else 1) * K * N)]
@@ -224,7 +226,7 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
     isz, bpc = p.isz, t.batches_per_core
     M, N, K = p.M, p.N, p.K
     l1_groups, ks = cdiv(bpc, t.b_l1), cdiv(K, t.k_l1)
-    kk = min(t.k_l1, K)
+    kk = K / ks
     total = p.batch * (M * K + K * N) * isz
     frac = w.traffic(_inputs(p), total, (M * K if p.batch_a == 1 else 0) + (K * N if p.batch_b == 1 else 0))
     a_rows, a_row = w.a_tile(M, kk, ks == 1)

@@ -150,9 +150,10 @@ class Plan:
 
 
 def _pick(cands: list[tuple[str, Tiling]], p: Problem, chip: Chip, lines: list[str], what: str) -> tuple[str, Tiling]:
-    """The candidate with the smallest analytic T_total (ties: the earlier one), written to `lines`."""
+    """The candidate with the smallest analytic T_total, written to `lines`. Ties (both at the shared
+    bandwidth bound) go to the busiest core's shorter MTE2 pipe time (fewer, larger transfers), then order."""
     ests = [(b, t, estimate(p, t, chip)) for b, t in cands]
-    b, t, e = min(ests, key=lambda x: x[2].t_total)
+    b, t, e = min(ests, key=lambda x: (x[2].t_total, x[2].t_mte2_pipe))
     if len(ests) > 1:
         lines.append(f"   overlap ({what}): T_total decides: " + ", ".join(f"{x} {ex.t_total:.3f} us"
                                                                          for x, _, ex in ests) + f" -> {b}")

@@ -244,13 +244,18 @@ def _base_k(bm: int, bn: int, kp: int, p: Problem, chip: Chip) -> int:
     return 0
 
 
+def _balanced(k: int, cap: int, step: int) -> int:
+    """The L1 K depth: as few segments as `cap` allows, split evenly (multiples of `step`)."""
+    return align_up(cdiv(k, cdiv(k, cap)), step)
+
+
 def _k_l1(rows: int, bk: int, kp: int, budget: int, p: Problem) -> tuple[int, int, int]:
     """(base_k, k_L1, buffers): the deepest K multiple of bk whose double buffer of `rows` (A rows + B cols)
     fits the L1 budget; 4 buffers when they fit too (seed ASW 4: "余量充足时开 4 buffer")."""
     while bk >= p.k_align:
         s = budget // (2 * rows * bk * p.isz) if rows else cdiv(kp, bk)
         if s >= 1:
-            k_l1 = min(s * bk, align_up(kp, bk))
+            k_l1 = _balanced(kp, s * bk, bk)
             return bk, k_l1, 4 if 4 * rows * k_l1 * p.isz <= budget else 2
         bk = align_down(bk // 2, p.k_align)
     return 0, 0, 0
@@ -445,7 +450,8 @@ def merge_tiling(p: Problem, chip: Chip) -> MergeBatchTiling:
         if k_l0 < max(ka, chip.k_thr_bytes // isz):
             continue
         k_lo = min(k_l0, chip.dvalue_bytes // isz)
-        k_l1 = min(align_down(chip.buffers["L1"] // (2 * b * (mp + np_) * isz), k_l0), align_up(kp, k_l0))
+        k_l1 = align_down(chip.buffers["L1"] // (2 * b * (mp + np_) * isz), k_l0)
+        k_l1 = _balanced(kp, k_l1, k_l0) if k_l1 else 0
         if k_l1 < max(k_lo, k_l0):
             continue
         b_l1_max = chip.buffers["L1"] // (2 * (mp + np_) * k_l1 * isz)
@@ -454,7 +460,7 @@ def merge_tiling(p: Problem, chip: Chip) -> MergeBatchTiling:
             notes.append(f"b = {first} leaves no k_L0 >= k_thr or k_L1 in L1; reduced to b = {b}")
         notes.append(f"Step 2: k_L0 = floor16(min(L0A/(2*b*M̄*dtype), L0B/(2*b*N̄*dtype))) = {k_l0} "
                      f"(>= k_thr = {chip.k_thr_bytes // isz}: the seed's 32B/dtype term read as the lower bound)")
-        notes.append(f"Step 3: k_L1 = {k_l1} (deepest multiple of k_L0 with 2*b*(M̄+N̄)*k_L1*dtype <= L1, >= "
+        notes.append(f"Step 3: k_L1 = {k_l1} (fewest even K slices, multiples of k_L0, with 2*b*(M̄+N̄)*k_L1*dtype <= L1, >= "
                      f"min(k_L0, 128B/dtype) = {k_lo}); b_L1 = min(b_L1_max = {b_l1_max}, b_core) rounded to a "
                      f"multiple of b = {b_l1} >= b")
         return MergeBatchTiling(b, b_l1, mp, np_, b * mp, b * np_, k_l0, k_l1, 2, 2, 2, bpc, cdiv(bpc, b),
@@ -585,7 +591,7 @@ def special_tiling(p: Problem, chip: Chip) -> SpecialTiling:
     while lo < hi:                                   # most rows whose double buffer fits UB
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if nbuf * _special_ub(mode, mid, cols, p) <= ub else (lo, mid - 1)
-    rows = lo
+    rows = cdiv(p.M, cdiv(p.M, lo))                  # balanced row tiles
     units = p.batch * cdiv(p.M, rows) * cdiv(p.N, cols)
     used = min(units, chip.aiv)
     notes = (f"{mode}: UB tile {rows}x{cols}, {nbuf} copies = {nbuf * _special_ub(mode, rows, cols, p)} B <= UB "

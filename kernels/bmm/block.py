@@ -1,0 +1,199 @@
+"""The shared cube pipeline (CATLASS `block_mmad`): L1/L0 ping-pong rings and the K loop of one output tile.
+
+A kernel allocates the rings once with `alloc_buffers`, then calls `mmad_tile` for every output tile it
+owns (its tile loop, order and epilogue are its own business: matmul and each BMM branch differ there).
+
+One output tile, base_m x base_n, is computed as (the stepK structure of seeds/000):
+
+    for each L1 step k1 of depth k_l1:                 MTE2: A [base_m, k_l1] and B [k_l1, base_n] -> L1
+        for each L0 step kk of depth base_k in it:     MTE1: L1 views -> L0A / L0B
+            MMAD into the tile's L0C slot              (the first step writes, with the bias; the rest accumulate)
+    Fixpipe: L0C -> GM (fp32/int32 -> the output dtype)
+
+Rings of `stages` slots let MTE2 fill the next L1 slot and MTE1 the next L0 slot while the cube works
+(the framework's auto-sync orders each slot's reuse). Two L0C slots let Fixpipe drain one output tile
+while the cube accumulates the next.
+
+An operand may instead be *held* in L1 across output tiles (`hold_a`/`hold_b`): a slab of rows of A (or
+columns of B) over the whole K is loaded once and every tile inside it reads L1 views. This is seeds/000's
+L1 full-load specialisation (slab = the whole matrix) and the reuse of an L1 tile by the L0 tiles it
+contains (slab = mL1 rows / nL1 columns).
+
+Synchronisation of L0C between the cube and Fixpipe uses the hardware unit_flag by default (MMAD
+AccPhase.Partial ... Final on the last K step, store STPhase.Final), as seeds/000 case (c) asks
+("fixpipe 应开 unitflag"): the flag is per 512B block of L0C, so Fixpipe starts on exactly the blocks the
+final MMAD has finished and the next tile's first MMAD into that slot waits only for the blocks Fixpipe
+has drained, with no scalar set_flag/wait_flag pair per tile. `use_unit_flag=False` falls back to the
+framework's software sync (no phases) — same results, for comparison.
+
+Edge tiles: GM loads clip and zero-fill, so a tail tile needs nothing special; the L0 and L0C views are
+trimmed to the tile's rows/columns (rounded up to the fractal grid) so MMAD and Fixpipe do not pay for
+the padding, and the last K step is trimmed the same way.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import pyto.language as pl
+
+
+def _ceil(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+class Buffers:
+    """The rings of one kernel's cube pipeline (allocate with `alloc_buffers`, once per kernel)."""
+
+    def __init__(self, dtype, base_m: int, base_n: int, base_k: int, k_l1: int):
+        self.dtype, self.base_m, self.base_n, self.base_k, self.k_l1 = dtype, base_m, base_n, base_k, k_l1
+        # views are trimmed on the fractal grid: 16 rows; N and K also a whole 32B fractal column (int8: 32)
+        self.align = max(16, 32 // dtype.itemsize)
+        self.a_l1 = self.b_l1 = self.a_hold = self.b_hold = None
+        self.a_l0a = self.b_l0b = self.c_l0c = None
+        self.bias_l1 = self.bias_bt = None
+        self.a_key = self.b_key = None          # which slab each hold ring's current slot holds
+
+
+def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[int] = None, *, stages: int = 2,
+                  l0c_stages: int = 2, stream_a: bool = True, stream_b: bool = True,
+                  hold_a: Optional[Sequence[int]] = None, hold_b: Optional[Sequence[int]] = None,
+                  hold_stages: int = 1, bias_dtype=None) -> Buffers:
+    """Allocate the pipeline's rings (call inside a @pl.kernel body, once).
+
+    stages: slots of the streamed L1 tiles and of the L0A/L0B tiles; l0c_stages: slots of L0C.
+    stream_a/stream_b=False skip the streamed L1 ring of an operand that is always held.
+    hold_a=(rows, K) / hold_b=(K, cols): shape of a held slab (rows a multiple of base_m, cols of base_n,
+    K of base_k), with hold_stages slots. bias_dtype: allocate the bias row (L1) and bias table (BT).
+    """
+    k_l1 = base_k if k_l1 is None else k_l1
+    assert k_l1 % base_k == 0, f"k_l1={k_l1} must be a multiple of base_k={base_k}"
+    bufs = Buffers(dtype, base_m, base_n, base_k, k_l1)
+    if stream_a:
+        bufs.a_l1 = pl.alloc(pl.L1, [base_m, k_l1], dtype, buffers=stages, name="a_l1")
+    if stream_b:
+        bufs.b_l1 = pl.alloc(pl.L1, [k_l1, base_n], dtype, buffers=stages, name="b_l1")
+    if hold_a is not None:
+        assert hold_a[0] % base_m == 0 and hold_a[1] % base_k == 0, f"hold_a {hold_a} vs base {base_m}x{base_k}"
+        bufs.a_hold = pl.alloc(pl.L1, list(hold_a), dtype, buffers=hold_stages, name="a_hold_l1")
+    if hold_b is not None:
+        assert hold_b[0] % base_k == 0 and hold_b[1] % base_n == 0, f"hold_b {hold_b} vs base {base_k}x{base_n}"
+        bufs.b_hold = pl.alloc(pl.L1, list(hold_b), dtype, buffers=hold_stages, name="b_hold_l1")
+    if bias_dtype is not None:
+        bufs.bias_l1 = pl.alloc(pl.L1, [1, base_n], bias_dtype, buffers=2, name="bias_l1")
+        bufs.bias_bt = pl.alloc(pl.BT, [1, base_n], pl.fp32, name="bias_bt")
+    bufs.a_l0a = pl.alloc(pl.L0A, [base_m, base_k], dtype, buffers=stages, name="a_l0a")
+    bufs.b_l0b = pl.alloc(pl.L0B, [base_k, base_n], dtype, buffers=stages, name="b_l0b")
+    bufs.c_l0c = pl.alloc(pl.L0C, [base_m, base_n], dtype.acc, buffers=l0c_stages, name="c_l0c")
+    return bufs
+
+
+# ---- held operands (L1 full load / L1 tile reuse) ---------------------------------------------------
+def held_a(bufs: Buffers, a, a_off: Sequence[int], *, transpose: bool = False):
+    """The L1 view of A rows [m0, m0 + base_m) x all K, loading the slab that holds them unless it is held.
+
+    a_off = [*batch, m0]; A is [..., M, K], or [..., K, M] with transpose (a DN operand).
+    """
+    *batch, m0 = a_off
+    rows = bufs.a_hold.current().shape[0]
+    s0 = m0 // rows * rows
+    if bufs.a_key != (tuple(batch), s0):
+        a_hold_l1 = bufs.a_hold.next()
+        pl.load(a_hold_l1, a, [*batch, 0, s0] if transpose else [*batch, s0, 0], transpose=transpose)
+        bufs.a_key = (tuple(batch), s0)
+    return bufs.a_hold.current()[m0 - s0:m0 - s0 + bufs.base_m, :]
+
+
+def held_b(bufs: Buffers, b, b_off: Sequence[int], *, transpose: bool = False):
+    """The L1 view of B all K x columns [n0, n0 + base_n), loading the slab that holds them unless it is held.
+
+    b_off = [*batch, n0]; B is [..., K, N], or [..., N, K] with transpose.
+    """
+    *batch, n0 = b_off
+    cols = bufs.b_hold.current().shape[1]
+    s0 = n0 // cols * cols
+    if bufs.b_key != (tuple(batch), s0):
+        b_hold_l1 = bufs.b_hold.next()
+        pl.load(b_hold_l1, b, [*batch, s0, 0] if transpose else [*batch, 0, s0], transpose=transpose)
+        bufs.b_key = (tuple(batch), s0)
+    return bufs.b_hold.current()[:, n0 - s0:n0 - s0 + bufs.base_n]
+
+
+# ---- one output tile -----------------------------------------------------------------------------
+def _bias_bt(bufs: Buffers, bias, bias_off: Sequence[int], nt: int):
+    """GM bias row -> L1 -> BT (converted to fp32); the BT view for an nt-column tile."""
+    bias_l1 = bufs.bias_l1.next()
+    pl.load(bias_l1, bias, list(bias_off))
+    bias_bt = bufs.bias_bt[0:1, 0:nt]
+    pl.load(bias_bt, bias_l1[0:1, 0:nt])
+    return bias_bt
+
+
+def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], K: int, rows: int, cols: int, *,
+               k_start: int = 0, a_l1=None, b_l1=None, bias=None, bias_off: Optional[Sequence[int]] = None,
+               transpose_a: bool = False, transpose_b: bool = False, use_unit_flag: bool = True):
+    """The K loop of one tile: returns the L0C view holding A[m0:, k_start:k_start+K] @ B[.., n0:] (+ bias).
+
+    a_off = [*batch, m0], b_off = [*batch, n0] (GM offsets of the tile's origin, K apart); rows/cols: the
+    tile's real extent (<= base_m/base_n). a_l1 / b_l1: held L1 views (see held_a/held_b) covering K from
+    0, used instead of streaming that operand. bias: a GM row tensor read at bias_off (default
+    [0, ..., 0, n0]), added by the first MMAD. With use_unit_flag the last MMAD carries AccPhase.Final;
+    store the result with `store_tile` (STPhase.Final).
+    """
+    base_m, base_n, base_k, k_l1 = bufs.base_m, bufs.base_n, bufs.base_k, bufs.k_l1
+    assert 0 < rows <= base_m and 0 < cols <= base_n and K > 0, f"tile {rows}x{cols}, K={K}"
+    mt = min(base_m, _ceil(rows, 16))
+    nt = min(base_n, _ceil(cols, bufs.align))
+    c_l0c = bufs.c_l0c.next()[0:mt, 0:nt]
+    bias_bt = None
+    if bias is not None:
+        bias_off = [0] * (bias.ndim - 1) + [b_off[-1]] if bias_off is None else bias_off
+        bias_bt = _bias_bt(bufs, bias, bias_off, nt)
+    *a_batch, m0 = a_off
+    *b_batch, n0 = b_off
+    k_end = k_start + K
+    steps = -(-K // base_k)
+    step = 0
+    for k1 in pl.range(k_start, k_end, k_l1):
+        a1, b1, k_base = a_l1, b_l1, 0          # held views are indexed by absolute k
+        if a_l1 is None:
+            a1 = bufs.a_l1.next()
+            pl.load(a1, a, [*a_batch, k1, m0] if transpose_a else [*a_batch, m0, k1], transpose=transpose_a)
+        if b_l1 is None:
+            b1 = bufs.b_l1.next()
+            pl.load(b1, b, [*b_batch, n0, k1] if transpose_b else [*b_batch, k1, n0], transpose=transpose_b)
+        for kk in pl.range(k1, min(k1 + k_l1, k_end), base_k):
+            kt = min(base_k, _ceil(k_end - kk, bufs.align))
+            ka = kk if a_l1 is not None else kk - k1
+            kb = kk if b_l1 is not None else kk - k1
+            a_l0a = bufs.a_l0a.next()[0:mt, 0:kt]
+            pl.load(a_l0a, a1[0:mt, ka:ka + kt])
+            b_l0b = bufs.b_l0b.next()[0:kt, 0:nt]
+            pl.load(b_l0b, b1[kb:kb + kt, 0:nt])
+            phase = None
+            if use_unit_flag:
+                phase = pl.AccPhase.Final if step == steps - 1 else pl.AccPhase.Partial
+            if step == 0:
+                pl.matmul(c_l0c, a_l0a, b_l0b, bias=bias_bt, phase=phase)
+            else:
+                pl.matmul_acc(c_l0c, c_l0c, a_l0a, b_l0b, phase=phase)
+            step += 1
+    return c_l0c
+
+
+def store_tile(out, c_l0c, c_off: Sequence[int], *, use_unit_flag: bool = True, atomic: Optional[str] = None) -> None:
+    """Fixpipe the tile's L0C view to out at c_off (clipped at the edge); STPhase.Final frees the slot."""
+    pl.store(out, c_l0c, list(c_off), phase=pl.STPhase.Final if use_unit_flag else None, atomic=atomic)
+
+
+def mmad_tile(bufs: Buffers, a, b, out, a_off: Sequence[int], b_off: Sequence[int], c_off: Sequence[int], K: int,
+              **kwargs) -> None:
+    """out[c_off tile] = A @ B (+ bias) for one output tile: `accumulate` then `store_tile`.
+
+    The tile's real extent is clipped to out's last two dims; keyword arguments as `accumulate`
+    (plus atomic= for the store).
+    """
+    atomic = kwargs.pop("atomic", None)
+    rows = min(bufs.base_m, out.shape[-2] - c_off[-2])
+    cols = min(bufs.base_n, out.shape[-1] - c_off[-1])
+    c_l0c = accumulate(bufs, a, b, a_off, b_off, K, rows, cols, **kwargs)
+    store_tile(out, c_l0c, c_off, use_unit_flag=kwargs.get("use_unit_flag", True), atomic=atomic)

@@ -1,0 +1,143 @@
+"""The analytic BMM cost model: first-principles terms from the chip table, roofline, branch effects."""
+from __future__ import annotations
+
+import pytest
+
+import pyto
+from kernels.bmm import legal_branches, plan
+from kernels.bmm.cost import TERMS, _Work, estimate, roofline_us
+from kernels.bmm.planner import parse_problem
+
+P950, A2 = "ascend950pr", "atlas-a2"
+
+
+def run(B, M, N, K, chip=P950, **kw):
+    return plan((B, M, K), (B, K, N), chip=chip, **kw)
+
+
+@pytest.mark.parametrize("chip", [P950, A2])
+def test_mmad_matches_docs_calibration(chip):
+    """128x256x512 fp16 in 8 MMADs of k = 64: 8 * (8*16*4 + head) = 4156 cycles (Ascend C docs)."""
+    c = pyto.load_chip(chip)
+    w = _Work(parse_problem((128, 512), (512, 256), "fp16"), c, 1)
+    w.mmad(1, 128, 256, 512, 64)
+    assert w.cyc["MMAD"] == 8 * (8 * 16 * 4 * c.cube_cycles_per_step["fp16"] + c.mmad_head_cycles)
+
+
+def test_mmad_term_in_microseconds_from_clock():
+    p = run(32, 128, 128, 128)          # IterBatch (a): one 128x128x128 MMAD per core
+    c = pyto.load_chip(P950)
+    assert p.tiling.case == "a" and p.tiling.base_k == 128
+    cycles = 8 * 8 * 8 * c.cube_cycles_per_step["bf16"] + c.mmad_head_cycles
+    assert p.estimate.t_mmad == pytest.approx(cycles / c.clock_hz * 1e6)
+
+
+def test_fp32_and_int8_steps():
+    c = pyto.load_chip(P950)
+    for dtype, k0 in (("fp32", 8), ("int8", 32)):
+        w = _Work(parse_problem((16, 64), (64, 16), dtype), c, 1)
+        w.mmad(1, 16, 16, 64, 64)
+        assert w.cyc["MMAD"] == (64 // k0) * c.cube_cycles_per_step[dtype] + c.mmad_head_cycles
+
+
+def test_burst_minimum_charges_short_rows():
+    """Each contiguous row costs at least burst_min_bytes (the dValue >= 128B rule)."""
+    c = pyto.load_chip(P950)
+    w1, w2 = (_Work(parse_problem((64, 64), (64, 64)), c, 1) for _ in range(2))
+    w1.load(1, 100, c.burst_min_bytes // 2, 1.0)
+    w2.load(1, 100, c.burst_min_bytes, 1.0)
+    assert w1.cyc["MTE2"] == w2.cyc["MTE2"]
+
+
+def test_small_transfers_pay_latency():
+    """Moving 1MB in 16KB pieces costs more than in 256KB pieces: latency per transfer (the 16KB rule)."""
+    c = pyto.load_chip(P950)
+    small, big = (_Work(parse_problem((64, 64), (64, 64)), c, 1) for _ in range(2))
+    small.load(64, 1, 16384, 1.0)
+    big.load(4, 1, 262144, 1.0)
+    assert small.cyc["MTE2"] - big.cyc["MTE2"] == pytest.approx(60 * c.path("GM", "L1").latency)
+
+
+def test_total_is_max_and_bottleneck_named():
+    for args in ((128, 64, 64, 512), (2, 16, 16, 30000), (1, 4096, 4096, 4096), (256, 64, 64, 1)):
+        e = run(*args).estimate
+        terms = e.terms()
+        assert set(terms) == set(TERMS)
+        assert e.t_total == max(terms.values()) and terms[e.bottleneck] == e.t_total
+
+
+@pytest.mark.parametrize("shape", [(128, 64, 64, 512), (2, 16, 16, 30000), (8, 512, 512, 1024), (1, 2048, 2048, 2048),
+                                   (64, 256, 256, 256), (256, 64, 64, 1), (8, 64, 64, 0), (32, 1024, 1024, 1024)])
+@pytest.mark.parametrize("chip", [P950, A2])
+def test_every_legal_branch_above_roofline(shape, chip):
+    B, M, N, K = shape
+    a, b = (B, M, K), (B, K, N)
+    c = pyto.load_chip(chip)
+    for branch in legal_branches(a, b, chip=chip):
+        p = plan(a, b, chip=chip, branch=branch)
+        assert p.estimate.t_total >= roofline_us(p.problem, c) * (1 - 1e-9), branch
+        assert p.estimate.gm_bytes >= p.estimate.bytes * (1 - 1e-9)
+
+
+def test_compute_bound_square_matmul_is_near_peak_share():
+    p = run(1, 4096, 4096, 4096)
+    c = pyto.load_chip(P950)
+    ideal = p.problem.flops / c.peak_flops("bf16") * 1e6
+    assert ideal <= p.estimate.t_mmad <= 1.2 * ideal
+
+
+def test_merge_batch_wastes_cross_terms():
+    """MergeBatch computes (b-1)/b of its MMAD work for nothing: b times IterBatch's cube time."""
+    merge = run(128, 64, 64, 1024, branch="merge_batch")
+    it = run(128, 64, 64, 1024, branch="iter_batch")
+    b = merge.tiling.b
+    assert b == 2
+    assert merge.estimate.t_mmad == pytest.approx(b * it.estimate.t_mmad, rel=0.05)
+    assert merge.estimate.bottleneck == "MTE2"          # condition 5: the waste hides behind the moves
+
+
+def test_streamk_reduce_grows_with_grid_k_and_atomic_is_cheaper():
+    g2 = run(2, 16, 16, 7000)
+    g8 = run(2, 16, 16, 110000)
+    assert (g2.tiling.grid_k, g8.tiling.grid_k) == (2, 8)
+    per_out = lambda p: p.estimate.t_reduce  # noqa: E731
+    assert per_out(g8) > per_out(g2)
+    ws = run(2, 64, 64, 40000, branch="stream_k")
+    at = run(2, 64, 64, 40000, branch="stream_k", reduce="atomic")
+    assert ws.tiling.reduce == "workspace" and at.tiling.reduce == "atomic"
+    assert at.estimate.t_reduce < ws.estimate.t_reduce
+    assert at.tiling.workspace_bytes == 0 < ws.tiling.workspace_bytes
+
+
+def test_streamk_beats_idle_cores_on_long_k():
+    sk = run(2, 16, 16, 110000)
+    asw = run(2, 16, 16, 110000, branch="asw_basic")
+    assert sk.branch == "stream_k" and sk.estimate.t_total < asw.estimate.t_total / 3
+
+
+def test_shared_reads_hit_l2():
+    asw = run(8, 1024, 1024, 1024, branch="asw_basic")
+    assert len(asw.tiling.split) > 1 and asw.estimate.l2_bytes > 0
+    assert run(128, 64, 64, 512, branch="merge_batch").estimate.l2_bytes == 0
+
+
+def test_rearrangement_costs_time():
+    """fold_n with ND B rewrites B (transpose pass); DN B is already [B*N, K]."""
+    nd = plan((1, 2048, 4096), (64, 4096, 256), branch="to_matmul")
+    dn = plan((1, 2048, 4096), (64, 256, 4096), branch="to_matmul", transpose_b=True)
+    assert nd.tiling.rearrange_bytes > 0 == dn.tiling.rearrange_bytes
+    assert nd.estimate.t_mte2 > dn.estimate.t_mte2
+
+
+def test_special_vector_path():
+    p = run(256, 64, 64, 1)
+    e = p.estimate
+    assert p.branch == "special" and e.t_mmad == 0 and e.t_vector > 0 and e.t_mte3 > 0
+    fill = run(8, 64, 64, 0).estimate
+    assert fill.flops == 0 and fill.bottleneck == "MTE3"
+
+
+def test_estimate_direct_call():
+    p = run(8, 512, 512, 1024)
+    again = estimate(p.problem, p.tiling, pyto.load_chip(P950))
+    assert again == p.estimate

@@ -1,0 +1,325 @@
+"""The BMM planner (seeds/000): branch choice at and around every boundary, tilings, explain, errors, CLI."""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import pyto
+from kernels.bmm import Plan, legal_branches, plan
+from kernels.bmm.conditions import BRANCHES, Problem, merge_checks, parallel_blocks
+from kernels.bmm.cost import roofline_us
+from kernels.bmm.planner import parse_problem
+from kernels.bmm.tilings import field_docs
+from pyto.cli import main
+from pyto.errors import PlanError, ShapeError
+
+P950, A2 = "ascend950pr", "atlas-a2"
+
+
+def run(B: int, M: int, N: int, K: int, chip: str = P950, **kw) -> Plan:
+    return plan((B, M, K), (B, K, N), chip=chip, **kw)
+
+
+def check(p: Plan, label: str):
+    return next(c for bc in p.conditions for c in bc.checks if c.label == label)
+
+
+def home(p: Plan, branch: str) -> bool:
+    return next(bc.home for bc in p.conditions if bc.branch == branch)
+
+
+def tiling_value(t: object, name: str):
+    return getattr(t, name, None)
+
+
+# (id, chip, B, M, N, K, branch, {tiling field: value}, {condition label: holds})
+TABLE = [
+    # MergeBatch: b_core = 2*b0 (B = 4C vs 4C - 1)
+    ("merge b_core=4", P950, 128, 64, 64, 1024, "merge_batch", {"b": 2}, {"MergeBatch 1": True}),
+    ("merge b_core=3", P950, 127, 64, 64, 1024, "iter_batch", {"case": "b"}, {"MergeBatch 1": False}),
+    # the L0C limit 2*(b0 M̄)(b0 N̄)*4B <= L0C: M̄N̄ = 8192 holds, N̄ = 144 fails
+    ("merge L0C edge", P950, 128, 64, 128, 512, "merge_batch", {"b": 2}, {"MergeBatch 2": True}),
+    ("merge L0C over", P950, 128, 64, 129, 512, "iter_batch", {}, {"MergeBatch 2": False}),
+    # the 480KB per-core amount: 4*(64K + 64K)*2 >= 491520 <=> K >= 480
+    ("merge 480KB holds", P950, 128, 64, 64, 480, "merge_batch", {}, {"MergeBatch 3": True}),
+    ("merge 480KB fails", P950, 128, 64, 64, 479, "iter_batch", {"case": "b"}, {"MergeBatch 3": False}),
+    # the 16KB tile: max(MK, KN)*2 >= 16384 <=> K >= 256 at M = N = 32
+    ("merge 16KB holds", P950, 512, 32, 32, 256, "merge_batch", {"b": 4}, {"MergeBatch 4": True}),
+    ("merge 16KB fails", P950, 512, 32, 32, 255, "iter_batch", {}, {"MergeBatch 4": False,
+                                                                     "MergeBatch 3": True}),
+    # IterBatch 2: B mod C == 0 or >= minCoreNum (26 of 32)
+    ("iter mod 25", P950, 57, 256, 256, 256, "asw_basic", {}, {"IterBatch 2": False}),
+    ("iter mod 26", P950, 58, 256, 256, 256, "iter_batch", {"case": "b"}, {"IterBatch 2": True}),
+    ("iter mod 0", P950, 64, 256, 256, 256, "iter_batch", {"case": "b"}, {"IterBatch 2": True}),
+    # IterBatch 3: (M+N)*K*2 <= L1 <=> K <= 819 at M = 64, N = 256 -> (a); above -> (c) A resident
+    ("iter case a", P950, 32, 64, 256, 816, "iter_batch", {"case": "a", "resident": "AB"}, {"IterBatch 3a": True}),
+    ("iter case c", P950, 32, 64, 256, 832, "iter_batch", {"case": "c", "resident": "A", "step": 2,
+                                                           "unit_flag": True}, {"IterBatch 3a": False}),
+    ("iter case b", P950, 64, 128, 128, 512, "iter_batch", {"case": "b", "l1_buffers": 2}, {"IterBatch 3b": True}),
+    ("iter case d", P950, 64, 128, 128, 528, "iter_batch", {"case": "d", "resident": "A", "step": 2},
+     {"IterBatch 3b": False}),
+    ("iter case e", P950, 32, 1024, 1024, 1024, "iter_batch", {"case": "e", "step": 8}, {"IterBatch 3e": True}),
+    ("iter Step too fine", P950, 32, 64, 2048, 8192, "asw_basic", {}, {"IterBatch 4 (e)": False}),
+    # P vs C: P = 2*4*4 = 32 -> ASW; 2*4*3 = 24 < 32 -> StreamK
+    ("P = C", P950, 2, 64, 64, 8192, "asw_basic", {}, {"ASW_Basic 1": True, "StreamK 1": False}),
+    ("P < C", P950, 2, 64, 48, 8192, "stream_k", {"grid_k": 2}, {"ASW_Basic 1": False, "StreamK 1": True}),
+    # grid_K at K = 6800, 27200, 108800 (theta = 1700): the largest power of two that holds
+    ("grid_K none", P950, 2, 16, 16, 6799, "asw_basic", {}, {"StreamK 2 (grid_K=2)": False}),
+    ("grid_K 2", P950, 2, 16, 16, 6800, "stream_k", {"grid_k": 2}, {"StreamK 2 (grid_K=2)": True}),
+    ("grid_K 2 top", P950, 2, 16, 16, 27199, "stream_k", {"grid_k": 2}, {"StreamK 2 (grid_K=4)": False}),
+    ("grid_K 4", P950, 2, 16, 16, 27200, "stream_k", {"grid_k": 4}, {"StreamK 2 (grid_K=4)": True}),
+    ("grid_K 4 top", P950, 2, 16, 16, 108799, "stream_k", {"grid_k": 4}, {"StreamK 2 (grid_K=8)": False}),
+    ("grid_K 8", P950, 2, 16, 16, 108800, "stream_k", {"grid_k": 8, "blocks_per_batch": 16},
+     {"StreamK 2 (grid_K=8)": True}),
+    ("grid_K 8 B=4", P950, 4, 16, 16, 108800, "stream_k", {"grid_k": 8, "blocks_per_batch": 8}, {}),
+    # Special: K = 0; K = 1 with B >= 2 x AIV (128) and the batch in UB
+    ("special K=0", P950, 8, 64, 64, 0, "special", {"mode": "fill"}, {"Special K=0": True}),
+    ("special K=1", P950, 128, 64, 64, 1, "special", {"mode": "outer"}, {"Special K=1 (ii)": True}),
+    ("special K=1 few", P950, 100, 64, 64, 1, "asw_basic", {}, {"Special K=1 (ii)": False}),
+    ("special K=1 UB", P950, 128, 360, 360, 1, "iter_batch", {}, {"Special K=1 (iii)": False}),
+    ("special K=1 UB ok", P950, 128, 350, 350, 1, "special", {"mode": "outer"}, {"Special K=1 (iii)": True}),
+    # the same shapes on Atlas A2 (C = 24, minCoreNum = 20, L0C = 128KB, AIV = 48)
+    ("A2 b_core=5", A2, 127, 64, 64, 1024, "merge_batch", {"b": 2}, {"MergeBatch 1": True}),
+    ("A2 b_core=4", A2, 96, 64, 64, 1024, "merge_batch", {}, {"MergeBatch 1": True}),
+    ("A2 b_core=3", A2, 95, 64, 64, 1024, "iter_batch", {}, {"MergeBatch 1": False}),
+    ("A2 L0C over", A2, 128, 64, 128, 512, "asw_basic", {}, {"MergeBatch 2": False}),
+    ("A2 480KB holds", A2, 128, 64, 64, 479, "merge_batch", {}, {"MergeBatch 3": True}),
+    ("A2 480KB b_core=4", A2, 96, 64, 64, 479, "iter_batch", {}, {"MergeBatch 3": False}),
+    ("A2 mod 10", A2, 58, 256, 256, 256, "asw_basic", {}, {"IterBatch 2": False}),
+    ("A2 mod 19", A2, 43, 256, 256, 256, "asw_basic", {}, {"IterBatch 2": False}),
+    ("A2 mod 20", A2, 44, 256, 256, 256, "iter_batch", {"case": "b"}, {"IterBatch 2": True}),
+    ("A2 case a", A2, 24, 64, 256, 816, "iter_batch", {"case": "a"}, {}),
+    ("A2 case c", A2, 24, 64, 256, 832, "iter_batch", {"case": "c"}, {}),
+    ("A2 P = C", A2, 2, 64, 48, 8192, "asw_basic", {}, {"StreamK 1": False}),
+    ("A2 P < C", A2, 2, 64, 32, 8192, "stream_k", {"grid_k": 2}, {"StreamK 1": True}),
+    ("A2 grid_K B=4", A2, 4, 16, 16, 108800, "stream_k", {"grid_k": 4, "blocks_per_batch": 6}, {}),
+    ("A2 special K=1", A2, 100, 64, 64, 1, "special", {"mode": "outer"}, {"Special K=1 (ii)": True}),
+    ("A2 special few", A2, 95, 64, 64, 1, "iter_batch", {}, {"Special K=1 (ii)": False}),
+]
+
+
+@pytest.mark.parametrize("name,chip,B,M,N,K,branch,fields,conds", TABLE, ids=[r[0] for r in TABLE])
+def test_branch_table(name, chip, B, M, N, K, branch, fields, conds):
+    p = run(B, M, N, K, chip)
+    assert p.branch == branch, p.explain()
+    for f, v in fields.items():
+        assert tiling_value(p.tiling, f) == v, (f, p.tiling)
+    for label, holds in conds.items():
+        assert check(p, label).holds == holds, str(check(p, label))
+    assert_fits(p)
+    assert branch in legal_branches((B, M, K), (B, K, N), chip=chip)
+
+
+def assert_fits(p: Plan) -> None:
+    """Every buffer within capacity; tile sizes on the fractal grid."""
+    chip = pyto.load_chip(p.chip)
+    for buf, used in p.buffer_use().items():
+        assert used <= chip.buffers[buf], (buf, used, p.tiling)
+    assert_grid(p.tiling, p.problem)
+
+
+def assert_grid(t: object, prob: Problem) -> None:
+    for name, value, _ in field_docs(t):
+        if dataclasses.is_dataclass(value):
+            assert_grid(value, prob)
+        elif name in ("base_m", "base_n", "m_pad", "n_pad", "single_m", "single_n", "m_l1"):
+            assert value % prob.mn_align == 0 and value % 16 == 0, (name, value)
+        elif name in ("base_k", "k_l1", "k_l1_a", "k_l1_b", "single_core_k"):
+            assert value % prob.k_align == 0 and value >= prob.k_align, (name, value)
+    k_l1 = getattr(t, "k_l1", None)
+    if k_l1 is not None:
+        assert k_l1 % t.base_k == 0, t
+    if getattr(t, "case", "") in ("c", "d", "e") and t.resident != "B":
+        assert min(t.k_l1_a, t.k_l1_b) % t.base_k == 0, t
+
+
+def test_merge_numbers_substituted():
+    p = run(128, 64, 64, 512)
+    assert str(check(p, "MergeBatch 3")) == ("MergeBatch 3: b_core*(MK+KN)*dtype = 4*(64*512 + 512*64)*2 = 524288 B "
+                                             ">= min_DatamountPerCore 491520 B  -> holds")
+    assert "2*(2*64)*(2*64)*4 = 131072 B <= L0C 262144 B" in check(p, "MergeBatch 2").text
+    assert "64.0 < R/b0 = 607.5/2 = 303.8" in check(p, "MergeBatch 5").text
+    assert "b_i = 2" in p.tiling.derivation[0] and "b_ii = 9" in p.tiling.derivation[0]
+
+
+def test_merge_overlap_decided_by_t_total():
+    p = run(128, 64, 64, 1024)
+    assert home(p, "merge_batch") and home(p, "iter_batch")
+    line = next(x for x in p.decision if "overlap" in x)
+    times = dict(a for a in p.alternatives if a[0] in ("merge_batch", "iter_batch") for a in [a[:2]])
+    assert f"merge_batch {times['merge_batch']:.3f} us" in line and f"iter_batch {times['iter_batch']:.3f} us" in line
+    assert times["merge_batch"] <= times["iter_batch"]
+    q = run(128, 64, 128, 1024)           # both hold, IterBatch's case (d) is faster
+    assert home(q, "merge_batch") and home(q, "iter_batch") and q.branch == "iter_batch"
+
+
+def test_merge_r_over_b0_limit():
+    """Condition 5 flips at 2MN/(M+N) = R/b0; with a smaller R it binds inside the L0C limit."""
+    chip = pyto.load_chip(P950)
+    ok = merge_checks(parse_problem((128, 303, 64), (128, 64, 303)), chip).checks[4]
+    bad = merge_checks(parse_problem((128, 304, 64), (128, 64, 304)), chip).checks[4]
+    assert ok.holds and not bad.holds
+    low_r = dataclasses.replace(chip, R=100.0)                  # R/b0 = 50
+    assert plan((128, 48, 1024), (128, 1024, 48), chip=low_r).branch == "merge_batch"
+    p = plan((128, 64, 1024), (128, 1024, 64), chip=low_r)
+    assert not check(p, "MergeBatch 5").holds and p.branch == "iter_batch"
+    assert plan((128, 32, 1024), (128, 1024, 32), chip=low_r).tiling.b <= 3   # b_ii = ceil(100/32) - 1 = 3
+
+
+def test_iter_l0_pseudocode_case_a():
+    p = run(32, 128, 128, 128)
+    t = p.tiling
+    assert (t.case, t.base_m, t.base_n, t.base_k, t.l0_buffers) == ("a", 128, 128, 128, 1)
+
+
+def test_iter_case_c_k_l1_b():
+    p = run(32, 64, 256, 2048)        # k_L1_b = (L1 - 64*2048*2) / (256*2) = 512
+    t = p.tiling
+    assert (t.case, t.resident, t.k_l1_b, t.step) == ("c", "A", 512, 4)
+
+
+def test_asw_window_and_split():
+    p = run(8, 512, 512, 1024)
+    t = p.tiling
+    assert p.branch == "asw_basic" and t.window == 4 and "B" in t.split and t.cores_used == 32
+    assert run(2, 512, 512, 1024, A2).tiling.window == 4       # C = 24: divisors <= 4
+    six = dataclasses.replace(pyto.load_chip(P950), aic=30)
+    assert plan((8, 512, 1024), (8, 1024, 512), chip=six).tiling.window == 5
+
+
+def test_asw_l2_tiling_when_working_set_exceeds_l2():
+    p = plan((1, 16384, 8192), (2, 8192, 16384), branch="asw_basic")
+    assert p.tiling.l2_tiles_m * p.tiling.l2_tiles_n > 1
+
+
+def test_cross_broadcast_goes_to_asw():
+    p = plan((4, 1, 256, 256), (1, 8, 256, 256))
+    assert p.problem.broadcast == "cross" and p.problem.batch == 32 and p.branch == "asw_basic"
+    assert p.tiling.broadcast_resident == "AB"
+    assert "cross broadcast (yes)" in check(p, "ASW_Basic 2").text
+
+
+def test_to_matmul_folds():
+    assert run(1, 512, 512, 512).tiling.fold == "plain"
+    p = plan((8, 64, 64), (64, 64))
+    assert (p.branch, p.tiling.fold, p.tiling.mm_m) == ("to_matmul", "fold_m", 512)
+    p = plan((64, 64), (8, 64, 64))
+    assert (p.branch, p.tiling.fold, p.tiling.matmul.full_load) == ("to_matmul", "a_resident", "A")
+    p = plan((1, 2048, 4096), (64, 4096, 256))     # A = 16MB > L1: fold_n vs the broadcast BMM branches
+    assert any("compares it with the BMM branches" in x for x in p.decision)
+    assert any("ToMatmul vs BMM" in x for x in p.decision)
+    t = plan((1, 2048, 4096), (64, 4096, 256), branch="to_matmul").tiling
+    assert t.fold == "fold_n" and t.rearrange_bytes == 2 * 64 * 4096 * 256 * 2
+
+
+def test_special_tilings():
+    p = run(256, 128, 256, 1)
+    t = p.tiling
+    assert (t.mode, t.rows, t.cols, t.ub_buffers, t.aiv_used, t.units_per_aiv) == ("outer", 64, 256, 2, 64, 8)
+    e = plan((3, 0, 5), (3, 5, 4))
+    assert e.branch == "special" and e.tiling.mode == "empty" and e.estimate.t_total == 0
+
+
+def test_explain_lists_every_branch_and_numbers():
+    text = run(128, 64, 64, 512).explain()
+    for b in BRANCHES:
+        assert f"[{b}]" in text
+    for needle in ("MergeBatch 1", "IterBatch 3b", "ASW_Basic 2", "StreamK 2", "Special K=1 (iii)",
+                   "ToMatmul 1", "524288 B >= min_DatamountPerCore 491520 B", "T_total decides",
+                   "Chosen branch: merge_batch", "b_L1", "Roofline"):
+        assert needle in text, needle
+    assert "not evaluated" in run(8, 64, 64, 0).explain()
+
+
+def test_forced_branch_and_preconditions():
+    p = run(128, 64, 64, 512, branch="asw_basic")
+    assert p.forced and p.branch == "asw_basic" and "forced" in p.decision[0]
+    assert legal_branches((128, 64, 512), (128, 512, 64)) == ["merge_batch", "iter_batch", "asw_basic", "stream_k"]
+    cases = [((4, 64, 64), (1, 64, 64), "merge_batch", "BatchA = BatchB"),
+             ((4, 64, 64), (4, 64, 64), "special", "K = 0 or K = 1"),
+             ((4, 64, 64), (4, 64, 64), "to_matmul", "BatchA = 1 or BatchB = 1"),
+             ((4, 64, 16), (4, 16, 64), "stream_k", "K >= 2*16"),
+             ((4, 64, 0), (4, 0, 64), "asw_basic", "use special"),
+             ((4, 2048, 64), (4, 64, 2048), "merge_batch", "L0C"),
+             ((2, 20000, 64), (2, 64, 20000), "iter_batch", "no L1 case"),
+             ((4, 64, 64), (4, 64, 64), "bogus", "unknown branch")]
+    for a, b, branch, why in cases:
+        with pytest.raises(PlanError, match=re.escape(why)):
+            plan(a, b, branch=branch)
+
+
+def test_every_legal_branch_can_be_forced():
+    for a, b in (((128, 64, 512), (128, 512, 64)), ((64, 64), (8, 64, 64)), ((256, 64, 1), (256, 1, 64))):
+        for branch in legal_branches(a, b):
+            p = plan(a, b, branch=branch)
+            assert p.branch == branch
+            assert_fits(p)
+
+
+@pytest.mark.parametrize("a,b,kw,why", [
+    ((4, 64, 32), (4, 16, 64), {}, "K mismatch"),
+    ((3, 64, 32), (4, 32, 64), {}, "do not broadcast"),
+    ((4, 64, 32), (4, 32, 64), {"dtype": "int32"}, "not supported"),
+    ((4, 64, 32), (4, 32, 64), {"dtype": "fp64"}, "unknown dtype"),
+    ((4, -1, 32), (4, 32, 64), {}, "negative"),
+    ((32,), (32, 64), {}, "1-D"),
+    ((4, 64, 32), (4, 64, 32), {"transpose_b": False}, "K mismatch"),
+])
+def test_bad_input(a, b, kw, why):
+    with pytest.raises(ShapeError, match=why):
+        plan(a, b, **kw)
+
+
+def test_transposes_read_k_from_the_right_axis():
+    p = plan((4, 32, 64), (4, 48, 32), transpose_a=True, transpose_b=True)
+    assert (p.problem.M, p.problem.N, p.problem.K) == (64, 48, 32)
+
+
+def test_cli_plan(capsys):
+    assert main(["plan", "128", "64", "64", "512"]) == 0
+    out = capsys.readouterr().out
+    assert "Chosen branch: merge_batch" in out and "[stream_k]" in out
+    assert main(["plan", "8", "64", "64", "64", "--batch-a", "1", "--chip", "atlas-a2", "--bias"]) == 0
+    out = capsys.readouterr().out
+    assert "Chosen branch: to_matmul" in out and "on atlas-a2" in out and "+ bias" in out
+    assert main(["plan", "8", "64", "64", "64", "--batch-a", "2", "--batch-b", "4"]) == 0
+    assert "broadcast cross" in capsys.readouterr().out
+    assert main(["plan", "4", "64", "64", "64", "--branch", "stream_k", "--reduce", "atomic"]) == 0
+    assert "reduce = atomic" in capsys.readouterr().out
+    assert main(["plan", "8", "64", "64", "64", "--batch-a", "3"]) == 1
+    assert "ShapeError" in capsys.readouterr().err
+    assert main(["plan", "8", "64", "64", "64", "--branch", "merge_batch", "--batch-b", "1"]) == 1
+    assert "PlanError" in capsys.readouterr().err
+
+
+# ---- properties ---------------------------------------------------------------------------------------
+
+batch_dims = st.lists(st.sampled_from([1, 1, 2, 3, 4, 8, 33]), max_size=2)
+
+
+@given(ba=batch_dims, bb=batch_dims, M=st.integers(1, 700), N=st.integers(1, 700),
+       K=st.one_of(st.integers(0, 3000), st.integers(3000, 120000)),
+       dtype=st.sampled_from(["fp16", "bf16", "fp32", "int8"]), chip=st.sampled_from([P950, A2]),
+       ta=st.booleans(), tb=st.booleans(), bias=st.booleans())
+def test_random_shapes_plan_legal_and_above_roofline(ba, bb, M, N, K, dtype, chip, ta, tb, bias):
+    a = tuple(ba) + ((K, M) if ta else (M, K))
+    b = tuple(bb) + ((N, K) if tb else (K, N))
+    try:
+        np.broadcast_shapes(tuple(ba), tuple(bb))
+    except ValueError:
+        with pytest.raises(ShapeError):
+            plan(a, b, dtype, chip, bias, ta, tb)
+        return
+    p = plan(a, b, dtype, chip, bias, ta, tb)
+    assert p.branch in legal_branches(a, b, dtype, chip, bias, ta, tb)
+    assert p.estimate.t_total >= roofline_us(p.problem, pyto.load_chip(chip)) * (1 - 1e-9)
+    assert p.estimate.t_total == max(p.estimate.terms().values())
+    assert_fits(p)
+    assert p.problem.batch_shape == np.broadcast_shapes(tuple(ba), tuple(bb))
+    if parallel_blocks(p.problem) and K >= 1:
+        assert p.branch != "special" or K == 1
