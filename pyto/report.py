@@ -22,6 +22,13 @@ class Report:
     events: Optional[list] = None
     flops: float = 0.0
     peak_flops: float = 0.0
+    gm_bytes: float = 0.0        # bytes over the chip-wide GM channel (reads missing L2, and writes)
+    gm_read_bytes: float = 0.0   # bytes read from GM tensors (served by L2 or GM)
+    l2_hit_bytes: float = 0.0    # of those, bytes served by L2
+
+    @property
+    def l2_hit_rate(self) -> float:
+        return self.l2_hit_bytes / self.gm_read_bytes if self.gm_read_bytes else 0.0
 
     @property
     def time_us(self) -> float:
@@ -44,6 +51,8 @@ class Report:
             share = c / self.cycles if self.cycles else 0.0
             lines.append(f"  {p:<5} busy {c:>12,.0f} cycles ({share:6.1%} of T_total)")
         lines.append(f"  bottleneck  {self.bottleneck}")
+        lines.append(f"  GM traffic  {self.gm_bytes / 1e6:,.3f} MB; reads {self.gm_read_bytes / 1e6:,.3f} MB, "
+                     f"L2 hit rate {self.l2_hit_rate:.1%}")
         if self.flops:
             lines.append(f"  achieved    {self.achieved_flops / 1e12:.2f} TFLOP/s of peak "
                          f"{self.peak_flops / 1e12:.0f} ({self.achieved_flops / self.peak_flops:.1%})")

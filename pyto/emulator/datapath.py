@@ -61,20 +61,22 @@ def _move(ins: Instr, mem: Memory) -> None:
 
 
 def _mmad(ins: Instr, mem: Memory) -> None:
-    a_acc, b_acc = ins.srcs[0], ins.srcs[1]
-    a, b = mem.view(a_acc), mem.view(b_acc)
-    out = mem.view(ins.dsts[0])
-    if ins.attrs["dtype"] is DType.int8:
-        prod = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)  # exact for int8 sums
-        res = prod.astype(np.int32)
-    else:  # fp16/bf16 products are exact in fp32; accumulate in fp32 as the cube does
-        res = a.astype(np.float32) @ b.astype(np.float32)
-    if ins.attrs["bias"]:
-        res = res + mem.view(ins.srcs[2])
+    """dst (+)= a @ b (+ bias). Products are queued on the L0C tile and summed in one BLAS call when
+    the tile is next read (Memory.view flushes): a K loop of n MMADs costs one matmul of depth n*k.
+    fp16/bf16 products are exact in fp32 and the sum is fp32, as on the cube; only the order of the
+    fp32 additions differs from the hardware's (within the fp32 accumulation bound)."""
+    a_acc, b_acc, dst = ins.srcs[0], ins.srcs[1], ins.dsts[0]
+    wide = np.float64 if ins.attrs["dtype"] is DType.int8 else np.float32   # int8: exact in float64
+    a = mem.view(a_acc).astype(wide)
+    b = mem.view(b_acc).astype(wide)
+    if ins.attrs["accumulate"] and mem.queue_product(dst, a, b):
+        return
+    out = mem.view(dst)   # flushes anything queued on this tile
     if ins.attrs["accumulate"]:
-        out += res.astype(out.dtype, copy=False)
-    else:
-        out[...] = res
+        mem.queue_product(dst, a, b, start=True)
+        return
+    out[...] = mem.view(ins.srcs[2]) if ins.attrs["bias"] else 0
+    mem.queue_product(dst, a, b, start=True)
 
 
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,

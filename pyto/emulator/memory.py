@@ -19,6 +19,7 @@ class Memory:
     def __init__(self, tensors: list, arrays: list, compute: bool):
         self.compute = compute
         self.tiles: dict = {}
+        self.pending: dict = {}   # L0C store -> (rect, [a, ...], [b, ...]): MMAD products not yet summed
         self.init: dict = {}
         self.gm: dict = {}
         self.user = list(zip(tensors, arrays))
@@ -35,8 +36,36 @@ class Memory:
         return arr
 
     def view(self, acc: Access) -> np.ndarray:
+        """The array of a tile view (after summing any MMAD products queued on that tile)."""
+        if self.pending and id(acc.obj) in self.pending:
+            self._flush(acc.obj)
         r0, r1, c0, c1 = acc.rect
         return self.tile(acc.obj)[r0:r1, c0:c1]
+
+    def queue_product(self, acc: Access, a: np.ndarray, b: np.ndarray, start: bool = False) -> bool:
+        """Queue a @ b to be added into view `acc`; False if products of another view are queued."""
+        q = self.pending.get(id(acc.obj))
+        if q is None:
+            if not start:
+                return False
+            self.pending[id(acc.obj)] = (acc.obj, acc.rect, [a], [b])
+            return True
+        if q[1] != acc.rect:
+            return False
+        q[2].append(a)
+        q[3].append(b)
+        return True
+
+    def _flush(self, store: TileStore) -> None:
+        _, (r0, r1, c0, c1), a_list, b_list = self.pending.pop(id(store))
+        a = a_list[0] if len(a_list) == 1 else np.concatenate(a_list, axis=1)
+        b = b_list[0] if len(b_list) == 1 else np.concatenate(b_list, axis=0)
+        out = self.tile(store)[r0:r1, c0:c1]
+        prod = a @ b
+        if out.dtype.kind == "i":   # int32 accumulation wraps like the hardware
+            out[...] = (out.astype(np.int64) + prod.astype(np.int64)).astype(np.int32)
+        else:
+            out += prod.astype(out.dtype, copy=False)
 
     def gm_array(self, t: GMTensor) -> np.ndarray:
         arr = self.gm.get(id(t))

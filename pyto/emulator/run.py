@@ -18,8 +18,7 @@ from . import crosscore
 from .datapath import EFFECTS
 from .memory import Memory
 from .sanitizer import Sanitizer
-from .scheduler import Scheduler
-from .timing import Timing
+from .scheduler import schedule
 
 
 @dataclass(frozen=True)
@@ -111,19 +110,34 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     programs = trace(kernel, tensors, params, chip, blocks, auto_sync)
     instrs = [ins for p in programs for ins in p.instrs]
 
+    sched = schedule(programs, instrs, chip)
+    _replay(programs, instrs, sched, blocks, Memory(tensors, list(arrays), compute=(mode == "full")))
+    return _report(kernel, chip, blocks, mode, programs, instrs, sched, trace_events)
+
+
+def _replay(programs: list, instrs: list, sched, blocks: int, mem: Memory) -> None:
+    """Apply each instruction in the order it started: happens-before and race checks, the
+    uninitialised-read check, and (full mode) its data effect. Then report a stall, or commit GM.
+
+    An uninitialised read is held back until the end: if it is half of a race, the race is reported
+    whichever access the simulation happened to run first.
+    """
     written = {id(a.obj) for ins in instrs for a in ins.dsts if isinstance(a.obj, GMTensor)}
     keep = {d.index for ins in instrs for d in ins.deps}
-    keep |= {ins.index for ins in instrs if ins.op in (Op.SET_FLAG, Op.SYNC_ALL) or ins.attrs.get("phase")}
-    mem = Memory(tensors, [a for a in arrays], compute=(mode == "full"))
+    keep.update(int(j) for j in sched.join_idx)
     san = Sanitizer(blocks, written)
-    events = [] if trace_events else None  # a list means: keep per-instruction times
-
-    # An uninitialised read is held back until the run ends: if it is half of a race, the race is
-    # reported whichever access the simulation happened to run first.
+    barriers_seen = {}
     uninit: list = []
-
-    def on_start(ins, joins):
-        san.begin(ins, joins, ins.index in keep)
+    order, ptr, idx = sched.order.tolist(), sched.join_ptr.tolist(), sched.join_idx.tolist()
+    for pos, i in enumerate(order):
+        ins = instrs[i]
+        joins = ins.deps
+        if ptr[pos + 1] > ptr[pos]:
+            joins = joins + [instrs[j] for j in idx[ptr[pos]:ptr[pos + 1]]]
+        if ins.op is Op.SYNC_ALL:
+            n = barriers_seen[ins.core] = barriers_seen.get(ins.core, 0) + 1
+            san.pass_barrier(ins, n)
+        san.begin(ins, joins, i in keep)
         for acc in ins.srcs:
             err = mem.check_read(acc, ins, f"PIPE_{ins.pipe.name}")
             if err is not None:
@@ -132,42 +146,33 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
             EFFECTS[ins.op](ins, mem)
         for acc in ins.dsts:
             mem.mark_written(acc)
-
-    sched = Scheduler(programs, instrs, chip, Timing(chip), on_start, san)
-    try:
-        cycles = sched.run()
-    except DeadlockError as e:
-        if uninit:
-            raise uninit[0] from e
-        raise
     if uninit:
         raise uninit[0]
+    if sched.deadlock:
+        raise DeadlockError(sched.deadlock)
     mem.commit()
-    return _report(kernel, chip, blocks, mode, programs, instrs, sched, cycles, events)
 
 
-def _report(kernel, chip, blocks, mode, programs, instrs, sched, cycles, events) -> Report:
-    core_pipe = {}
-    for (core, pipe), busy in sched.busy_cycles.items():
-        prog = next(p for p in programs if p.id == core)
-        core_pipe.setdefault(str(prog), {})[pipe.name] = busy
+def _report(kernel, chip, blocks, mode, programs, instrs, sched, trace_events: bool) -> Report:
+    names = {p.id: str(p) for p in programs}
+    core_pipe: dict = {}
+    for (core, pipe), busy in sched.busy.items():
+        core_pipe.setdefault(names[core], {})[pipe.name] = busy
     pipe_cycles: dict = {}
     for per in core_pipe.values():
         for p, c in per.items():
             if p != "S":
                 pipe_cycles[p] = max(pipe_cycles.get(p, 0.0), c)
-    flops = 0.0
-    dt = None
+    flops, dt = 0.0, None
     for ins in instrs:
         if ins.op is Op.MMAD:
             a = ins.attrs
             flops += 2.0 * a["m"] * a["n"] * a["k"]
             dt = a["dtype"]
-    ev = None
-    if events is not None:
-        names = {p.id: str(p) for p in programs}
-        ev = [(names[ins.core], ins.pipe.name, ins.name, str(ins.loc), float(sched.begin[ins.index]),
-               float(sched.end[ins.index])) for ins in instrs]
-    return Report(kernel.name, chip.name, blocks, mode, float(cycles), chip.clock_ghz, len(instrs), pipe_cycles,
-                  core_pipe, ev, flops, chip.peak_flops(dt) if dt is not None else 0.0)
-
+    events = None
+    if trace_events:
+        events = [(names[ins.core], ins.pipe.name, ins.name, str(ins.loc), float(sched.begin[ins.index]),
+                   float(sched.end[ins.index])) for ins in instrs]
+    return Report(kernel.name, chip.name, blocks, mode, sched.cycles, chip.clock_ghz, len(instrs), pipe_cycles,
+                  core_pipe, events, flops, chip.peak_flops(dt) if dt is not None else 0.0,
+                  gm_bytes=sched.gm_bytes, gm_read_bytes=sched.gm_read_bytes, l2_hit_bytes=sched.l2_hit_bytes)

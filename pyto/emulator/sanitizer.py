@@ -87,11 +87,12 @@ class Sanitizer:
             if not ordered:
                 self._report(obj, acc, e, ins, write)
         if write:
-            hist[:] = [e for e in hist if not (e[1] == batch and _cov(rect, e[0]))]
-        else:
+            if any(e[1] == batch and _cov(rect, e[0]) for e in hist):
+                hist[:] = [e for e in hist if not (e[1] == batch and _cov(rect, e[0]))]
+        elif any(e[2] == b and e[3] == t and not e[6] and e[1] == batch and _cov(rect, e[0]) for e in hist):
             hist[:] = [e for e in hist if not (e[2] == b and e[3] == t and not e[6] and e[1] == batch
                                                and _cov(rect, e[0]))]
-        hist.append((rect, batch, b, t, vc[t], ep, write, atomic, ins))
+        hist.append((rect, batch, b, t, int(vc[t]), ep, write, atomic, ins))
 
     @staticmethod
     def _report(obj, acc: Access, e: tuple, ins: Instr, write: bool) -> None:

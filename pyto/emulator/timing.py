@@ -1,16 +1,25 @@
-"""Instruction costs in cycles from the chip table (DESIGN section 5), first version.
+"""Instruction costs in cycles from the chip table (DESIGN section 5).
 
-COSTS maps each Op to a cost function returning (pipe free again, instruction complete). Transfers
-occupy their pipe for bytes / per-core bandwidth (each contiguous burst charged at least
-`burst_min_bytes`) and complete a fixed latency later, so back-to-back transfers pipeline; GM traffic
-of all cores also queues on one chip-wide channel of `gm_bandwidth`.
+COSTS maps each Op to its static cost (occupancy of its pipe, latency after leaving it, bytes it
+moves over the chip-wide GM and L2 channels); a test checks the table covers all of Op. The event
+loop (simulate.py) adds the dynamic part: waiting for the shared GM/L2 channels and for sync.
+Transfers occupy their pipe for bytes / per-core path bandwidth, each contiguous burst charged at
+least `burst_min_bytes` (seeds/000: dValue >= 128B); an MMAD costs its fractal steps plus a head.
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from ..chip import Chip
 from ..ir import Instr, Op
+
+
+class Cost(NamedTuple):
+    occ: float        # cycles the pipe is held
+    lat: float        # cycles from leaving the pipe to completion
+    gm_bytes: float   # bytes over the chip-wide GM channel
+    l2_bytes: float   # bytes over the chip-wide L2 channel
 
 
 def mmad_cycles(chip: Chip, m: int, n: int, k: int, dtype) -> float:
@@ -20,55 +29,44 @@ def mmad_cycles(chip: Chip, m: int, n: int, k: int, dtype) -> float:
     return steps * chip.cube_cycles_per_step[dtype.name] + chip.mmad_head_cycles
 
 
-def gm_bytes(chip: Chip, attrs: dict) -> float:
-    """Bytes a GM transfer costs: each burst (row) charged at least the burst minimum."""
+def burst_bytes(chip: Chip, attrs: dict) -> float:
+    """Bytes a GM transfer is charged: each contiguous burst (row) at least the burst minimum."""
     return attrs["nburst"] * max(attrs["burst"], chip.burst_min_bytes)
 
 
-class Timing:
-    """Stateful cost model of one launch: per-instruction cost plus the shared GM channel."""
+def _transfer(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
+    src, dst = ins.attrs["path"]
+    path = chip.path(src, dst)
+    if "GM" in (src, dst):
+        nbytes = burst_bytes(chip, ins.attrs)
+        hit = min(l2_hit, nbytes)
+        lat = path.latency + (chip.l2_latency_cycles if hit >= nbytes else chip.gm_latency_cycles)
+        return Cost(nbytes / path.bytes_per_cycle, lat, nbytes - hit, hit)
+    return Cost(ins.attrs["bytes"] / path.bytes_per_cycle, path.latency, 0.0, 0.0)
 
-    def __init__(self, chip: Chip):
-        self.chip = chip
-        self.gm_free = 0.0
-        self.gm_per_cycle = chip.gm_bytes_per_cycle
 
-    def _transfer(self, ins: Instr, now: float) -> tuple:
-        src, dst = ins.attrs["path"]
-        path = self.chip.path(src, dst)
-        if "GM" in (src, dst):
-            nbytes = gm_bytes(self.chip, ins.attrs)
-            free = now + nbytes / path.bytes_per_cycle
-            ch_start = max(now, self.gm_free)
-            self.gm_free = ch_start + nbytes / self.gm_per_cycle
-            free = max(free, self.gm_free)
-            return free, free + path.latency
-        free = now + ins.attrs["bytes"] / path.bytes_per_cycle
-        return free, free + path.latency
+def _mmad(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
+    a = ins.attrs
+    return Cost(mmad_cycles(chip, a["m"], a["n"], a["k"], a["dtype"]), 0.0, 0.0, 0.0)
 
-    def _mmad(self, ins: Instr, now: float) -> tuple:
-        a = ins.attrs
-        end = now + mmad_cycles(self.chip, a["m"], a["n"], a["k"], a["dtype"])
-        return end, end
 
-    def _vector(self, ins: Instr, now: float) -> tuple:
-        nbytes = ins.attrs["elems"] * 4
-        end = now + self.chip.vector_head_cycles + nbytes / self.chip.vector_bytes_per_cycle
-        return end, end
+def _vector(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
+    nbytes = ins.attrs["elems"] * 4      # the vector unit computes in fp32
+    return Cost(chip.vector_head_cycles + nbytes / chip.vector_bytes_per_cycle, 0.0, 0.0, 0.0)
 
-    def _scalar(self, ins: Instr, now: float) -> tuple:
-        end = now + self.chip.scalar_cycles
-        return end, end
 
-    def cost(self, ins: Instr, now: float) -> tuple:
-        """(pipe free again, instruction complete) for `ins` started at `now`."""
-        return COSTS[ins.op](self, ins, now)
+def _scalar(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
+    return Cost(chip.scalar_cycles, 0.0, 0.0, 0.0)
 
 
 COSTS = {
-    Op.LOAD: Timing._transfer, Op.STORE: Timing._transfer, Op.MOVE: Timing._transfer, Op.MMAD: Timing._mmad,
-    Op.VBINARY: Timing._vector, Op.VSCALAR: Timing._vector, Op.VUNARY: Timing._vector,
-    Op.VCAST: Timing._vector, Op.VDUP: Timing._vector, Op.VREDUCE: Timing._vector, Op.VEXPAND: Timing._vector,
-    Op.SET_FLAG: Timing._scalar, Op.WAIT_FLAG: Timing._scalar, Op.BARRIER: Timing._scalar,
-    Op.SYNC_ALL: Timing._scalar,
+    Op.LOAD: _transfer, Op.STORE: _transfer, Op.MOVE: _transfer, Op.MMAD: _mmad,
+    Op.VBINARY: _vector, Op.VSCALAR: _vector, Op.VUNARY: _vector, Op.VCAST: _vector, Op.VDUP: _vector,
+    Op.VREDUCE: _vector, Op.VEXPAND: _vector,
+    Op.SET_FLAG: _scalar, Op.WAIT_FLAG: _scalar, Op.BARRIER: _scalar, Op.SYNC_ALL: _scalar,
 }
+
+
+def cost(chip: Chip, ins: Instr, l2_hit: float = 0.0) -> Cost:
+    """The static cost of one instruction; `l2_hit` bytes of a GM read are served by L2."""
+    return COSTS[ins.op](chip, ins, l2_hit)

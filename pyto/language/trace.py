@@ -16,6 +16,7 @@ from ..chip import Chip
 from ..errors import CapacityError, KernelError
 from ..ir import Buf, GMTensor, Instr, Loc, Role
 
+_AIC = Role.AIC
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CURRENT: Optional["Tracer"] = None
 _LOC_CACHE: dict = {}
@@ -95,25 +96,24 @@ class Tracer:
         self.launch, self.chip = launch, launch.chip
         self.program = Program(block, role)
         self.block, self.role = block, role
+        self.is_aic = role is Role.AIC
         self.section: Optional[str] = None
         self.alloc_count = 0
         self.in_use = {b: 0 for b in Buf}
         self.n_workspace = 0
 
     # ---- recording ----------------------------------------------------------------------------
-    def owns(self, role: Role) -> bool:
-        """Whether an op of `role` (AIC, or AIV for any vector op) runs on this trace's processor."""
-        return (role is Role.AIC) == (self.role is Role.AIC)
-
     def emit(self, instr: Instr, role: Role) -> Optional[Instr]:
-        """Append `instr` if it runs on this processor; otherwise keep it as a cross-core marker."""
-        if role is not Role.AIC:
+        """Append `instr` if it runs on this processor (AIC, or an AIV for any vector-side op);
+        otherwise keep it as a cross-core marker."""
+        aic = role is _AIC
+        if not aic:
             self.launch.uses_vector = True
-        want = "cube" if role is Role.AIC else "vector"
-        if self.section is not None and self.section != want:
+        if self.section is not None and self.section != ("cube" if aic else "vector"):
+            want = "cube" if aic else "vector"
             raise KernelError(f"{instr.loc}: {instr.name or instr.op.name.lower()} is a {want} op inside "
                               f"pl.section_{self.section}(); move it into pl.section_{want}()")
-        if self.owns(role):
+        if aic == self.is_aic:
             instr.core = self.program.id
             self.program.instrs.append(instr)
             return instr

@@ -1,0 +1,248 @@
+"""The scheduler's event loop over flat arrays, compiled with numba (STYLE 7: SimPy's heap, made fast).
+
+Each pipe runs its instructions in program order, one at a time. An instruction starts when its
+pipe is free and its waits hold: auto-sync dependencies (completion), unit_flag blocks (seeds/001),
+expert flags, sync_all. It holds its pipe for `occ` cycles (longer if the shared GM/L2 channel is
+busy) and completes `lat` cycles after leaving it. At equal times completions come first, so a pipe
+issuing again sees the flags they set. unit_flag and flag updates happen when an instruction leaves
+its pipe. When nothing runs and nothing can start, the loop stops and the caller reports a deadlock.
+
+`simulate.py_func` is the same loop in plain Python: the reference (PYTO_NUMBA=0 selects it).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _push(ht, hp, hs, hi, n, t, p, s, i):
+    """Binary heap keyed by (time, priority, seq): insert, return the new size."""
+    k = n
+    ht[k], hp[k], hs[k], hi[k] = t, p, s, i
+    while k > 0:
+        parent = (k - 1) // 2
+        if (ht[parent], hp[parent], hs[parent]) <= (ht[k], hp[k], hs[k]):
+            break
+        ht[k], ht[parent] = ht[parent], ht[k]
+        hp[k], hp[parent] = hp[parent], hp[k]
+        hs[k], hs[parent] = hs[parent], hs[k]
+        hi[k], hi[parent] = hi[parent], hi[k]
+        k = parent
+    return n + 1
+
+
+@njit(cache=True)
+def _pop(ht, hp, hs, hi, n):
+    """Remove the smallest entry (moved to index n-1), return the new size."""
+    n -= 1
+    ht[0], ht[n] = ht[n], ht[0]
+    hp[0], hp[n] = hp[n], hp[0]
+    hs[0], hs[n] = hs[n], hs[0]
+    hi[0], hi[n] = hi[n], hi[0]
+    k = 0
+    while True:
+        left, right, m = 2 * k + 1, 2 * k + 2, k
+        if left < n and (ht[left], hp[left], hs[left]) < (ht[m], hp[m], hs[m]):
+            m = left
+        if right < n and (ht[right], hp[right], hs[right]) < (ht[m], hp[m], hs[m]):
+            m = right
+        if m == k:
+            return n
+        ht[k], ht[m] = ht[m], ht[k]
+        hp[k], hp[m] = hp[m], hp[k]
+        hs[k], hs[m] = hs[m], hs[k]
+        hi[k], hi[m] = hi[m], hi[k]
+        k = m
+
+
+@njit(cache=True)
+def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_ptr, uf_blk, uf_wait, uf_set, n_flags,
+             kind, fkey, n_fkeys, n_participants, occ, lat, gm_bytes, l2_bytes,
+             gm_per_cycle, l2_per_cycle, flag_lat):
+    """Run every pipe to the end or to a deadlock.
+
+    kind: 0 plain, 1 set_flag, 2 wait_flag, 3 sync_all. Returns (status 0 ok / 1 deadlock, end
+    time, order, begin, end, join_ptr, join_idx, busy per pipe, next position per pipe, flags).
+    """
+    n = pipe_of.shape[0]
+    n_pipes = q_ptr.shape[0] - 1
+    # targets a pipe can wait on: instruction i -> i, unit_flag block b -> n + b, flag key -> n + n_flags + k
+    n_targets = n + n_flags + n_fkeys + 1
+    barrier_t = n + n_flags + n_fkeys
+    head = np.full(n_targets, -1, np.int64)
+    nxt = np.full(n_pipes, -1, np.int64)
+    waiting = np.zeros(n_pipes, np.bool_)
+    qpos = q_ptr[:-1].copy()
+    busy = np.zeros(n_pipes, np.bool_)
+    busy_cycles = np.zeros(n_pipes, np.float64)
+    done = np.zeros(n, np.bool_)
+    begin = np.zeros(n, np.float64)
+    end = np.zeros(n, np.float64)
+    order = np.empty(n, np.int64)
+    n_order = 0
+    flags = np.zeros(max(n_flags, 1), np.int8)
+    setter = np.full(max(n_flags, 1), -1, np.int64)
+    mark = np.full(n, -1, np.int64)
+    join_ptr = np.zeros(n + 1, np.int64)
+    join_idx = np.empty(uf_blk.shape[0] + n, np.int64)
+    n_join = 0
+    # expert flags: per key a FIFO of setting instructions (each set is consumed by one wait)
+    fq = np.empty(n + 1, np.int64)
+    fq_head = np.zeros(max(n_fkeys, 1), np.int64)
+    fq_tail = np.zeros(max(n_fkeys, 1), np.int64)
+    fq_base = np.zeros(max(n_fkeys, 1) + 1, np.int64)
+    for i in range(n):
+        if kind[i] == 1:
+            fq_base[fkey[i] + 1] += 1
+    for k in range(max(n_fkeys, 1)):
+        fq_base[k + 1] += fq_base[k]
+    for k in range(max(n_fkeys, 1)):
+        fq_head[k] = fq_base[k]
+        fq_tail[k] = fq_base[k]
+    arrived = np.empty(max(n_participants, 1), np.int64)
+    n_arrived = 0
+    is_arrived = np.zeros(n, np.bool_)
+    cap = 2 * n + 2
+    ht = np.empty(cap, np.float64)
+    hp = np.empty(cap, np.int64)
+    hs = np.empty(cap, np.int64)
+    hi = np.empty(cap, np.int64)
+    nh = 0
+    seq = 0
+    work = np.empty(2 * n_pipes + 8, np.int64)
+    nw = 0
+    for p in range(n_pipes):
+        work[nw] = p
+        nw += 1
+    now = 0.0
+    gm_free = 0.0
+    l2_free = 0.0
+    finished = 0
+    while True:
+        while nw > 0:
+            nw -= 1
+            p = work[nw]
+            if busy[p] or qpos[p] == q_ptr[p + 1] or waiting[p]:
+                continue
+            i = q_idx[qpos[p]]
+            target = -1
+            for j in range(dep_ptr[i], dep_ptr[i + 1]):
+                if not done[dep_idx[j]]:
+                    target = dep_idx[j]
+                    break
+            if target < 0 and uf_wait[i] >= 0:
+                for j in range(uf_ptr[i], uf_ptr[i + 1]):
+                    if flags[uf_blk[j]] != uf_wait[i]:
+                        target = n + uf_blk[j]
+                        break
+            if target < 0 and kind[i] == 2 and fq_head[fkey[i]] == fq_tail[fkey[i]]:
+                target = n + n_flags + fkey[i]
+            if target >= 0:
+                waiting[p] = True
+                nxt[p] = head[target]
+                head[target] = p
+                continue
+            starts = 1
+            if kind[i] == 3:
+                if not is_arrived[i]:
+                    is_arrived[i] = True
+                    arrived[n_arrived] = i
+                    n_arrived += 1
+                if n_arrived < n_participants:
+                    waiting[p] = True
+                    nxt[p] = head[barrier_t]
+                    head[barrier_t] = p
+                    continue
+                starts = n_arrived
+                n_arrived = 0
+                while head[barrier_t] >= 0:  # everyone else waiting at the barrier leaves its list
+                    q = head[barrier_t]
+                    head[barrier_t] = nxt[q]
+                    waiting[q] = False
+            for s in range(starts):
+                ii = i if kind[i] != 3 else arrived[s]
+                pp = pipe_of[ii]
+                busy[pp] = True
+                waiting[pp] = False
+                qpos[pp] += 1
+                order[n_order] = ii
+                n_order += 1
+                # joins: who set the unit_flag blocks awaited, and the set_flag a wait consumes
+                join_ptr[n_order - 1] = n_join
+                if uf_wait[ii] >= 0:
+                    for j in range(uf_ptr[ii], uf_ptr[ii + 1]):
+                        w = setter[uf_blk[j]]
+                        if w >= 0 and mark[w] != ii:
+                            mark[w] = ii
+                            join_idx[n_join] = w
+                            n_join += 1
+                if kind[ii] == 2:
+                    k = fkey[ii]
+                    join_idx[n_join] = fq[fq_head[k]]
+                    n_join += 1
+                    fq_head[k] += 1
+                join_ptr[n_order] = n_join
+                start = now
+                for j in range(dep_ptr[ii], dep_ptr[ii + 1]):
+                    d = dep_idx[j]
+                    if pipe_of[d] != pp and end[d] + flag_lat > start:
+                        start = end[d] + flag_lat
+                free = start + occ[ii]
+                if gm_bytes[ii] > 0:
+                    ch = gm_free if gm_free > start else start
+                    gm_free = ch + gm_bytes[ii] / gm_per_cycle
+                    if gm_free > free:
+                        free = gm_free
+                if l2_bytes[ii] > 0:
+                    ch = l2_free if l2_free > start else start
+                    l2_free = ch + l2_bytes[ii] / l2_per_cycle
+                    if l2_free > free:
+                        free = l2_free
+                begin[ii] = start
+                end[ii] = free + lat[ii]
+                busy_cycles[pp] += free - start
+                seq += 1
+                nh = _push(ht, hp, hs, hi, nh, free, 1, seq, ii)
+                seq += 1
+                nh = _push(ht, hp, hs, hi, nh, end[ii], 0, seq, ii)
+        if nh == 0:
+            break
+        nh = _pop(ht, hp, hs, hi, nh)
+        now, prio, i = ht[nh], hp[nh], hi[nh]
+        fired = -1
+        if prio == 0:
+            done[i] = True
+            finished += 1
+            fired = i
+        else:
+            p = pipe_of[i]
+            busy[p] = False
+            work[nw] = p
+            nw += 1
+            if uf_set[i] >= 0:
+                for j in range(uf_ptr[i], uf_ptr[i + 1]):
+                    flags[uf_blk[j]] = uf_set[i]
+                    setter[uf_blk[j]] = i
+                    t = n + uf_blk[j]
+                    while head[t] >= 0:
+                        q = head[t]
+                        head[t] = nxt[q]
+                        waiting[q] = False
+                        work[nw] = q
+                        nw += 1
+            if kind[i] == 1:
+                k = fkey[i]
+                fq[fq_tail[k]] = i
+                fq_tail[k] += 1
+                fired = n + n_flags + k
+        if fired >= 0:
+            while head[fired] >= 0:
+                q = head[fired]
+                head[fired] = nxt[q]
+                waiting[q] = False
+                work[nw] = q
+                nw += 1
+    status = 0 if finished == n else 1
+    return (status, now, order[:n_order], begin, end, join_ptr[:n_order + 1], join_idx[:n_join], busy_cycles,
+            qpos, flags)
