@@ -240,7 +240,7 @@ def test_forced_branch_and_preconditions():
     p = run(128, 64, 64, 512, branch="asw_basic")
     assert p.forced and p.branch == "asw_basic" and "forced" in p.decision[0]
     assert legal_branches((128, 64, 512), (128, 512, 64)) == ["merge_batch", "iter_batch", "asw_basic", "stream_k"]
-    cases = [((4, 64, 64), (1, 64, 64), "merge_batch", "BatchA = BatchB"),
+    cases = [((2, 1, 64, 64), (1, 3, 64, 64), "merge_batch", "BatchA = BatchB"),
              ((4, 64, 64), (4, 64, 64), "special", "K = 0 or K = 1"),
              ((4, 64, 64), (4, 64, 64), "to_matmul", "BatchA = 1 or BatchB = 1"),
              ((4, 64, 16), (4, 16, 64), "stream_k", "K >= 2*16"),
@@ -293,7 +293,7 @@ def test_cli_plan(capsys):
     assert "reduce = atomic" in capsys.readouterr().out
     assert main(["plan", "8", "64", "64", "64", "--batch-a", "3"]) == 1
     assert "ShapeError" in capsys.readouterr().err
-    assert main(["plan", "8", "64", "64", "64", "--branch", "merge_batch", "--batch-b", "1"]) == 1
+    assert main(["plan", "8", "64", "64", "64", "--branch", "merge_batch", "--batch-a", "2", "--batch-b", "4"]) == 1
     assert "PlanError" in capsys.readouterr().err
 
 

@@ -331,7 +331,8 @@ def asw_checks(p: Problem, chip: Chip, merge_home: bool, iter_home: bool) -> Bra
                               f"{chip.buffers['L0C']} B) = {p.batch}*{cdiv(p.M, FRACTAL)}*{cdiv(p.N, FRACTAL)} = "
                               f"{P} >= C = {C}", P >= C and tile <= chip.buffers["L0C"])
     paths = [f"B = {p.batch} < C = {C}" + (" (yes)" if p.batch < C else " (no)"),
-             f"B >= C and MergeBatch, IterBatch both fail ({'yes' if p.batch >= C and not (merge_home or iter_home) else 'no'})",
+             f"B >= C and MergeBatch, IterBatch both fail "
+             f"({'yes' if p.batch >= C and not (merge_home or iter_home) else 'no'})",
              f"cross broadcast ({'yes' if p.broadcast == 'cross' else 'no'})"]
     ok2 = p.batch < C or not (merge_home or iter_home) or p.broadcast == "cross"
     c2 = Check("ASW_Basic 2", "entry path: " + " or ".join(paths), ok2)
@@ -352,9 +353,10 @@ def stream_checks(p: Problem, chip: Chip) -> BranchCheck:
     cs = [c1]
     g = 2
     while g <= bpb:
+        per, sq = p.K / g >= chip.streamk_min_k_per_core, p.K >= g * g * chip.streamk_theta
         cs.append(Check(f"StreamK 2 (grid_K={g})", f"K/grid_K = {p.K}/{g} = {p.K / g:.0f} >= "
-                        f"{chip.streamk_min_k_per_core} and K = {p.K} >= grid_K^2*theta = {g}^2*"
-                        f"{chip.streamk_theta:g} = {g * g * chip.streamk_theta:.0f}", grid_k_ok(p, chip, g)))
+                        f"{chip.streamk_min_k_per_core} {_yn(per)} and K = {p.K} >= grid_K^2*theta = {g}^2*"
+                        f"{chip.streamk_theta:g} = {g * g * chip.streamk_theta:.0f} {_yn(sq)}", per and sq))
         g *= 2
     if bpb < 2:
         cs.append(Check("StreamK 2", f"blocksPerBatch = floor(C/B) = floor({C}/{p.batch}) = {bpb} < 2: "

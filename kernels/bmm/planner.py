@@ -86,9 +86,9 @@ def _structural(branch: str, p: Problem, chip: Chip) -> None:
                         f"M = {p.M}, N = {p.N}, K = {p.K} (use special)")
     if branch == "to_matmul" and not (p.batch_a == 1 or p.batch_b == 1):
         raise PlanError(f"to_matmul needs BatchA = 1 or BatchB = 1; here BatchA = {p.batch_a}, BatchB = {p.batch_b}")
-    if branch == "merge_batch" and not p.same_batch:
-        raise PlanError(f"merge_batch needs BatchA = BatchB = B (no broadcasting) to merge batch i of A with "
-                        f"batch i of B; here BatchA = {p.batch_a}, BatchB = {p.batch_b}, B = {p.batch}")
+    if branch == "merge_batch" and not (p.same_batch or min(p.batch_a, p.batch_b) == 1):
+        raise PlanError(f"merge_batch needs BatchA = BatchB = B (or a batch-1 side broadcast to B) to merge batch i "
+                        f"of A with batch i of B; here BatchA = {p.batch_a}, BatchB = {p.batch_b}, B = {p.batch}")
     if branch == "stream_k" and p.K < 2 * p.k_align:
         raise PlanError(f"stream_k needs K >= 2*{p.k_align} to split K between cores; here K = {p.K}")
 

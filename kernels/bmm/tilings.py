@@ -460,9 +460,9 @@ def merge_tiling(p: Problem, chip: Chip) -> MergeBatchTiling:
             notes.append(f"b = {first} leaves no k_L0 >= k_thr or k_L1 in L1; reduced to b = {b}")
         notes.append(f"Step 2: k_L0 = floor16(min(L0A/(2*b*M̄*dtype), L0B/(2*b*N̄*dtype))) = {k_l0} "
                      f"(>= k_thr = {chip.k_thr_bytes // isz}: the seed's 32B/dtype term read as the lower bound)")
-        notes.append(f"Step 3: k_L1 = {k_l1} (fewest even K slices, multiples of k_L0, with 2*b*(M̄+N̄)*k_L1*dtype <= L1, >= "
-                     f"min(k_L0, 128B/dtype) = {k_lo}); b_L1 = min(b_L1_max = {b_l1_max}, b_core) rounded to a "
-                     f"multiple of b = {b_l1} >= b")
+        notes.append(f"Step 3: k_L1 = {k_l1} (fewest even K slices, multiples of k_L0, with 2*b*(M̄+N̄)*k_L1*dtype"
+                     f" <= L1, >= min(k_L0, 128B/dtype) = {k_lo}); b_L1 = min(b_L1_max = {b_l1_max}, b_core) "
+                     f"rounded to a multiple of b = {b_l1} >= b")
         return MergeBatchTiling(b, b_l1, mp, np_, b * mp, b * np_, k_l0, k_l1, 2, 2, 2, bpc, cdiv(bpc, b),
                                 cdiv(p.batch, bpc), tuple(notes))
     raise PlanError(f"merge_batch: even b = 1 leaves no k_L0 >= {ka} in L0A/L0B or no k_L1 in L1 "
@@ -556,7 +556,7 @@ def to_matmul_tiling(p: Problem, chip: Chip, fold: str) -> ToMatmulTiling:
         raise PlanError(f"unknown fold {fold!r}")
     batch, m, n, rearr, scat, how = mm
     asw = asw_tiling(p, chip, batch=batch, m=m, n=n, full_load="A" if fold == "a_resident" else "")
-    return ToMatmulTiling(fold, batch, m, n, K, rearr, scat, asw, (how,) + asw.derivation)
+    return ToMatmulTiling(fold, batch, m, n, K, rearr, scat, asw, (how,))
 
 
 # ---- Special ------------------------------------------------------------------------------------------
