@@ -1,0 +1,333 @@
+"""Tensor-level matmul (seeds/002 style): C = A @ B (+ bias) on every AI core of the emulated chip.
+
+`matmul(a, b, bias=None, *, chip=..., tile_shapes=None, ...)`: numpy in, numpy out. Tile shapes come from
+`tile_shapes`, else from `pyto.set_cube_tile_shapes` (validated against seeds/002 for this dtype and
+chip), else from `default_tile_shapes` below. `plan_matmul` turns them into the kernel's static
+parameters (plan before trace); `matmul_kernel` walks this core's output tiles in the ASW swizzle order
+and runs each through the shared pipeline of `kernels/bmm/block.py`.
+
+Choices where the seeds leave room:
+* mL0/nL0/kL0 are base_m/base_n/base_k (one L0C tile, one MMAD); mL1 x nL1 is the tile a core is dealt
+  (the swizzle's grid) and kL1 the K depth of one GM->L1 load. When K <= kL1 the L1 tile's A rows and
+  B columns are held in L1 and shared by the (mL1/mL0) x (nL1/nL0) L0 tiles inside it; otherwise each
+  L0 tile streams its own [mL0, kL1] / [kL1, nL0] slices.
+* L1 full load (seeds/000 ASW 5): A is held in L1 whole, loaded once per core, when
+  padded(M x K) * 2 <= L1 and every core loops over >= 4 tiles of B's side (ceil(n_tiles / blocks) >= 4);
+  symmetrically B when A's side qualifies instead (A is preferred). `full_load=` forces it.
+* ASW window W from the cores that run (= chip.aic whenever there are enough tiles to fill the chip).
+* Split-K (`enable_split_k`, 2-D only): K is cut into GRID_K segments (multiples of kL1) so that
+  tiles x GRID_K fills the cores; every segment is added into a zeroed output with Fixpipe's atomic
+  add; the output dtype is seeds/002's split-K one (fp32, int32 for int8); the bias is added once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+import pyto
+import pyto.language as pl
+from pyto.chip import Chip
+from pyto.dtypes import DType, as_dtype
+from pyto.errors import PlanError, PytoError, ShapeError, UnsupportedError
+from pyto.tiling import CubeTileShapes, ceil_align
+
+from .bmm.block import alloc_buffers, held_a, held_b, mmad_tile
+from .swizzle import Swizzle, asw_window
+
+CUBE_DTYPES = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
+FULL_LOAD_ROUNDS = 4      # seeds/000 ASW 5: the other side loops >= 4 times per core
+
+
+def _cdiv(x: int, y: int) -> int:
+    return -(-x // y)
+
+
+def _floor(x: int, a: int) -> int:
+    return x // a * a
+
+
+def _frac(dtype: DType) -> int:
+    """seeds/002 CeilAlign unit of a fractal buffer: 16 elements, 32 for int8."""
+    return 32 if dtype is DType.int8 else 16
+
+
+def _kn_align(dtype: DType) -> int:
+    """seeds/002: kL0, kL1, nL0, nL1 32-byte aligned (fp32: 16 elements)."""
+    return max(16, 32 // dtype.itemsize)
+
+
+def _l1_bytes(rows: int, cols: int, dtype: DType) -> int:
+    a = _frac(dtype)
+    return ceil_align(rows, a) * ceil_align(cols, a) * dtype.itemsize
+
+
+# ---- the default tile rule ----------------------------------------------------------------------
+def default_tile_shapes(M: int, N: int, K: int, dtype, chip: "str | Chip" = "ascend950pr", *, bias: bool = False,
+                        transpose_a: bool = False, transpose_b: bool = False) -> CubeTileShapes:
+    """A simple tile rule from the chip's buffer sizes (a later planner may replace it).
+
+    base_m x base_n: start at min(256, M) x min(256, N) (fractal/32B aligned), halve the larger side
+    until two fp32 accumulators fit L0C (seeds/000: M^t N^t 4B DB <= L0C), then while the grid has fewer
+    tiles than cores halve the larger side down to 64 (parallelism before tile efficiency, as ASW buys
+    M/N splits to fill the cores). base_k: the largest 32B-aligned depth with two L0A and two L0B tiles
+    fitting (seeds/000: M^t K^t dtype 2 <= L0A), at most K. kL1 = base_k * step, step in 4, 2, 1 the
+    largest whose double-buffered A and B L1 tiles use at most half of L1 (the rest for a held operand
+    and the bias). With a bias, base_n * 4B <= BT.
+    """
+    chip, dt = pyto.load_chip(chip), as_dtype(dtype)
+    item, fr, kn = dt.itemsize, _frac(dt), _kn_align(dt)
+    bm, bn = min(256, ceil_align(M, fr)), min(256, ceil_align(N, max(fr, kn)))
+    if bias:
+        bn = min(bn, _floor(chip.buffers["BT"] // 4, kn))
+
+    def halve(x: int, a: int) -> int:
+        return max(a, ceil_align(x // 2, a))
+
+    while bm * bn * 4 * 2 > chip.buffers["L0C"]:
+        bm, bn = (halve(bm, fr), bn) if bm >= bn else (bm, halve(bn, kn))
+    while _cdiv(M, bm) * _cdiv(N, bn) < chip.aic and max(bm, bn) > 64:
+        bm, bn = (halve(bm, fr), bn) if bm >= bn else (bm, halve(bn, kn))
+    bk = min(chip.buffers["L0A"] // (2 * item * ceil_align(bm, fr)),
+             chip.buffers["L0B"] // (2 * item * ceil_align(bn, fr)))
+    bk = max(kn, min(_floor(bk, kn), ceil_align(K, kn)))
+    step = next(s for s in (4, 2, 1) if s == 1 or 2 * (_l1_bytes(bm, bk * s, dt) + _l1_bytes(bk * s, bn, dt))
+                <= chip.buffers["L1"] // 2)
+    k_l1 = bk * max(1, min(step, _cdiv(K, bk)))
+    ts = CubeTileShapes(bm, bm, bk, k_l1, bn, bn)
+    return ts.check(dt, chip, bias=bias, transpose_a=transpose_a, transpose_b=transpose_b)
+
+
+# ---- plan: tile shapes + chip -> the kernel's static parameters -------------------------------------
+@dataclass(frozen=True)
+class MatmulPlan:
+    """Everything the kernel is traced with, decided on the host from the shapes, tiles and chip."""
+
+    chip: str
+    blocks: int
+    out_dtype: DType
+    tiles: CubeTileShapes
+    full_load: str          # 'A', 'B' or '': which operand is held in L1 whole
+    params: dict            # the kernel's static parameters
+
+    def describe(self) -> str:
+        p = self.params
+        return (f"matmul on {self.chip}: {self.blocks} block(s), base {p['BASE_M']}x{p['BASE_N']}x{p['BASE_K']}, "
+                f"L1 tile {p['L1_M']}x{p['L1_N']}x{p['K_L1']}, full load {self.full_load or 'none'}, "
+                f"hold {p['HOLD_M']}/{p['HOLD_N']}, window {p['WINDOW']}, grid_k {p['GRID_K']}, "
+                f"stages L1/L0 {p['STAGES']} L0C {p['L0C_STAGES']}")
+
+
+def _l1_budget(dt: DType, bm: int, bn: int, bk: int, k_l1: int, hold_m: int, hold_n: int, K: int,
+               stages: int, hold_stages: int, bias_dtype: Optional[DType]) -> int:
+    """Bytes of L1 the kernel allocates (as pl.alloc charges them: padded tiles x buffers)."""
+    kp = ceil_align(K, bk)
+    used = 0
+    if not hold_m:
+        used += stages * _l1_bytes(bm, k_l1, dt)
+    if not hold_n:
+        used += stages * _l1_bytes(k_l1, bn, dt)
+    used += hold_stages * ((_l1_bytes(hold_m, kp, dt) if hold_m else 0) + (_l1_bytes(kp, hold_n, dt) if hold_n else 0))
+    if bias_dtype is not None:
+        used += 2 * _l1_bytes(1, bn, bias_dtype)
+    return used
+
+
+def _full_load_side(M, N, K, dt, chip, ts, blocks, full_load) -> str:
+    """seeds/000 ASW 5 L1 full load: hold a small A (else B) when the other side loops >= 4 times per core."""
+    def fits(rows, cols):
+        return _l1_bytes(rows, cols, dt) * 2 <= chip.buffers["L1"]
+
+    a_ok = fits(ceil_align(M, ts.mL0), ceil_align(K, ts.kL0)) and (ts.mL0 % 16 == 0 or M <= ts.mL0)
+    b_ok = fits(ceil_align(K, ts.kL0), ceil_align(N, ts.nL0))
+    if full_load is None:
+        if a_ok and _cdiv(_cdiv(N, ts.nL0), blocks) >= FULL_LOAD_ROUNDS:
+            return "A"
+        if b_ok and _cdiv(_cdiv(M, ts.mL0), blocks) >= FULL_LOAD_ROUNDS:
+            return "B"
+        return ""
+    side = {True: "A", False: ""}.get(full_load, full_load) if isinstance(full_load, bool) else full_load
+    if side not in ("A", "B", ""):
+        raise ShapeError(f"full_load must be None, True, False, 'A', 'B' or '', got {full_load!r}")
+    if side and not (a_ok if side == "A" else b_ok):
+        raise PlanError(f"full_load={side!r}: {side} does not fit half of L1 ({chip.buffers['L1']} B) on {chip.name}"
+                        + (" or base_m is not a multiple of 16" if side == "A" else ""))
+    return side
+
+
+def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileShapes, *,
+                bias_dtype=None, transpose_a: bool = False, transpose_b: bool = False,
+                blocks: Optional[int] = None, full_load=None, unit_flag: bool = True) -> MatmulPlan:
+    """Static parameters for `matmul_kernel` from checked tile shapes: holds, stages, blocks, swizzle, split-K."""
+    chip, dt = pyto.load_chip(chip), as_dtype(dtype)
+    bias_dt = None if bias_dtype is None else as_dtype(bias_dtype)
+    bm, bn, bk, k_l1, l1_m, l1_n = ts.mL0, ts.nL0, ts.kL0, ts.kL1, ts.mL1, ts.nL1
+    tasks = _cdiv(M, l1_m) * _cdiv(N, l1_n)
+    grid_k, k_seg = 1, K
+    if ts.enable_split_k:
+        want = blocks if blocks is not None else chip.aic
+        grid_k = max(1, min(want // tasks, _cdiv(K, k_l1)))
+        k_seg = ceil_align(_cdiv(K, grid_k), k_l1)
+        grid_k = _cdiv(K, k_seg)
+    if blocks is None:
+        blocks = min(chip.aic, tasks * grid_k)
+    if not isinstance(blocks, int) or isinstance(blocks, bool) or not 1 <= blocks <= chip.aic:
+        raise UnsupportedError(f"blocks={blocks!r}: {chip.name} has {chip.aic} AI cores (blocks 1..{chip.aic})")
+
+    side = "" if grid_k > 1 else _full_load_side(M, N, K, dt, chip, ts, blocks, full_load)
+    hold_m = ceil_align(M, bm) if side == "A" else 0
+    hold_n = ceil_align(N, bn) if side == "B" else 0
+    if grid_k == 1 and K <= k_l1 and (l1_m > bm or l1_n > bn):      # share the L1 tile between its L0 tiles
+        hold_m = hold_m or (l1_m if bm % 16 == 0 else 0)
+        hold_n = hold_n or l1_n
+    stages = 2
+    hold_stages = 1 if side else 2          # a full-load slab is loaded once: one slot is enough
+    cap = chip.buffers["L1"]
+    while _l1_budget(dt, bm, bn, bk, k_l1, hold_m, hold_n, K, stages, hold_stages, bias_dt) > cap:
+        if hold_stages > 1:
+            hold_stages = 1
+        elif stages > 1:
+            stages = 1
+        elif (hold_m and side != "A") or (hold_n and side != "B"):
+            hold_m, hold_n = (hold_m if side == "A" else 0), (hold_n if side == "B" else 0)
+        else:
+            raise PlanError(f"matmul tiles {ts.m}x{ts.k}x{ts.n} with full load {side or 'none'} do not fit "
+                            f"L1 ({cap} B) on {chip.name}")
+    fr = _frac(dt)
+    l0_fits = (2 * ceil_align(bm, fr) * ceil_align(bk, fr) * dt.itemsize <= chip.buffers["L0A"]
+               and 2 * ceil_align(bn, fr) * ceil_align(bk, fr) * dt.itemsize <= chip.buffers["L0B"])
+    l0c_stages = 2 if 2 * ceil_align(bm, fr) * ceil_align(bn, fr) * 4 <= chip.buffers["L0C"] else 1
+    window = asw_window(blocks)
+    params = dict(BASE_M=bm, BASE_N=bn, BASE_K=bk, K_L1=k_l1, L1_M=l1_m, L1_N=l1_n, HOLD_M=hold_m, HOLD_N=hold_n,
+                  HOLD_STAGES=hold_stages, STAGES=stages if l0_fits else 1, L0C_STAGES=l0c_stages,
+                  GRID_K=grid_k, K_SEG=k_seg, WINDOW=window, SNAKE=True,
+                  TRANSPOSE_A=bool(transpose_a), TRANSPOSE_B=bool(transpose_b), BIAS=bias_dt is not None,
+                  UNIT_FLAG=bool(unit_flag))
+    out_dt = ts.resolved_out_dtype(dt)
+    return MatmulPlan(chip.name, blocks, out_dt, ts, side, params)
+
+
+# ---- the kernel ------------------------------------------------------------------------------------
+@pl.kernel
+def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, L1_M: int, L1_N: int,
+                  HOLD_M: int = 0, HOLD_N: int = 0, HOLD_STAGES: int = 1, STAGES: int = 2, L0C_STAGES: int = 2,
+                  GRID_K: int = 1, K_SEG: int = 0, WINDOW: int = 1, SNAKE: bool = False, TRANSPOSE_A: bool = False,
+                  TRANSPOSE_B: bool = False, BIAS: bool = False, UNIT_FLAG: bool = True):
+    """out [M, N] = a [M, K] @ b [K, N] (+ bias [1, N] when BIAS; any [1, 1] array otherwise).
+
+    a is [K, M] with TRANSPOSE_A and b [N, K] with TRANSPOSE_B (DN operands). The output is cut into
+    L1_M x L1_N tiles dealt round robin in the swizzle order (WINDOW, SNAKE), each computed as
+    BASE_M x BASE_N L0 tiles. HOLD_M / HOLD_N: rows of A / columns of B held in L1 per slab (0: stream).
+    GRID_K > 1: split-K, K_SEG per task, results atomically added (out must hold zeros).
+    """
+    M, K = (a.shape[1], a.shape[0]) if TRANSPOSE_A else a.shape
+    N, Kb = (b.shape[0], b.shape[1]) if TRANSPOSE_B else (b.shape[1], b.shape[0])
+    assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
+    assert tuple(out.shape) == (M, N), f"out {out.shape}, expected {(M, N)}"
+    assert not BIAS or tuple(bias.shape) == (1, N), f"bias {bias.shape}, expected {(1, N)}"
+    k_pad = ceil_align(K, BASE_K)
+    bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0c_stages=L0C_STAGES,
+                         stream_a=not HOLD_M, stream_b=not HOLD_N, hold_stages=HOLD_STAGES,
+                         hold_a=(HOLD_M, k_pad) if HOLD_M else None, hold_b=(k_pad, HOLD_N) if HOLD_N else None,
+                         bias_dtype=bias.dtype if BIAS else None)
+    grid = Swizzle(WINDOW, SNAKE).grid(M, N, L1_M, L1_N)
+    k_seg = K_SEG if GRID_K > 1 else K
+    with pl.section_cube():
+        for task in pl.range(pl.block_idx(), grid.count * GRID_K, pl.block_num()):
+            coord = grid.block_coord(task // GRID_K)
+            k_start = task % GRID_K * k_seg
+            (m1, n1), (rows, cols) = grid.offset(coord), grid.actual_shape(coord)
+            for m0 in pl.range(m1, m1 + rows, BASE_M):
+                for n0 in pl.range(n1, n1 + cols, BASE_N):
+                    a_l1 = held_a(bufs, a, [m0], transpose=TRANSPOSE_A) if HOLD_M else None
+                    b_l1 = held_b(bufs, b, [n0], transpose=TRANSPOSE_B) if HOLD_N else None
+                    mmad_tile(bufs, a, b, out, [m0], [n0], [m0, n0], min(k_seg, K - k_start), k_start=k_start,
+                              a_l1=a_l1, b_l1=b_l1, bias=bias if BIAS and k_start == 0 else None,
+                              transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, use_unit_flag=UNIT_FLAG,
+                              atomic="add" if GRID_K > 1 else None)
+
+
+# ---- the public function -------------------------------------------------------------------------
+def _operand(x, name: str):
+    """A 2-D numpy array (writeable, contiguous) or pyto.spec, and its DType; ShapeError otherwise."""
+    if isinstance(x, pyto.Spec):
+        shape, dt = x.shape, x.dtype
+    else:
+        if not isinstance(x, np.ndarray):
+            x = np.asarray(x)
+        try:
+            dt = as_dtype(x.dtype)
+        except PytoError as e:
+            raise ShapeError(f"matmul: {name} has dtype {x.dtype}: {e}") from None
+        x = np.ascontiguousarray(x)
+        if not x.flags.writeable:
+            x = x.copy()
+        shape = x.shape
+    if len(shape) != 2:
+        raise ShapeError(f"matmul: {name} must be 2-D, got shape {list(shape)} (batched inputs: kernels.bmm.bmm)")
+    if min(shape) == 0:
+        raise ShapeError(f"matmul: {name} has an empty dimension {list(shape)}; the cube needs M, N, K >= 1 "
+                         f"(K = 0 is the Special branch of kernels.bmm.bmm)")
+    return x, tuple(shape), dt
+
+
+def _tile_shapes(tile_shapes, M, N, K, dt, chip, bias, transpose_a, transpose_b) -> CubeTileShapes:
+    ts = tile_shapes if tile_shapes is not None else pyto.get_cube_tile_shapes()
+    if ts is None:
+        return default_tile_shapes(M, N, K, dt, chip, bias=bias, transpose_a=transpose_a, transpose_b=transpose_b)
+    if not isinstance(ts, CubeTileShapes):
+        raise ShapeError(f"matmul: tile_shapes must be a pyto.CubeTileShapes (from set_cube_tile_shapes), got {ts!r}")
+    return ts.check(dt, chip, bias=bias, transpose_a=transpose_a, transpose_b=transpose_b, ndim=2)
+
+
+def matmul(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", tile_shapes: Optional[CubeTileShapes] = None,
+           transpose_a: bool = False, transpose_b: bool = False, report: bool = False, blocks: Optional[int] = None,
+           full_load=None, unit_flag: bool = True):
+    """C = A @ B (+ bias) on the emulated chip: a [M, K] (or [K, M] with transpose_a), b [K, N] (or [N, K]).
+
+    fp16/bf16/fp32 give the input dtype (split-K: fp32), int8 gives int32. bias: [N] or [1, N], a float
+    dtype. Inputs given as pyto.spec(shape, dtype) run in timing mode (the result is then None).
+    Returns C, or (C, Report) with report=True. full_load: None (auto), 'A', 'B', True (= 'A') or
+    False/'' (off). unit_flag=False uses software sync between the cube and Fixpipe instead.
+    """
+    chip = pyto.load_chip(chip)
+    a, a_shape, dt = _operand(a, "a")
+    b, b_shape, dtb = _operand(b, "b")
+    if dt not in CUBE_DTYPES or dtb is not dt:
+        raise ShapeError(f"matmul: a and b must share one of fp16, bf16, fp32, int8; got {dt} and {dtb}")
+    M, K = a_shape[::-1] if transpose_a else a_shape
+    Kb, N = b_shape[::-1] if transpose_b else b_shape
+    if K != Kb:
+        raise ShapeError(f"matmul: a {list(a_shape)}{' (transposed)' if transpose_a else ''} and b "
+                         f"{list(b_shape)}{' (transposed)' if transpose_b else ''} differ in K: {K} vs {Kb}")
+    timing = isinstance(a, pyto.Spec) or isinstance(b, pyto.Spec)
+    bias_dt = None
+    if bias is not None:
+        if dt is DType.int8:
+            raise UnsupportedError("matmul: an int8 matmul takes no bias here: pyto's bias table path (L1->BT) "
+                                   "carries float rows only, there is no int32 bias")
+        bias = bias if isinstance(bias, pyto.Spec) else np.asarray(bias)
+        shape = tuple(bias.shape)
+        if shape not in ((N,), (1, N)):
+            raise ShapeError(f"matmul: bias must be [N] or [1, N] with N = {N}, got {list(shape)}")
+        bias_dt = bias.dtype if isinstance(bias, pyto.Spec) else as_dtype(bias.dtype)
+        if not bias_dt.is_float:
+            raise ShapeError(f"matmul: bias must be fp16, bf16 or fp32, got {bias_dt}")
+        bias = pyto.spec((1, N), bias_dt) if isinstance(bias, pyto.Spec) else np.array(bias.reshape(1, N))
+    ts = _tile_shapes(tile_shapes, M, N, K, dt, chip, bias is not None, transpose_a, transpose_b)
+    plan = plan_matmul(M, N, K, dt, chip, ts, bias_dtype=bias_dt, transpose_a=transpose_a, transpose_b=transpose_b,
+                       blocks=blocks, full_load=full_load, unit_flag=unit_flag)
+    if bias is None:
+        bias = pyto.spec((1, 1), dt) if timing else np.zeros((1, 1), dt.np)
+    if timing:
+        a = a if isinstance(a, pyto.Spec) else pyto.spec(a.shape, dt)
+        b = b if isinstance(b, pyto.Spec) else pyto.spec(b.shape, dt)
+        bias = bias if isinstance(bias, pyto.Spec) else pyto.spec(bias.shape, bias_dt or dt)
+        out = pyto.spec((M, N), plan.out_dtype)
+    else:
+        out = np.zeros((M, N), plan.out_dtype.np)
+    rep = pyto.run(matmul_kernel, a, b, bias, out, chip=chip, blocks=plan.blocks,
+                   mode="timing" if timing else "full", **plan.params)
+    c = None if timing else out
+    return (c, rep) if report else c
