@@ -83,7 +83,7 @@ class Sanitizer:
                 continue
             if atomic and eatomic:
                 continue
-            ordered = (eclock <= vc[et]) if eb == b else (eep != ep)
+            ordered = (eb == b and eclock <= vc[et]) or eep != ep   # a sync_all between orders any two
             if not ordered:
                 self._report(obj, acc, e, ins, write)
         if write:

@@ -17,6 +17,8 @@ def _section(kind: str) -> Iterator[None]:
     if tr.section is not None:
         raise KernelError(f"{caller_loc()}: pl.section_{kind}() inside pl.section_{tr.section}(); sections do not nest")
     tr.section = kind
+    if kind == "vector":
+        tr.launch.uses_vector = True
     try:
         yield
     finally:

@@ -144,6 +144,8 @@ def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = N
     if lay != default:
         raise ShapeError(f"{loc}: {buffer.name} tiles are {default} on {tr.chip.name}, not {lay}")
     shape = tuple(shape)
+    if buffer is Buf.UB:
+        tr.launch.uses_vector = True     # the AIVs take part in this launch
     padded = padded_of(buffer, shape, dt)
     nbytes = padded[0] * padded[1] * dt.itemsize
     if name is None:
