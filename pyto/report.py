@@ -19,7 +19,7 @@ class Report:
     instructions: int
     pipe_cycles: dict
     core_pipe_cycles: dict = field(default_factory=dict)
-    events: Optional[list] = None
+    events: Optional[tuple] = None   # compact per-instruction times for save_trace (see emulator/run.py)
     flops: float = 0.0
     peak_flops: float = 0.0
     gm_bytes: float = 0.0        # bytes over the chip-wide GM channel (reads missing L2, and writes)
@@ -59,19 +59,19 @@ class Report:
         return "\n".join(lines)
 
     def save_trace(self, path: str) -> None:
-        """Chrome/Perfetto trace-event JSON: pid = core, tid = pipe, one 'X' event per instruction."""
+        """Chrome/Perfetto trace-event JSON: one track per core x pipe (pid = core, tid = pipe), one
+        complete ('X') event per instruction named by op and kernel source line; times in us."""
         if self.events is None:
-            raise ValueError("this report carries no events (run with trace=True)")
+            raise ValueError("this report carries no per-instruction times")
+        cores, pipes, names, locs, core_i, pipe_i, name_i, loc_i, begin, end = self.events
         scale = 1.0 / (self.clock_ghz * 1e3)
-        out = []
-        names = {}
-        for core, pipe, name, loc, start, end in self.events:
-            names.setdefault(core, set()).add(pipe)
-            out.append({"name": name, "cat": pipe, "ph": "X", "pid": core, "tid": pipe,
-                        "ts": start * scale, "dur": max(end - start, 0.0) * scale, "args": {"line": loc}})
-        for core, pipes in names.items():
-            out.append({"name": "process_name", "ph": "M", "pid": core, "args": {"name": core}})
-            for p in pipes:
-                out.append({"name": "thread_name", "ph": "M", "pid": core, "tid": p, "args": {"name": p}})
+        out = [{"name": f"{names[n]} {locs[l].split(' ', 1)[0]}", "cat": pipes[p], "ph": "X", "pid": int(c), "tid": int(p),
+                "ts": float(b) * scale, "dur": float(e - b) * scale, "args": {"line": locs[l]}}
+               for c, p, n, l, b, e in zip(core_i.tolist(), pipe_i.tolist(), name_i.tolist(), loc_i.tolist(),
+                                           begin.tolist(), end.tolist())]
+        for c, cname in enumerate(cores):
+            out.append({"name": "process_name", "ph": "M", "pid": c, "args": {"name": cname}})
+            for p, pname in enumerate(pipes):
+                out.append({"name": "thread_name", "ph": "M", "pid": c, "tid": p, "args": {"name": f"PIPE_{pname}"}})
         with open(path, "w") as fh:
             json.dump({"traceEvents": out, "displayTimeUnit": "ns"}, fh)

@@ -11,7 +11,7 @@ import numpy as np
 from ..chip import Chip, load_chip
 from ..dtypes import DType, as_dtype
 from ..errors import DeadlockError, KernelError, ShapeError, UnsupportedError
-from ..ir import GMTensor, Op, Role
+from ..ir import GMTensor, Op, Pipe, Role
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
 from . import crosscore
@@ -92,7 +92,7 @@ def trace(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, 
 
 
 def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int = 1, mode: str = "full",
-        trace_events: bool = False, auto_sync: bool = True, **params) -> Report:
+        auto_sync: bool = True, **params) -> Report:
     """Run `kernel` on the emulated chip; outputs are written into the arrays given (only on success).
 
     `auto_sync=False` turns off the framework's inserted synchronisation: the kernel orders its pipes
@@ -112,7 +112,7 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
 
     sched = schedule(programs, instrs, chip)
     _replay(programs, instrs, sched, blocks, Memory(tensors, list(arrays), compute=(mode == "full")))
-    return _report(kernel, chip, blocks, mode, programs, instrs, sched, trace_events)
+    return _report(kernel, chip, blocks, mode, programs, instrs, sched)
 
 
 def _replay(programs: list, instrs: list, sched, blocks: int, mem: Memory) -> None:
@@ -153,7 +153,26 @@ def _replay(programs: list, instrs: list, sched, blocks: int, mem: Memory) -> No
     mem.commit()
 
 
-def _report(kernel, chip, blocks, mode, programs, instrs, sched, trace_events: bool) -> Report:
+def _events(programs: list, instrs: list, sched) -> tuple:
+    """Per-instruction times as small integer columns plus string tables (compact for big runs)."""
+    cores = [str(p) for p in programs]
+    core_of = {p.id: i for i, p in enumerate(programs)}
+    pipes = [p.name for p in Pipe]
+    names: dict = {}
+    locs: dict = {}
+    n = len(instrs)
+    core_i, pipe_i = np.empty(n, np.int32), np.empty(n, np.int8)
+    name_i, loc_i = np.empty(n, np.int32), np.empty(n, np.int32)
+    for ins in instrs:
+        i = ins.index
+        core_i[i], pipe_i[i] = core_of[ins.core], int(ins.pipe)
+        name_i[i] = names.setdefault(ins.name, len(names))
+        loc_i[i] = locs.setdefault(ins.loc, len(locs))
+    return (cores, pipes, list(names), [str(x) for x in locs], core_i, pipe_i, name_i, loc_i,
+            np.asarray(sched.begin), np.asarray(sched.end))
+
+
+def _report(kernel, chip, blocks, mode, programs, instrs, sched) -> Report:
     names = {p.id: str(p) for p in programs}
     core_pipe: dict = {}
     for (core, pipe), busy in sched.busy.items():
@@ -169,10 +188,7 @@ def _report(kernel, chip, blocks, mode, programs, instrs, sched, trace_events: b
             a = ins.attrs
             flops += 2.0 * a["m"] * a["n"] * a["k"]
             dt = a["dtype"]
-    events = None
-    if trace_events:
-        events = [(names[ins.core], ins.pipe.name, ins.name, str(ins.loc), float(sched.begin[ins.index]),
-                   float(sched.end[ins.index])) for ins in instrs]
+    events = _events(programs, instrs, sched)
     return Report(kernel.name, chip.name, blocks, mode, sched.cycles, chip.clock_ghz, len(instrs), pipe_cycles,
                   core_pipe, events, flops, chip.peak_flops(dt) if dt is not None else 0.0,
                   gm_bytes=sched.gm_bytes, gm_read_bytes=sched.gm_read_bytes, l2_hit_bytes=sched.l2_hit_bytes)
