@@ -44,18 +44,22 @@ def test_burst_minimum_charges_short_rows():
     """Each contiguous row costs at least burst_min_bytes (the dValue >= 128B rule)."""
     c = pyto.load_chip(P950)
     w1, w2 = (_Work(parse_problem((64, 64), (64, 64)), c, 1) for _ in range(2))
-    w1.load(1, 100, c.burst_min_bytes // 2, 1.0)
-    w2.load(1, 100, c.burst_min_bytes, 1.0)
+    rows = 2 * c.min_tile_bytes // c.burst_min_bytes         # both transfers above the 16KB tile
+    w1.load(1, rows, c.burst_min_bytes // 2, 1.0)
+    w2.load(1, rows, c.burst_min_bytes, 1.0)
     assert w1.cyc["MTE2"] == w2.cyc["MTE2"]
 
 
-def test_small_transfers_pay_latency():
-    """Moving 1MB in 16KB pieces costs more than in 256KB pieces: latency per transfer (the 16KB rule)."""
+def test_small_transfers_expose_latency():
+    """seeds/000's 16KB rule: below min_tile_bytes a transfer exposes (1 - bytes/16KB) of its latency;
+    from 16KB on, latency overlaps the next transfer (as in the emulator) and only bytes count."""
     c = pyto.load_chip(P950)
-    small, big = (_Work(parse_problem((64, 64), (64, 64)), c, 1) for _ in range(2))
-    small.load(64, 1, 16384, 1.0)
-    big.load(4, 1, 262144, 1.0)
-    assert small.cyc["MTE2"] - big.cyc["MTE2"] == pytest.approx(60 * c.path("GM", "L1").latency)
+    half, tile, big = (_Work(parse_problem((64, 64), (64, 64)), c, 1) for _ in range(3))
+    half.load(128, 1, c.min_tile_bytes // 2, 1.0)
+    tile.load(64, 1, c.min_tile_bytes, 1.0)
+    big.load(4, 1, 16 * c.min_tile_bytes, 1.0)
+    assert tile.cyc["MTE2"] == pytest.approx(big.cyc["MTE2"])
+    assert half.cyc["MTE2"] - tile.cyc["MTE2"] == pytest.approx(128 * 0.5 * c.path("GM", "L1").latency)
 
 
 def test_total_is_max_and_bottleneck_named():

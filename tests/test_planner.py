@@ -148,14 +148,14 @@ def test_merge_numbers_substituted():
 
 
 def test_merge_overlap_decided_by_t_total():
-    p = run(128, 64, 64, 1024)
-    assert home(p, "merge_batch") and home(p, "iter_batch")
-    line = next(x for x in p.decision if "overlap" in x)
-    times = dict(a for a in p.alternatives if a[0] in ("merge_batch", "iter_batch") for a in [a[:2]])
-    assert f"merge_batch {times['merge_batch']:.3f} us" in line and f"iter_batch {times['iter_batch']:.3f} us" in line
-    assert times["merge_batch"] <= times["iter_batch"]
-    q = run(128, 64, 128, 1024)           # both hold, IterBatch's case (d) is faster
-    assert home(q, "merge_batch") and home(q, "iter_batch") and q.branch == "iter_batch"
+    for shape in ((128, 64, 64, 1024), (128, 64, 128, 1024), (256, 32, 32, 512)):
+        p = run(*shape)
+        assert home(p, "merge_batch") and home(p, "iter_batch")
+        line = next(x for x in p.decision if "overlap" in x)
+        est = {b: run(*shape, branch=b).estimate for b in ("merge_batch", "iter_batch")}
+        for b, e in est.items():
+            assert f"{b} {e.t_total:.3f} us" in line
+        assert p.branch == min(est, key=lambda b: (est[b].t_total, est[b].t_mte2_pipe))
 
 
 def test_merge_r_over_b0_limit():

@@ -1,10 +1,12 @@
 """Analytic BMM time (seeds/000: T_total = max(T_MMAD, T_MTE2, T_MTE1, T_Fixpipe[, T_Reduce])), per branch.
 
 The same first-principles costs as the emulator, from the same chip constants: an MMAD costs
-ceil(m/16)*ceil(n/16)*ceil(k/k0) steps * cube_cycles_per_step + mmad_head_cycles; a transfer costs
-path latency + bytes / bandwidth, each contiguous row charged at least burst_min_bytes (the dValue >= 128B
-rule; the 16KB min tile shows up as latency paid on small transfers). Per-core bandwidth is the path's,
-capped by the chip-wide GM (or L2) bandwidth shared by the active cores. Each term is the busiest core's.
+ceil(m/16)*ceil(n/16)*ceil(k/k0) steps * cube_cycles_per_step + mmad_head_cycles; a transfer holds its
+pipe for bytes / bandwidth, each contiguous row charged at least burst_min_bytes (the dValue >= 128B rule),
+and its latency overlaps the next transfer, except that a GM transfer below min_tile_bytes exposes the
+fraction (1 - bytes / min_tile) of its path latency (seeds/000's 16KB rule); each pipe pays its start-up
+latency once. Per-core bandwidth is the path's, capped by the chip-wide GM (or L2) bandwidth shared by the
+active cores. Each term is the busiest core's.
 GM bandwidth is shared by reads and writes (seed: 读写共享): the chip-wide term, (GM reads + writes) / W_GM,
 and the L2 term, L2 reads / W_L2, are booked on MTE2 (or on the writing pipe when writes dominate).
 Repeated reads of data whose live set fits L2 are L2 hits; first reads always come from GM.
@@ -66,6 +68,19 @@ class _Work:
         self.cyc = dict.fromkeys(TERMS, 0.0)
         self.gm_read = self.gm_write = self.l2_read = 0.0
         self.reduce_s = self.serial_s = 0.0
+        self._started: set[str] = set()
+
+    def _start(self, pipe: str, latency: float) -> None:
+        """The first transfer on a pipe waits its full latency; later ones overlap it."""
+        if pipe not in self._started:
+            self._started.add(pipe)
+            self.cyc[pipe] += latency
+
+    def _gm(self, pipe: str, path_bpc: float, latency: float, count: float, rows: float, row_bytes: float,
+            gm_frac: float) -> None:
+        exposed = latency * max(0.0, 1.0 - rows * row_bytes / self.chip.min_tile_bytes)
+        self.cyc[pipe] += count * (self._charged(rows, row_bytes) * self._bw(path_bpc, gm_frac) + exposed)
+        self._start(pipe, latency + self.chip.gm_latency_cycles)
 
     def _bw(self, path_bpc: float, gm_frac: float = 1.0) -> float:
         """Cycles per byte on a core's path, mixing GM and L2 sources by gm_frac."""
@@ -90,20 +105,18 @@ class _Work:
     def load(self, count: float, rows: float, row_bytes: float, gm_frac: float, dst: str = "L1") -> None:
         """count GM/L2 -> L1 (or UB) transfers of `rows` contiguous rows each."""
         path = self.chip.path("GM", dst)
-        pipe = "MTE2"
-        self.cyc[pipe] += count * (path.latency + self._charged(rows, row_bytes)
-                                   * self._bw(path.bytes_per_cycle, gm_frac))
+        self._gm("MTE2", path.bytes_per_cycle, path.latency, count, rows, row_bytes, gm_frac)
 
     def l1_to_l0(self, count: float, a_bytes: float, b_bytes: float) -> None:
         pa, pb = self.chip.path("L1", "L0A"), self.chip.path("L1", "L0B")
-        self.cyc["MTE1"] += count * (pa.latency + a_bytes / pa.bytes_per_cycle + pb.latency
-                                     + b_bytes / pb.bytes_per_cycle)
+        self.cyc["MTE1"] += count * (a_bytes / pa.bytes_per_cycle + b_bytes / pb.bytes_per_cycle)
+        self._start("MTE1", max(pa.latency, pb.latency))
 
     def store(self, count: float, rows: float, row_bytes: float, src: str = "L0C") -> None:
         """count L0C -> GM (Fixpipe) or UB -> GM (MTE3) stores."""
         path = self.chip.path(src, "GM")
-        pipe = "FIXPIPE" if src == "L0C" else "MTE3"
-        self.cyc[pipe] += count * (path.latency + self._charged(rows, row_bytes) * self._bw(path.bytes_per_cycle))
+        self._gm("FIXPIPE" if src == "L0C" else "MTE3", path.bytes_per_cycle, path.latency, count, rows, row_bytes,
+                 1.0)
 
     def traffic(self, unique: float, total: float, live: float) -> float:
         """Book chip-wide reads; repeats are L2 hits when the live set fits L2. Returns the GM fraction."""

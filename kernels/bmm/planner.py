@@ -155,8 +155,12 @@ def _pick(cands: list[tuple[str, Tiling]], p: Problem, chip: Chip, lines: list[s
     ests = [(b, t, estimate(p, t, chip)) for b, t in cands]
     b, t, e = min(ests, key=lambda x: (x[2].t_total, x[2].t_mte2_pipe))
     if len(ests) > 1:
+        tie = sum(abs(ex.t_total - e.t_total) <= 1e-9 * e.t_total for _, _, ex in ests) > 1
         lines.append(f"   overlap ({what}): T_total decides: " + ", ".join(f"{x} {ex.t_total:.3f} us"
-                                                                         for x, _, ex in ests) + f" -> {b}")
+                                                                         for x, _, ex in ests)
+                     + (" (a tie at the shared-bandwidth bound: the busiest core's own MTE2 time decides: "
+                        + ", ".join(f"{x} {ex.t_mte2_pipe:.3f} us" for x, _, ex in ests) + ")" if tie else "")
+                     + f" -> {b}")
     return b, t
 
 
