@@ -1,0 +1,162 @@
+"""Timing model: per-instruction costs from the chip table, overlap, L2, calibration, roofline."""
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import pyto
+import pyto.language as pl
+from kernels.examples.matmul_pingpong import matmul_pingpong
+from pyto.emulator.timing import COSTS
+from pyto.ir import Op
+
+CHIP = pyto.load_chip("ascend950pr")
+
+
+def test_cost_table_covers_every_op():
+    assert set(COSTS) == set(Op)
+
+
+@pl.kernel
+def one_mmad(a, b, out, *, M, N, K):
+    a_l1, b_l1 = pl.alloc(pl.L1, [M, K], a.dtype), pl.alloc(pl.L1, [K, N], a.dtype)
+    a0, b0 = pl.alloc(pl.L0A, [M, K], a.dtype), pl.alloc(pl.L0B, [K, N], a.dtype)
+    c = pl.alloc(pl.L0C, [M, N], a.dtype.acc)
+    pl.load(a_l1, a)
+    pl.load(b_l1, b)
+    pl.load(a0, a_l1)
+    pl.load(b0, b_l1)
+    pl.matmul(c, a0, b0)
+    pl.store(out, c, [0, 0])
+
+
+@pytest.mark.parametrize("M,N,K,dt,odt", [(128, 256, 64, np.float16, np.float16), (40, 72, 100, np.float16, np.float32),
+                                          (64, 64, 64, np.int8, np.int32), (32, 48, 40, np.float32, np.float32)])
+def test_one_mmad_costs_its_fractal_count(M, N, K, dt, odt):
+    a, b, out = np.ones((M, K), dt), np.ones((K, N), dt), np.zeros((M, N), odt)
+    rep = pyto.run(one_mmad, a, b, out, M=M, N=N, K=K)
+    d = pyto.DType.int8 if dt == np.int8 else pyto.dtypes.as_dtype(dt)
+    k0 = 32 // d.itemsize
+    fractals = math.ceil(M / 16) * math.ceil(N / 16) * math.ceil(K / k0)
+    assert rep.pipe_cycles["M"] == fractals * CHIP.cube_cycles_per_step[d.name] + CHIP.mmad_head_cycles
+
+
+@pl.kernel
+def one_load(a, out, *, R, C):
+    t = pl.alloc(pl.L1, [R, C], a.dtype)
+    pl.load(t, a)
+
+
+@pytest.mark.parametrize("R,C", [(128, 128), (64, 16), (16, 64)])
+def test_one_transfer_costs_what_the_formula_says(R, C):
+    """occupancy = rows * max(row bytes, 128B burst minimum) / bandwidth; done = + path and GM latency."""
+    a = np.ones((R, C), np.float16)
+    rep = pyto.run(one_load, a, a.copy(), R=R, C=C)
+    path = CHIP.path("GM", "L1")
+    charged = R * max(C * 2, CHIP.burst_min_bytes)
+    occ = max(charged / path.bytes_per_cycle, charged / CHIP.gm_bytes_per_cycle)
+    assert rep.pipe_cycles["MTE2"] == pytest.approx(occ)
+    assert rep.cycles == pytest.approx(occ + path.latency + CHIP.gm_latency_cycles)
+
+
+def test_small_bursts_lose_efficiency():
+    """The same bytes in 32-byte rows cost 4x the 128-byte rows (seeds/000: dValue >= 128B)."""
+    narrow = pyto.run(one_load, np.ones((256, 16), np.float16), np.ones((256, 16), np.float16), R=256, C=16)
+    wide = pyto.run(one_load, np.ones((64, 64), np.float16), np.ones((64, 64), np.float16), R=64, C=64)
+    assert narrow.pipe_cycles["MTE2"] == pytest.approx(4 * wide.pipe_cycles["MTE2"])
+
+
+def test_double_buffering_a_balanced_k_loop_is_at_least_1_5x_faster():
+    a, b, out = np.ones((128, 2048), np.float16), np.ones((2048, 128), np.float16), np.zeros((128, 128), np.float16)
+    one = pyto.run(matmul_pingpong, a, b, out, TM=128, TN=128, TK=64, STAGES=1)
+    two = pyto.run(matmul_pingpong, a, b, out, TM=128, TN=128, TK=64, STAGES=2)
+    # balanced: MTE2 and M busy within 20% of each other
+    assert abs(two.pipe_cycles["MTE2"] - two.pipe_cycles["M"]) < 0.2 * two.pipe_cycles["M"]
+    assert one.cycles / two.cycles >= 1.5
+
+
+@pl.kernel
+def load_twice(a, out):
+    t = pl.alloc(pl.L1, [64, 64], a.dtype, buffers=2)
+    pl.load(t.next(), a)
+    pl.load(t.next(), a)
+
+
+def test_second_read_of_a_gm_tile_hits_l2():
+    a = np.ones((64, 64), np.float16)
+    rep = pyto.run(load_twice, a, a.copy())
+    assert rep.gm_read_bytes == 2 * 64 * 64 * 2
+    assert rep.l2_hit_bytes == 64 * 64 * 2 and rep.l2_hit_rate == pytest.approx(0.5)
+    assert rep.gm_bytes == 64 * 64 * 2          # only the first read crosses the GM channel
+
+
+@pl.kernel
+def k_loop_unit_flag(a, b, out, *, TK):
+    """seeds/001's K loop: operands double-buffered in L0, AccPhase Partial.../Final, STPhase.Final."""
+    M, K = a.shape
+    N = b.shape[1]
+    a_l1, b_l1 = pl.alloc(pl.L1, [M, K], a.dtype), pl.alloc(pl.L1, [K, N], a.dtype)
+    a0 = pl.alloc(pl.L0A, [M, TK], a.dtype, buffers=2)
+    b0 = pl.alloc(pl.L0B, [TK, N], a.dtype, buffers=2)
+    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    pl.load(a_l1, a)
+    pl.load(b_l1, b)
+    for k in pl.range(0, K, TK):
+        x, y = a0.next(), b0.next()
+        pl.load(x, a_l1[:, k:k + TK])
+        pl.load(y, b_l1[k:k + TK, :])
+        phase = pl.AccPhase.Final if k + TK >= K else pl.AccPhase.Partial
+        if k == 0:
+            pl.matmul(c, x, y, phase=phase)
+        else:
+            pl.matmul_acc(c, c, x, y, phase=phase)
+    pl.store(out, c, [0, 0], phase=pl.STPhase.Final)
+
+
+def _mmad_span(rep):
+    """Cycles from the first MMAD's start to the last MMAD's end, from the report's per-instruction times."""
+    cores, pipes, names, locs, core_i, pipe_i, name_i, loc_i, begin, end = rep.events
+    m = pipe_i == pipes.index("M")
+    return float(end[m].max() - begin[m].min())
+
+
+@pytest.mark.parametrize("N,theory,measured", [(256, 4156, 4209), (128, 2108, 2172)])
+def test_calibration_against_ascend_c_mmad_figures(N, theory, measured):
+    """REFERENCE.md (Ascend C docs): fp16 128xNx512 in 8 MMADs: theoretical and measured with unit_flag."""
+    mmad = sum(CHIP.cube_cycles_per_step["fp16"] * 8 * (N // 16) * 4 + CHIP.mmad_head_cycles for _ in range(8))
+    assert abs(mmad - theory) / theory < 0.03
+    a, b, out = np.ones((128, 512), np.float16), np.ones((512, N), np.float16), np.zeros((128, N), np.float16)
+    rep = pyto.run(k_loop_unit_flag, a, b, out, TK=64)
+    assert abs(_mmad_span(rep) - measured) / measured < 0.03
+
+
+def test_trace_file_has_a_track_per_core_and_pipe(tmp_path):
+    a, b, out = np.ones((64, 128), np.float16), np.ones((128, 64), np.float16), np.zeros((64, 64), np.float16)
+    rep = pyto.run(matmul_pingpong, a, b, out, blocks=2, TM=32, TN=64, TK=64)
+    path = tmp_path / "trace.json"
+    rep.save_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert len(spans) == rep.instructions
+    tracks = {(e["pid"], e["tid"]) for e in spans}
+    assert len({pid for pid, _ in tracks}) == 2 and len(tracks) >= 8
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"PIPE_MTE2", "PIPE_MTE1", "PIPE_M", "PIPE_FIX"} <= names
+    assert any("matmul_pingpong.py:" in e["name"] for e in spans)
+    assert max(e["ts"] + e["dur"] for e in spans) == pytest.approx(rep.time_us)
+
+
+@settings(max_examples=20)
+@given(st.integers(1, 300), st.integers(1, 300), st.integers(1, 600), st.integers(1, 8),
+       st.sampled_from([(32, 32, 32), (64, 64, 64), (128, 128, 64)]))
+def test_roofline_invariant(M, N, K, blocks, tiles):
+    """No simulated time beats max(FLOPs / peak, compulsory bytes / GM bandwidth)."""
+    tm, tn, tk = tiles
+    args = (pyto.spec((M, K), "fp16"), pyto.spec((K, N), "fp16"), pyto.spec((M, N), "fp16"))
+    rep = pyto.run(matmul_pingpong, *args, mode="timing", blocks=blocks, TM=tm, TN=tn, TK=tk)
+    flops = 2.0 * M * N * K
+    compulsory = 2 * (M * K + K * N + M * N)
+    bound = max(flops / (CHIP.peak_flops("fp16") / CHIP.clock_hz), compulsory / CHIP.gm_bytes_per_cycle)
+    assert rep.cycles >= bound
