@@ -138,8 +138,8 @@ def special_checks(p: Problem, chip: Chip) -> BranchCheck:
     ub, aiv = chip.buffers["UB"], chip.aiv
     per = (p.M + p.N) * p.isz + p.M * p.N * p.out_isz
     empty = p.batch * p.M * p.N == 0
-    cs = (Check("Special 0", f"output B*M*N = {p.batch}*{p.M}*{p.N} = {p.batch * p.M * p.N} elements is empty "
-                             "(pyto's reading: nothing to compute)", empty),
+    cs = (Check("Special 0", f"output B*M*N = {p.batch}*{p.M}*{p.N} = {p.batch * p.M * p.N} elements, needs 0 "
+                             "(an empty output: nothing to compute; pyto's reading)", empty),
           Check("Special K=0", f"K = {p.K}, needs K = 0 (no computation: C = bias or 0 written by the AIVs)",
                 p.K == 0),
           Check("Special K=1 (i)", f"K = {p.K}, needs K = 1 (C = A ⊙ B: no accumulation depth, the cube would "

@@ -4,6 +4,21 @@ Decision order (issue 6): Special (K = 0; K = 1 when the AIV path's conditions h
 ToMatmul (BatchA = 1 or BatchB = 1: taken at once when its fold is free; otherwise its estimate is compared
 with the BMM branches run on the broadcast problem), then MergeBatch / IterBatch (overlap: analytic T_total),
 then ASW_Basic, then StreamK; when no home ground holds, ASW_Basic on fewer cores (seed: 降核).
+
+Readings of seeds/000 where it is ambiguous (details in the functions named):
+- b_core is floor(B/C) in thresholds (MergeBatch 1 and 3, IterBatch 1) and ceil(B/C), the batches the
+  busiest core runs, in IterBatch's L1 cases (a)-(e) (conditions.iter_l1).
+- "BatchA = BatchB" means no broadcasting (BatchA = BatchB = B); on ToMatmul's broadcast comparison a
+  batch-1 side expanded to B also counts. Capacity conditions use padded M̄, N̄, K̄.
+- Only a free fold makes ToMatmul win outright (plain; fold_m with ND A; A resident in L1); otherwise it is
+  compared by T_total with the branch this decision picks on the broadcast problem.
+- StreamK grid_K is the largest power of two <= blocksPerBatch meeting both inequalities: they only get
+  harder as grid_K grows, so "the smallest" would always be 2, while the seed's table (6.8K -> 2,
+  27K -> 4, 108K -> 8) needs the largest (tilings.stream_tiling).
+- ASW_Basic condition 1 is evaluated at the smallest tile 16 x 16 (the most blocks), so it is exactly the
+  negation of StreamK condition 1.
+- An empty output (B*M*N = 0) is Special ("empty"). Overlaps (MergeBatch/IterBatch, ToMatmul/BMM) go to
+  the smaller T_total; ties at the shared-bandwidth bound to the busiest core's shorter MTE2 time.
 """
 from __future__ import annotations
 
@@ -200,7 +215,9 @@ def _decide(p: Problem, chip: Chip, reduce: str) -> tuple[str, Tiling, tuple[Bra
     sp, tm = special_checks(p, chip), to_matmul_checks(p, chip)
     lines: list[str] = []
     if sp.home:
-        lines.append("1. reduce the problem: Special holds -> special")
+        why = ("the output is empty" if p.batch * p.M * p.N == 0 else "K = 0" if p.K == 0 else
+               "K = 1, B >= 2 x AIV and one batch fits UB")
+        lines.append(f"1. reduce the problem: Special holds ({why}) -> special")
         cube = p.K >= 1 and p.batch * p.M * p.N > 0
         rest = _buy(p, chip, False, reduce, [])[2] if cube else {}
         return "special", _build("special", p, chip, forced=False), _ordered(sp, tm, rest), lines
