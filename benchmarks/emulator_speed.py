@@ -1,0 +1,58 @@
+"""Emulator speed: full mode vs numpy's float32 matmul on the same shapes (same run), and
+instructions per second in timing mode (end to end, and the scheduler's event loop alone).
+
+Run: python benchmarks/emulator_speed.py [--quick]
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+import pyto
+from kernels.examples.matmul_pingpong import matmul_pingpong
+
+CASES = [  # (label, M, N, K, blocks, TM, TN, TK)
+    ("1 block 512x512x2048", 512, 512, 2048, 1, 128, 128, 64),
+    ("1 block 512x512x2048, 128x256x64", 512, 512, 2048, 1, 128, 256, 64),
+    ("32 blocks 2048^3", 2048, 2048, 2048, 32, 128, 128, 64),
+    ("32 blocks 2048^3, 128x256x64", 2048, 2048, 2048, 32, 128, 256, 64),
+]
+
+
+def best_of(fn, n: int = 3) -> float:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main(quick: bool = False) -> None:
+    rng = np.random.default_rng(0)
+    pyto.run(matmul_pingpong, np.ones((32, 32), np.float16), np.ones((32, 32), np.float16),
+             np.zeros((32, 32), np.float16), TM=32, TN=32, TK=32)  # compile the event loop first
+    print(f"{'case':<38} {'instrs':>8} {'emulator s':>11} {'numpy s':>9} {'ratio':>7} {'timing s':>9} "
+          f"{'instr/s':>9}")
+    for label, M, N, K, blocks, tm, tn, tk in CASES[:2] if quick else CASES:
+        a = rng.standard_normal((M, K)).astype(np.float16)
+        b = rng.standard_normal((K, N)).astype(np.float16)
+        out = np.zeros((M, N), np.float16)
+        a32, b32 = a.astype(np.float32), b.astype(np.float32)
+        kw = dict(blocks=blocks, TM=tm, TN=tn, TK=tk)
+        emu = best_of(lambda: pyto.run(matmul_pingpong, a, b, out, **kw), 1 if blocks > 1 else 3)
+        ref = best_of(lambda: a32 @ b32, 5)
+        specs = (pyto.spec(a.shape, "fp16"), pyto.spec(b.shape, "fp16"), pyto.spec(out.shape, "fp16"))
+        t = time.perf_counter()
+        rep = pyto.run(matmul_pingpong, *specs, mode="timing", **kw)
+        tim = time.perf_counter() - t
+        print(f"{label:<38} {rep.instructions:>8,} {emu:>11.3f} {ref:>9.4f} {emu / ref:>6.1f}x {tim:>9.3f} "
+              f"{rep.instructions / tim:>9,.0f}")
+    print("\nratio = emulator wall time / numpy float32 matmul wall time on the same shapes (target <= 3x);")
+    print("instr/s = timing-mode instructions per second, tracing and race checks included (target >= 200k).")
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)
