@@ -1,0 +1,598 @@
+"""Vector side and cross-core (issue 4): Flash Attention, vector-only and two-stage kernels, atomics,
+UB capacity, chip data paths, every vector op against numpy, and the L0C->UB split modes."""
+import inspect
+import math
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import pyto
+import pyto.language as pl
+from kernels.examples.flash_attention import flash_attention
+from pyto.testing import assert_close, assert_deadlock, assert_race, matmul_bound
+
+BF16 = ml_dtypes.bfloat16
+U32 = 2.0 ** -24                                     # fp32 unit roundoff
+# unit roundoff u (half an ulp at 1.0), mantissa bits p (with the hidden bit), smallest normal exponent
+FMT = {np.dtype(np.float16): (2.0 ** -11, 11, -14), np.dtype(BF16): (2.0 ** -8, 8, -126),
+       np.dtype(np.float32): (2.0 ** -24, 24, -126)}
+
+
+def gamma(n: int) -> float:
+    """Higham's gamma_n = n u / (1 - n u) for fp32: the worst-case error factor of n-term summation."""
+    return n * U32 / (1 - n * U32)
+
+
+def f64(x) -> np.ndarray:
+    return np.asarray(x, np.float64)
+
+
+def ulp(x: np.ndarray, dt) -> np.ndarray:
+    """The spacing of `dt` at |x| (subnormal spacing below the smallest normal)."""
+    _, p, emin = FMT[np.dtype(dt)]
+    ax = np.abs(f64(x))
+    e = np.floor(np.log2(np.where(ax > 0, ax, 1.0)))
+    return 2.0 ** (np.maximum(np.where(ax > 0, e, emin), emin) - (p - 1))
+
+
+def _line(kernel, text: str) -> int:
+    """The file line number of the (unique) line of `kernel`'s source containing `text`."""
+    lines, start = inspect.getsourcelines(kernel.fn)
+    hits = [start + i for i, ln in enumerate(lines) if text in ln]
+    assert len(hits) == 1, (text, hits)
+    return hits[0]
+
+
+# =====================================================================================================
+# Flash Attention
+# =====================================================================================================
+def fa_reference(q, k, v, scale):
+    """float64 softmax(scale * q k^T) v of the (already rounded) inputs, and the softmax matrix."""
+    s = scale * (f64(q) @ f64(k).T)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    a = e / e.sum(axis=1, keepdims=True)
+    return a @ f64(v), a, s
+
+
+def fa_bound(q, k, v, scale, BN):
+    """Per-element bound on |flash_attention - fa_reference| (first order in the roundoffs).
+
+    The reference takes the same fp16/bf16 inputs, so input rounding is not an error here. With u the
+    unit roundoff of the input dtype, A the exact softmax and O = A V, the kernel's errors are:
+      1. P rounded to the input dtype before the PV matmul: p_j (1 + d_j), |d_j| <= u, while the row
+         sum l uses the fp32 p. Rescaling by alpha = exp(m_old - m_new) multiplies p_j and its error
+         alike, so O picks up sum_j A_j d_j V_j:  |.| <= u (A |V|).  (fp16 only: a p below 2^-14 is
+         subnormal and gets an absolute error <= 2^-25 instead; after division by l >= 1 (the row
+         max contributes exp(0) = 1) that adds <= 2^-25 sum_j |V_j|.)
+      2. The result rounded to the output dtype: <= u |O| (+ 2^-25 for fp16 subnormal outputs).
+      3. S = Q K^T accumulated in fp32 over D products: |dS_ij| <= scale gamma_D (|q_i| . |k_j|), plus
+         2 x 2^-24 |s_ij| for the SCALE multiply on the vector unit (SCALE itself is an fp32 immediate,
+         and the product is rounded). Softmax moves by dA_j = A_j (dS_j - sum_k A_k dS_k), so O moves
+         by <= 2 max_j |dS_ij| (A |V|)_i  =: eps_S (A |V|).
+      4. The rest is fp32 arithmetic on the vector unit and in the PV accumulation: s - m and exp
+         (relative error of p <= 2^-24 |s - m| + 2 ulp), the row sums and the PV dot products (BN
+         terms each: gamma_BN), and per KV block the rescale multiplies and adds of l and o, then the
+         final division. Lumped as eps32 = 2^-24 (max|s - m| + 2 BN + 6 nblocks + 8) relative to A |V|.
+    Total: (1 + u) [ (u + eps_S + eps32) (A |V|) + sub_p ] + u |O| + sub_out; the (1 + u) covers the
+    output rounding of the already perturbed value. Terms 1 and 2 dominate (eps_S, eps32 ~ 1e-5 here).
+    Measured: the worst err/bound over 20 seeds of 4 shapes was 0.39-0.66 (fp16 and bf16), and a
+    kernel that skips any one rescale step (of o, of l, or the update of m) exceeds it 75-2900 times.
+    """
+    dt = np.dtype(q.dtype)
+    u = FMT[dt][0]
+    ref, a, s = fa_reference(q, k, v, scale)
+    av = a @ np.abs(f64(v))
+    D, N = q.shape[1], k.shape[0]
+    ds = scale * gamma(D) * (np.abs(f64(q)) @ np.abs(f64(k)).T) + 2 * U32 * np.abs(s)
+    eps_s = 2 * ds.max(axis=1, keepdims=True)
+    spread = (s.max(axis=1, keepdims=True) - s.min(axis=1, keepdims=True))
+    eps32 = U32 * (spread + 2 * BN + 6 * (N // BN) + 8)
+    sub = 2.0 ** -25 if dt == np.dtype(np.float16) else 0.0
+    sub_p = sub * np.abs(f64(v)).sum(axis=0, keepdims=True)
+    return ref, (1 + u) * ((u + eps_s + eps32) * av + sub_p) + u * np.abs(ref) + sub + 1e-300
+
+
+def fa_inputs(M, N, D, dt, seed):
+    rng = np.random.default_rng(seed)
+    q = (2.0 * rng.standard_normal((M, D))).astype(dt)    # scores of a few units: a peaked softmax
+    k = rng.standard_normal((N, D)).astype(dt)
+    v = rng.standard_normal((N, D)).astype(dt)
+    return q, k, v, np.zeros((M, D), dt)
+
+
+FA_SIZES = [  # M, N, D, BN, DK, SCALE
+    (32, 64, 32, 32, None, None),        # 2 KV blocks, one QK matmul (AccPhase.Final) per block
+    (64, 192, 64, 64, 32, 0.1),          # 3 KV blocks, QK over D in two chunks (Partial, Final)
+]
+
+
+@pytest.mark.parametrize("dt", [np.float16, BF16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("M,N,D,BN,DK,SCALE", FA_SIZES)
+def test_flash_attention_matches_float64(dt, M, N, D, BN, DK, SCALE):
+    q, k, v, out = fa_inputs(M, N, D, dt, seed=M + N + D)
+    scale = 1.0 / math.sqrt(D) if SCALE is None else SCALE
+    params = dict(M=M, N=N, D=D, BN=BN, SCALE=SCALE, **({} if DK is None else {"DK": DK}))
+    rep = pyto.run(flash_attention, q, k, v, out, **params)
+    ref, bound = fa_bound(q, k, v, scale, BN)
+    assert_close(out, ref, bound, f"flash_attention {np.dtype(dt).name} M={M} N={N} D={D} BN={BN}")
+    # the online rescale really happened: some rows have their max outside the first KV block
+    s = f64(q) @ f64(k).T
+    assert (s.argmax(axis=1) >= BN).any() and (s.argmax(axis=1) < BN).any()
+    assert {"M", "FIX", "V", "MTE3", "MTE2", "MTE1"} <= set(rep.pipe_cycles)
+
+
+def test_flash_attention_misuse_move_without_phase_races():
+    q, k, v, out = fa_inputs(32, 64, 32, np.float16, seed=1)
+    e = assert_race(flash_attention, q, k, v, out, M=32, N=64, D=32, BN=32, MODE=1)
+    msg = str(e)
+    mm = _line(flash_attention, "pl.matmul(s_l0c, q_l0a")
+    mv = _line(flash_attention, "# misuse: no phase")
+    assert "L0C" in msg and "'s_l0c'" in msg, msg
+    assert "PIPE_M " in msg and "PIPE_FIX " in msg, msg
+    assert f"flash_attention.py:{mm}" in msg and f"flash_attention.py:{mv}" in msg, msg
+    assert "phase" in msg
+
+
+@pytest.mark.parametrize("N", [64, 96])
+def test_flash_attention_misuse_partial_only_deadlocks(N):
+    q, k, v, out = fa_inputs(32, N, 32, np.float16, seed=2)
+    e = assert_deadlock(flash_attention, q, k, v, out, M=32, N=N, D=32, BN=32, MODE=2)
+    msg = str(e)
+    mm = _line(flash_attention, "pl.matmul(s_l0c, q_l0a")
+    assert "unit_flag(L0C tile 's_l0c'" in msg and "== 0, is 1" in msg, msg
+    assert "AccPhase.Final" in msg and "STPhase.Final" in msg, msg
+    assert f"flash_attention.py:{mm}" in msg and "PIPE_M" in msg, msg
+
+
+def test_flash_attention_partial_only_with_one_kv_block_completes():
+    # the deadlock needs a second KV block: one block's matmul never waits on the flag left at 1
+    q, k, v, out = fa_inputs(32, 32, 32, np.float16, seed=3)
+    pyto.run(flash_attention, q, k, v, out, M=32, N=32, D=32, BN=32, MODE=2)
+    ref, bound = fa_bound(q, k, v, 1 / math.sqrt(32), 32)
+    assert_close(out, ref, bound)
+
+
+def test_flash_attention_needs_950_paths():
+    q, k, v, out = fa_inputs(32, 64, 32, np.float16, seed=4)
+    with pytest.raises(pyto.UnsupportedError, match="L0C->UB"):
+        pyto.run(flash_attention, q, k, v, out, M=32, N=64, D=32, BN=32, chip="atlas-a2")
+    assert not out.any()
+
+
+# =====================================================================================================
+# A vector-only kernel on all AIVs of several blocks
+# =====================================================================================================
+@pl.kernel
+def scaled_add(x, y, out, *, ALPHA: float, TILE: int):
+    """out = ALPHA * x + y over [B, N], rows dealt in TILE-row tiles to every AIV of every block."""
+    B, N = x.shape
+    x_ub = pl.alloc(pl.UB, [TILE, N], x.dtype)
+    y_ub = pl.alloc(pl.UB, [TILE, N], x.dtype)
+    with pl.section_vector():
+        n_aiv = pl.block_num() * 2
+        aiv = pl.block_idx() * 2 + pl.subblock_idx()
+        for r in pl.range(aiv * TILE, B, n_aiv * TILE):
+            pl.load(x_ub, x, [r, 0])
+            pl.load(y_ub, y, [r, 0])
+            pl.muls(x_ub, x_ub, ALPHA)
+            pl.add(x_ub, x_ub, y_ub)
+            pl.store(out, x_ub, [r, 0])
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16], ids=["fp32", "fp16"])
+def test_vector_only_scaled_add_matches_numpy_and_reports_pipes(dt):
+    rng = np.random.default_rng(5)
+    B, N, blocks = 100, 72, 3                     # 100 rows: the last tile is clipped on GM
+    x = rng.standard_normal((B, N)).astype(dt)
+    y = rng.standard_normal((B, N)).astype(dt)
+    out = np.zeros_like(x)
+    rep = pyto.run(scaled_add, x, y, out, blocks=blocks, ALPHA=1.5, TILE=8)
+    # two roundings (ALPHA*x, then + y), each <= u relative: |err| <= u |1.5 x| (1 + u) + u |ref|
+    u = FMT[np.dtype(dt)][0]
+    ref = 1.5 * f64(x) + f64(y)
+    bound = u * 1.5 * np.abs(f64(x)) * (1 + u) + u * np.abs(ref)
+    assert_close(out, ref, bound + 1e-300, "scaled_add")
+    for pipe in ("V", "MTE2", "MTE3"):
+        assert rep.pipe_cycles.get(pipe, 0) > 0, rep.summary()
+    for pipe in ("M", "MTE1", "FIX"):
+        assert rep.pipe_cycles.get(pipe, 0) == 0
+    aivs = [c for c in rep.core_pipe_cycles if "AIV" in c]
+    assert len(aivs) == 2 * blocks, rep.core_pipe_cycles
+    assert all(rep.core_pipe_cycles[c].get("V", 0) > 0 for c in aivs)
+
+
+# =====================================================================================================
+# Two stages through a GM workspace: AIC matmul -> sync_all -> AIV post-processing
+# =====================================================================================================
+@pl.kernel
+def two_stage(a, b, out, *, TM: int, SYNC: bool, SHIFT: int):
+    """Block i's AIC computes rows [i TM, (i+1) TM) of a @ b into a workspace; after sync_all the AIVs
+    of block i apply relu to the tile of block (i + SHIFT) % blocks, each AIV half of its rows."""
+    Mt, K = a.shape
+    N = b.shape[1]
+    R = TM // 2
+    ws = pl.workspace([Mt, N], pl.fp32)
+    a_l1 = pl.alloc(pl.L1, [TM, K], a.dtype)
+    b_l1 = pl.alloc(pl.L1, [K, N], a.dtype)
+    a_l0a = pl.alloc(pl.L0A, [TM, K], a.dtype)
+    b_l0b = pl.alloc(pl.L0B, [K, N], a.dtype)
+    c_l0c = pl.alloc(pl.L0C, [TM, N], pl.fp32)
+    x_ub = pl.alloc(pl.UB, [R, N], pl.fp32)
+    with pl.section_cube():
+        m0 = pl.block_idx() * TM
+        pl.load(a_l1, a, [m0, 0])
+        pl.load(b_l1, b, [0, 0])
+        pl.load(a_l0a, a_l1)
+        pl.load(b_l0b, b_l1)
+        pl.matmul(c_l0c, a_l0a, b_l0b)
+        pl.store(ws, c_l0c, [m0, 0])
+    if SYNC:
+        pl.sync_all()
+    with pl.section_vector():
+        r0 = ((pl.block_idx() + SHIFT) % pl.block_num()) * TM + pl.subblock_idx() * R
+        pl.load(x_ub, ws, [r0, 0])
+        pl.relu(x_ub, x_ub)
+        pl.store(out, x_ub, [r0, 0])
+
+
+def _two_stage_inputs(blocks, TM=32, K=64, N=48, seed=6):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((blocks * TM, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    return a, b, np.zeros((blocks * TM, N), np.float32)
+
+
+@pytest.mark.parametrize("shift", [0, 1])
+def test_two_stage_workspace_with_sync_all(shift):
+    a, b, out = _two_stage_inputs(blocks=3)
+    pyto.run(two_stage, a, b, out, blocks=3, TM=32, SYNC=True, SHIFT=shift)
+    # relu is exact and 1-Lipschitz, so the matmul's bound carries over
+    assert_close(out, np.maximum(f64(a) @ f64(b), 0), matmul_bound(a, b, np.float32))
+
+
+@pytest.mark.parametrize("shift", [0, 1])
+def test_two_stage_workspace_without_sync_all_races(shift):
+    a, b, out = _two_stage_inputs(blocks=3)
+    e = assert_race(two_stage, a, b, out, blocks=3, TM=32, SYNC=False, SHIFT=shift)
+    msg = str(e)
+    assert "GM" in msg and "workspace0" in msg, msg
+    assert "PIPE_FIX" in msg and "PIPE_MTE2" in msg and "AIC" in msg and "AIV" in msg, msg
+    assert f"test_vector.py:{_line(two_stage, 'pl.store(ws, c_l0c')}" in msg, msg
+    assert f"test_vector.py:{_line(two_stage, 'pl.load(x_ub, ws')}" in msg, msg
+
+
+# =====================================================================================================
+# Atomic accumulation into GM
+# =====================================================================================================
+@pl.kernel
+def atomic_rows(x, out, *, ATOMIC: bool):
+    """Every AIV of every block adds its slice x[aiv] ([R, C]) into out ([R, C])."""
+    _, R, C = x.shape
+    x_ub = pl.alloc(pl.UB, [R, C], pl.fp32)
+    with pl.section_vector():
+        aiv = pl.block_idx() * 2 + pl.subblock_idx()
+        pl.load(x_ub, x, [aiv, 0, 0])
+        pl.store(out, x_ub, [0, 0], atomic="add" if ATOMIC else None)
+
+
+def test_atomic_add_from_ub_sums_all_aivs():
+    rng = np.random.default_rng(7)
+    blocks, R, C = 4, 8, 40
+    x = rng.standard_normal((2 * blocks, R, C)).astype(np.float32)
+    out0 = rng.standard_normal((R, C)).astype(np.float32)
+    out = out0.copy()
+    pyto.run(atomic_rows, x, out, blocks=blocks, ATOMIC=True)
+    terms = np.concatenate([f64(out0)[None], f64(x)])
+    # n fp32 additions in whatever order the atomics land: |err| <= gamma_n sum |terms|
+    assert_close(out, terms.sum(axis=0), gamma(len(terms)) * np.abs(terms).sum(axis=0), "atomic add")
+
+
+def test_plain_store_from_several_blocks_races():
+    x = np.ones((4, 8, 40), np.float32)
+    out = np.zeros((8, 40), np.float32)
+    e = assert_race(atomic_rows, x, out, blocks=2, ATOMIC=False)
+    assert "WAW" in str(e) and "GM" in str(e)
+
+
+@pl.kernel
+def split_k(a, b, out, *, KC: int):
+    """Split-K on the cube: block i multiplies a[:, i KC:(i+1) KC] @ b[i KC:(i+1) KC, :] and adds it into out."""
+    M = a.shape[0]
+    N = b.shape[1]
+    a_l1 = pl.alloc(pl.L1, [M, KC], a.dtype)
+    b_l1 = pl.alloc(pl.L1, [KC, N], a.dtype)
+    a_l0a = pl.alloc(pl.L0A, [M, KC], a.dtype)
+    b_l0b = pl.alloc(pl.L0B, [KC, N], a.dtype)
+    c_l0c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    with pl.section_cube():
+        k0 = pl.block_idx() * KC
+        pl.load(a_l1, a, [0, k0])
+        pl.load(b_l1, b, [k0, 0])
+        pl.load(a_l0a, a_l1)
+        pl.load(b_l0b, b_l1)
+        pl.matmul(c_l0c, a_l0a, b_l0b)
+        pl.store(out, c_l0c, [0, 0], atomic="add")
+
+
+def test_atomic_add_from_l0c_split_k():
+    rng = np.random.default_rng(8)
+    blocks, M, N, KC = 4, 32, 48, 32
+    a = rng.standard_normal((M, blocks * KC)).astype(np.float16)
+    b = rng.standard_normal((blocks * KC, N)).astype(np.float16)
+    out = np.zeros((M, N), np.float32)
+    pyto.run(split_k, a, b, out, blocks=blocks, KC=KC)
+    # the K products are summed in fp32 in some order (within blocks, then atomically across them):
+    # gamma_K sum |a_k b_k| bounds any order, which is what matmul_bound charges
+    assert_close(out, f64(a) @ f64(b), matmul_bound(a, b, np.float32), "split-K atomic add")
+
+
+# =====================================================================================================
+# UB capacity (per AIV) and chip data paths
+# =====================================================================================================
+@pl.kernel
+def ub_fill(x, out, *, ROWS: int, COLS: int, EXTRA: int, BUFFERS: int):
+    """Allocate ROWS x COLS fp32 of UB (x BUFFERS), then EXTRA more fp32 columns, and use the first."""
+    big = pl.alloc(pl.UB, [ROWS, COLS], pl.fp32, buffers=BUFFERS)
+    if EXTRA:
+        pl.alloc(pl.UB, [1, EXTRA], pl.fp32)
+    with pl.section_vector():
+        pl.duplicate(big.current()[0:1, 0:8], 1.0)
+
+
+def _ub_run(chip, **kw):
+    x = np.zeros((2, 8), np.float32)
+    return pyto.run(ub_fill, x, x.copy(), chip=chip, **kw)
+
+
+def test_ub_exactly_full_fits_per_aiv():
+    # 248 x 256 x 4 B = 253952 B = the whole UB of ONE AIV: each AIV has its own, so this fits
+    _ub_run("ascend950pr", ROWS=248, COLS=256, EXTRA=0, BUFFERS=1)
+
+
+@pytest.mark.parametrize("chip,kw,asked,in_use,cap", [
+    ("ascend950pr", dict(ROWS=248, COLS=256, EXTRA=8, BUFFERS=1), 32, 253952, 253952),
+    ("ascend950pr", dict(ROWS=128, COLS=256, EXTRA=0, BUFFERS=2), 262144, 0, 253952),
+    ("atlas-a2", dict(ROWS=248, COLS=256, EXTRA=0, BUFFERS=1), 253952, 0, 196608),
+])
+def test_ub_overflow_names_ub_and_numbers(chip, kw, asked, in_use, cap):
+    with pytest.raises(pyto.CapacityError) as ei:
+        _ub_run(chip, **kw)
+    e, msg = ei.value, str(ei.value)
+    assert (e.buffer, e.asked, e.in_use, e.capacity) == ("UB", asked, in_use, cap)
+    assert "UB" in msg and str(asked) in msg and str(cap) in msg and chip in msg, msg
+    assert "test_vector.py:" in msg and "pl.alloc(pl.UB" in msg, msg
+
+
+@pl.kernel
+def l0c_to_ub(a, b, out, *, MODE: int, WHO: int = -1):
+    """a @ b on the cube, moved to the AIVs by AccToVecMode MODE (0 SplitM, 1 SplitN, 2 Vec0, 3 Vec1);
+    in the single modes AIV WHO stores it (default: the one that received it)."""
+    M, K = a.shape
+    N = b.shape[1]
+    mode = [pl.AccToVecMode.DualModeSplitM, pl.AccToVecMode.DualModeSplitN,
+            pl.AccToVecMode.SingleModeVec0, pl.AccToVecMode.SingleModeVec1][MODE]
+    ub_shape = [[M // 2, N], [M, N // 2], [M, N], [M, N]][MODE]
+    a_l1 = pl.alloc(pl.L1, [M, K], a.dtype)
+    b_l1 = pl.alloc(pl.L1, [K, N], a.dtype)
+    a_l0a = pl.alloc(pl.L0A, [M, K], a.dtype)
+    b_l0b = pl.alloc(pl.L0B, [K, N], a.dtype)
+    c_l0c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    c_ub = pl.alloc(pl.UB, ub_shape, pl.fp32)
+    with pl.section_cube():
+        pl.load(a_l1, a)
+        pl.load(b_l1, b)
+        pl.load(a_l0a, a_l1)
+        pl.load(b_l0b, b_l1)
+        pl.matmul(c_l0c, a_l0a, b_l0b, phase=pl.AccPhase.Final)
+        pl.move(c_ub, c_l0c, acc_to_vec_mode=mode, phase=pl.STPhase.Final)
+    with pl.section_vector():
+        sub = pl.subblock_idx()
+        if MODE == 0:
+            pl.store(out, c_ub, [sub * (M // 2), 0])
+        elif MODE == 1:
+            pl.store(out, c_ub, [0, sub * (N // 2)])
+        elif sub == (MODE - 2 if WHO < 0 else WHO):
+            pl.store(out, c_ub, [0, 0])
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3], ids=["SplitM", "SplitN", "Vec0", "Vec1"])
+def test_l0c_to_ub_modes(mode):
+    rng = np.random.default_rng(9)
+    M, K, N = 32, 32, 64
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    out = np.zeros((M, N), np.float32)
+    pyto.run(l0c_to_ub, a, b, out, MODE=mode)
+    assert_close(out, f64(a) @ f64(b), matmul_bound(a, b, np.float32))
+    if mode >= 2:   # a single mode fills one AIV's UB only: the other AIV reads garbage
+        with pytest.raises(pyto.UninitializedReadError, match="c_ub"):
+            pyto.run(l0c_to_ub, a, b, out, MODE=mode, WHO=3 - mode)
+
+
+@pl.kernel
+def l0c_to_ub_shape(a, out, *, M: int, N: int, UM: int, UN: int, SPLIT_N: bool):
+    c_l0c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    c_ub = pl.alloc(pl.UB, [UM, UN], pl.fp32)
+    mode = pl.AccToVecMode.DualModeSplitN if SPLIT_N else pl.AccToVecMode.DualModeSplitM
+    with pl.section_cube():
+        pl.move(c_ub, c_l0c, acc_to_vec_mode=mode, phase=pl.STPhase.Final)
+
+
+@pytest.mark.parametrize("M,N,UM,UN,split_n,match", [
+    (17, 32, 8, 32, False, "DualModeSplitM needs an even M"),
+    (17, 32, 9, 32, False, "DualModeSplitM needs an even M"),
+    (32, 32, 32, 32, False, "gives each AIV a [16, 32] tile"),
+    (32, 17, 32, 8, True, "DualModeSplitN needs an even N"),
+])
+def test_l0c_to_ub_split_shape_errors(M, N, UM, UN, split_n, match):
+    x = np.zeros((2, 2), np.float32)
+    with pytest.raises(pyto.ShapeError, match=re.escape(match)) as ei:
+        pyto.run(l0c_to_ub_shape, x, x.copy(), M=M, N=N, UM=UM, UN=UN, SPLIT_N=split_n)
+    assert "test_vector.py:" in str(ei.value)
+
+
+@pl.kernel
+def ub_to_l1(x, out):
+    x_ub = pl.alloc(pl.UB, [16, 32], pl.fp16)
+    x_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    with pl.section_vector():
+        pl.load(x_ub, x)
+        pl.move(x_l1[pl.subblock_idx() * 16:pl.subblock_idx() * 16 + 16, :], x_ub)
+
+
+def test_a2_has_no_l0c_to_ub_nor_ub_to_l1():
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((32, 32)).astype(np.float16)
+    out = np.zeros((32, 32), np.float32)
+    with pytest.raises(pyto.UnsupportedError) as ei:
+        pyto.run(l0c_to_ub, a, a.copy(), out, MODE=0, chip="atlas-a2")
+    msg = str(ei.value)
+    assert "L0C->UB" in msg and "atlas-a2" in msg and f"test_vector.py:{_line(l0c_to_ub, 'pl.move(c_ub, c_l0c')}" in msg
+    x = np.zeros((16, 32), np.float16)
+    with pytest.raises(pyto.UnsupportedError) as ei:
+        pyto.run(ub_to_l1, x, x.copy(), chip="atlas-a2")
+    msg = str(ei.value)
+    assert "UB->L1" in msg and "atlas-a2" in msg and f"test_vector.py:{_line(ub_to_l1, 'pl.move(x_l1[')}" in msg
+    pyto.run(ub_to_l1, x, x.copy())   # the same kernel is fine on 950
+
+
+# =====================================================================================================
+# Every vector op against numpy: compute in fp32, round on write
+# =====================================================================================================
+VDTYPES = {"fp16": np.float16, "bf16": BF16, "fp32": np.float32}
+PL_DT = {"fp16": pl.fp16, "bf16": pl.bf16, "fp32": pl.fp32}
+R_V, C_V = 16, 40          # 8 rows per AIV; 40 columns is not a multiple of the 32 B UB row
+
+
+def _vec_kernel(kind: str, arity: str):
+    """A kernel applying one vector op on each AIV's half of the rows: out = op(a[, b])."""
+    fn = getattr(pl, kind if kind not in ("rmax", "rsum") else {"rmax": "maximum", "rsum": "sum"}[kind])
+
+    @pl.kernel
+    def vec_op(a, b, out, *, SCALAR: float):
+        R, C = a.shape
+        h = R // 2
+        dt = a.dtype
+        a_ub = pl.alloc(pl.UB, [h, C], dt)
+        b_ub = pl.alloc(pl.UB, [h, C], dt)
+        col_ub = pl.alloc(pl.UB, [h, 1], dt)
+        o_ub = pl.alloc(pl.UB, [h, out.shape[1]], out.dtype)
+        with pl.section_vector():
+            r0 = pl.subblock_idx() * h
+            pl.load(a_ub, a, [r0, 0])
+            if arity == "binary":
+                pl.load(b_ub, b, [r0, 0])
+                fn(o_ub, a_ub, b_ub)
+            elif arity == "scalar":
+                fn(o_ub, a_ub, SCALAR)
+            elif arity == "unary":
+                fn(o_ub, a_ub)
+            elif arity == "reduce":
+                fn(o_ub, a_ub, b_ub, dim=1)
+            elif arity == "expand":
+                pl.load(col_ub, b, [r0, 0])
+                fn(o_ub, a_ub, col_ub, dim=1)
+            elif arity == "dup":
+                pl.duplicate(o_ub, SCALAR)
+            pl.store(out, o_ub, [r0, 0])
+    return vec_op
+
+
+SC = -0.375                  # exactly representable in fp16, bf16 and fp32
+VOPS = {  # name: (arity, float64 reference, tolerance in ulps)
+    "add": ("binary", np.add, 1), "sub": ("binary", np.subtract, 1), "mul": ("binary", np.multiply, 1),
+    "div": ("binary", np.divide, 1), "maximum": ("binary", np.maximum, 0), "minimum": ("binary", np.minimum, 0),
+    "adds": ("scalar", lambda a: a + SC, 1), "muls": ("scalar", lambda a: a * SC, 1),
+    "exp": ("unary", np.exp, 2), "abs": ("unary", np.abs, 0), "sqrt": ("unary", lambda a: np.sqrt(np.abs(a)), 1),
+    "relu": ("unary", lambda a: np.maximum(a, 0), 0),
+    "rmax": ("reduce", lambda a: a.max(axis=1, keepdims=True), 0),
+    "rsum": ("reduce", lambda a: a.sum(axis=1, keepdims=True), 1),
+    "expand_sub": ("expand", np.subtract, 1), "expand_mul": ("expand", np.multiply, 1),
+    "expand_div": ("expand", np.divide, 1),
+    "duplicate": ("dup", None, 0),
+}
+_KERNELS = {name: _vec_kernel(name, arity) for name, (arity, _, _) in VOPS.items()}
+
+
+@pytest.mark.parametrize("dname", list(VDTYPES))
+@pytest.mark.parametrize("op", list(VOPS))
+def test_vector_op_matches_numpy(op, dname):
+    dt = VDTYPES[dname]
+    arity, ref_fn, ulps = VOPS[op]
+    rng = np.random.default_rng(abs(hash((op, dname))) % 2 ** 32)
+    lo, hi = (-4.0, 4.0) if op == "exp" else (-3.0, 3.0)
+    a = rng.uniform(lo, hi, (R_V, C_V))
+    if op == "sqrt":
+        a = np.abs(a)
+    a = a.astype(dt)
+    # divisors and the other operand: magnitudes in [0.5, 3], random sign
+    b_full = (rng.uniform(0.5, 3.0, (R_V, C_V)) * rng.choice([-1, 1], (R_V, C_V))).astype(dt)
+    out_cols = 1 if arity == "reduce" else C_V
+    out = np.zeros((R_V, out_cols), dt)
+    if arity == "expand":
+        b = b_full[:, :1].copy()
+    else:
+        b = b_full
+    pyto.run(_KERNELS[op], a, b, out, SCALAR=SC if op != "duplicate" else 0.1)
+    a64, b64 = f64(a), f64(b)
+    if arity in ("binary", "expand"):
+        exact = ref_fn(a64, b64)
+    elif arity == "dup":
+        exact = np.full(out.shape, 0.1)
+    else:
+        exact = ref_fn(a64)
+    ref = exact.astype(dt)                                       # float64, rounded once to the dtype
+    got = f64(out)
+    err = np.abs(got - f64(ref))
+    tol = ulps * ulp(np.maximum(np.abs(got), np.abs(f64(ref))), dt)
+    if op == "rsum":
+        # fp32 accumulation of C_V terms before the final rounding: + gamma_C sum |a|
+        tol = tol + gamma(C_V) * np.abs(a64).sum(axis=1, keepdims=True)
+    bad = err > tol
+    assert not bad.any(), (f"pl.{op} {dname}: {int(bad.sum())} elements off; worst got "
+                           f"{got[bad][0]!r} vs {f64(ref)[bad][0]!r}")
+    if ulps == 0:
+        assert np.array_equal(got, f64(ref))
+
+
+@pl.kernel
+def cast_kernel(x, out):
+    R, C = x.shape
+    x_ub = pl.alloc(pl.UB, [R, C], x.dtype)
+    o_ub = pl.alloc(pl.UB, [R, C], out.dtype)
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            pl.load(x_ub, x)
+            pl.cast(o_ub, x_ub)
+            pl.store(out, o_ub)
+
+
+@pytest.mark.parametrize("dname", ["fp16", "bf16"])
+def test_cast_fp32_rounds_to_nearest_even(dname):
+    dt = VDTYPES[dname]
+    p = FMT[np.dtype(dt)][1]
+    e = 2.0 ** -(p - 1)                      # ulp at 1.0
+    # exact halfway cases: ties go to the even neighbour (mantissa LSB 0)
+    cases = {1 + e / 2: 1.0,                 # between 1 (even) and 1+e (odd) -> 1
+             1 + 3 * e / 2: 1 + 2 * e,       # between 1+e (odd) and 1+2e (even) -> 1+2e
+             -(1 + e / 2): -1.0,
+             -(1 + 3 * e / 2): -(1 + 2 * e),
+             1 + e / 2 + 2.0 ** -20: 1 + e,  # just above halfway -> up (fp32-exact for both dtypes)
+             3.0 + e: 3.0}                   # ulp at 3 is 2e: halfway between 3 (even) and 3+2e
+    x = np.array([list(cases)], np.float32)
+    assert np.array_equal(f64(x)[0], np.array(list(cases)))        # the cases are exact in fp32
+    out = np.zeros(x.shape, dt)
+    pyto.run(cast_kernel, x, out)
+    assert np.array_equal(f64(out)[0], np.array(list(cases.values()))), (f64(out), list(cases.values()))
+    # and a random fp32 tile matches numpy's (RNE) conversion bit for bit
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((16, 48)).astype(np.float32)
+    out = np.zeros(x.shape, dt)
+    pyto.run(cast_kernel, x, out)
+    assert np.array_equal(out.view(np.uint16), x.astype(dt).view(np.uint16))
+    # widening back to fp32 is exact
+    back = np.zeros(x.shape, np.float32)
+    pyto.run(cast_kernel, out, back)
+    assert np.array_equal(back, f64(out).astype(np.float32))
