@@ -33,7 +33,7 @@ from pyto.errors import PlanError, ShapeError
 from .conditions import (BRANCHES, SEED_NAMES, BranchCheck, Problem, asw_checks, iter_checks, iter_l1,
                          merge_checks, special_checks, stream_checks, to_matmul_checks)
 from .cost import Estimate, estimate, roofline_us
-from .tilings import (Tiling, ToMatmulTiling, asw_tiling, check_fits, field_docs, iter_tiling, merge_tiling,
+from .tilings import (Tiling, asw_tiling, check_fits, field_docs, iter_tiling, merge_tiling,
                       special_tiling, stream_tiling, to_matmul_folds, to_matmul_tiling)
 
 SUPPORTED = (DType.fp16, DType.bf16, DType.fp32, DType.int8)

@@ -28,8 +28,14 @@ def _derivation():
     return field(default=(), compare=False, repr=False)
 
 
-def _tile_bytes(rows: int, cols: int, isz: int) -> int:
-    return rows * cols * isz
+def _cube_use(t, p: Problem, l1: int) -> dict[str, int]:
+    """Bytes per buffer of a cube tiling: the given L1 bytes, L0A/L0B/L0C tiles x copies, the bias row in BT."""
+    use = {"L1": l1, "L0A": t.l0_buffers * t.base_m * t.base_k * p.isz,
+           "L0B": t.l0_buffers * t.base_k * t.base_n * p.isz,
+           "L0C": t.l0c_buffers * t.base_m * t.base_n * ACC_BYTES}
+    if p.bias:
+        use["BT"] = t.base_n * ACC_BYTES
+    return use
 
 
 @dataclass(frozen=True)
@@ -65,14 +71,8 @@ class AswTiling:
         a_rows = 0 if self.full_load == "A" else self.base_m
         b_cols = 0 if self.full_load == "B" else self.base_n
         resident = {"A": align_up(self.m, p.mn_align), "B": align_up(self.n, p.mn_align)}.get(self.full_load, 0)
-        use = {"L1": self.l1_buffers * (a_rows + b_cols) * self.k_l1 * isz
-               + resident * align_up(self.k, p.k_align) * isz,
-               "L0A": self.l0_buffers * _tile_bytes(self.base_m, self.base_k, isz),
-               "L0B": self.l0_buffers * _tile_bytes(self.base_k, self.base_n, isz),
-               "L0C": self.l0c_buffers * _tile_bytes(self.base_m, self.base_n, ACC_BYTES)}
-        if p.bias:
-            use["BT"] = self.base_n * ACC_BYTES
-        return use
+        return _cube_use(self, p, self.l1_buffers * (a_rows + b_cols) * self.k_l1 * isz
+                         + resident * align_up(self.k, p.k_align) * isz)
 
 
 @dataclass(frozen=True)
@@ -96,14 +96,7 @@ class MergeBatchTiling:
     derivation: tuple = _derivation()
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
-        isz = p.isz
-        use = {"L1": self.l1_buffers * self.b_l1 * (self.m_pad + self.n_pad) * self.k_l1 * isz,
-               "L0A": self.l0_buffers * _tile_bytes(self.base_m, self.base_k, isz),
-               "L0B": self.l0_buffers * _tile_bytes(self.base_k, self.base_n, isz),
-               "L0C": self.l0c_buffers * _tile_bytes(self.base_m, self.base_n, ACC_BYTES)}
-        if p.bias:
-            use["BT"] = self.base_n * ACC_BYTES
-        return use
+        return _cube_use(self, p, self.l1_buffers * self.b_l1 * (self.m_pad + self.n_pad) * self.k_l1 * p.isz)
 
 
 @dataclass(frozen=True)
@@ -128,14 +121,7 @@ class IterBatchTiling:
     derivation: tuple = _derivation()
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
-        isz = p.isz
-        use = {"L1": self.l1_buffers * (self.m_l1 * self.k_l1_a + p.Np * self.k_l1_b) * isz,
-               "L0A": self.l0_buffers * _tile_bytes(self.base_m, self.base_k, isz),
-               "L0B": self.l0_buffers * _tile_bytes(self.base_k, self.base_n, isz),
-               "L0C": self.l0c_buffers * _tile_bytes(self.base_m, self.base_n, ACC_BYTES)}
-        if p.bias:
-            use["BT"] = self.base_n * ACC_BYTES
-        return use
+        return _cube_use(self, p, self.l1_buffers * (self.m_l1 * self.k_l1_a + p.Np * self.k_l1_b) * p.isz)
 
 
 @dataclass(frozen=True)
@@ -165,14 +151,8 @@ class StreamKTiling:
     derivation: tuple = _derivation()
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
-        isz = p.isz
-        use = {"L1": self.l1_buffers * (self.base_m + self.base_n) * self.k_l1 * isz,
-               "L0A": self.l0_buffers * _tile_bytes(self.base_m, self.base_k, isz),
-               "L0B": self.l0_buffers * _tile_bytes(self.base_k, self.base_n, isz),
-               "L0C": self.l0c_buffers * _tile_bytes(self.base_m, self.base_n, ACC_BYTES),
-               "UB": _reduce_ub(self.reduce_chunk, p) if self.reduce == "workspace" else 0}
-        if p.bias:
-            use["BT"] = self.base_n * ACC_BYTES
+        use = _cube_use(self, p, self.l1_buffers * (self.base_m + self.base_n) * self.k_l1 * p.isz)
+        use["UB"] = _reduce_ub(self.reduce_chunk, p) if self.reduce == "workspace" else 0
         return use
 
 
@@ -512,7 +492,8 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
     units = p.batch * mc * nc * g
     cores = min(units, C)
     ws = cores * max(chip.streamk_workspace_per_core, sm * sn * ACC_BYTES) + chip.streamk_workspace_extra
-    chunk = min(align_down(chip.buffers["UB"] // (3 * ACC_BYTES + p.out_isz), FRACTAL_BYTES), align_up(sm * sn, 64))
+    chunk = min(align_down(chip.buffers["UB"] // (3 * ACC_BYTES + p.out_isz), FRACTAL_BYTES),
+                align_up(sm * sn, FRACTAL * FRACTAL))
     notes = (f"grid_K: largest power of two <= blocksPerBatch = floor({C}/{p.batch}) = {bpb} with K/grid_K >= "
              f"{chip.streamk_min_k_per_core} and K >= grid_K^2*theta: {g_max}" + (" (forced)" if forced else ""),
              f"mCnt x nCnt = {mc} x {nc} (most cores B*grid_K*mCnt*nCnt = {units}, a factor of blocksPerBatch "
