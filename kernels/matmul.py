@@ -34,7 +34,7 @@ from pyto.errors import PlanError, PytoError, ShapeError, UnsupportedError
 from pyto.tiling import CubeTileShapes, ceil_align
 
 from .bmm.block import alloc_buffers, held_a, held_b, mmad_tile
-from .swizzle import Swizzle, asw_window
+from .swizzle import Swizzle
 
 CUBE_DTYPES = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
 FULL_LOAD_ROUNDS = 4      # seeds/000 ASW 5: the other side loops >= 4 times per core
@@ -116,7 +116,7 @@ class MatmulPlan:
         return (f"matmul on {self.chip}: {self.blocks} block(s), base {p['BASE_M']}x{p['BASE_N']}x{p['BASE_K']}, "
                 f"L1 tile {p['L1_M']}x{p['L1_N']}x{p['K_L1']}, full load {self.full_load or 'none'}, "
                 f"hold {p['HOLD_M']}/{p['HOLD_N']}, window {p['WINDOW']}, grid_k {p['GRID_K']}, "
-                f"stages L1/L0 {p['STAGES']} L0C {p['L0C_STAGES']}")
+                f"stages L1 {p['STAGES']} L0 {p['L0_STAGES']} L0C {p['L0C_STAGES']}")
 
 
 def _l1_budget(dt: DType, bm: int, bn: int, bk: int, k_l1: int, hold_m: int, hold_n: int, K: int,
@@ -158,7 +158,8 @@ def _full_load_side(M, N, K, dt, chip, ts, blocks, full_load) -> str:
 
 def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileShapes, *,
                 bias_dtype=None, transpose_a: bool = False, transpose_b: bool = False,
-                blocks: Optional[int] = None, full_load=None, unit_flag: bool = True) -> MatmulPlan:
+                blocks: Optional[int] = None, full_load=None, unit_flag: bool = True,
+                swizzle: str = "asw") -> MatmulPlan:
     """Static parameters for `matmul_kernel` from checked tile shapes: holds, stages, blocks, swizzle, split-K."""
     chip, dt = pyto.load_chip(chip), as_dtype(dtype)
     bias_dt = None if bias_dtype is None else as_dtype(bias_dtype)
@@ -175,6 +176,10 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
     if not isinstance(blocks, int) or isinstance(blocks, bool) or not 1 <= blocks <= chip.aic:
         raise UnsupportedError(f"blocks={blocks!r}: {chip.name} has {chip.aic} AI cores (blocks 1..{chip.aic})")
 
+    if grid_k > 1 and full_load:
+        raise PlanError(f"full_load={full_load!r} with split-K: a K segment per task holds no whole operand")
+    if swizzle not in ("asw", "identity"):
+        raise ShapeError(f"swizzle must be 'asw' or 'identity', got {swizzle!r}")
     side = "" if grid_k > 1 else _full_load_side(M, N, K, dt, chip, ts, blocks, full_load)
     hold_m = ceil_align(M, bm) if side == "A" else 0
     hold_n = ceil_align(N, bn) if side == "B" else 0
@@ -198,10 +203,10 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
     l0_fits = (2 * ceil_align(bm, fr) * ceil_align(bk, fr) * dt.itemsize <= chip.buffers["L0A"]
                and 2 * ceil_align(bn, fr) * ceil_align(bk, fr) * dt.itemsize <= chip.buffers["L0B"])
     l0c_stages = 2 if 2 * ceil_align(bm, fr) * ceil_align(bn, fr) * 4 <= chip.buffers["L0C"] else 1
-    window = asw_window(blocks)
+    order = Swizzle.asw(blocks) if swizzle == "asw" else Swizzle.identity()
     params = dict(BASE_M=bm, BASE_N=bn, BASE_K=bk, K_L1=k_l1, L1_M=l1_m, L1_N=l1_n, HOLD_M=hold_m, HOLD_N=hold_n,
-                  HOLD_STAGES=hold_stages, STAGES=stages if l0_fits else 1, L0C_STAGES=l0c_stages,
-                  GRID_K=grid_k, K_SEG=k_seg, WINDOW=window, SNAKE=True,
+                  HOLD_STAGES=hold_stages, STAGES=stages, L0_STAGES=2 if l0_fits else 1, L0C_STAGES=l0c_stages,
+                  GRID_K=grid_k, K_SEG=k_seg, WINDOW=order.window, SNAKE=order.snake,
                   TRANSPOSE_A=bool(transpose_a), TRANSPOSE_B=bool(transpose_b), BIAS=bias_dt is not None,
                   UNIT_FLAG=bool(unit_flag))
     out_dt = ts.resolved_out_dtype(dt)
@@ -211,7 +216,8 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
 # ---- the kernel ------------------------------------------------------------------------------------
 @pl.kernel
 def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, L1_M: int, L1_N: int,
-                  HOLD_M: int = 0, HOLD_N: int = 0, HOLD_STAGES: int = 1, STAGES: int = 2, L0C_STAGES: int = 2,
+                  HOLD_M: int = 0, HOLD_N: int = 0, HOLD_STAGES: int = 1, STAGES: int = 2, L0_STAGES: int = 2,
+                  L0C_STAGES: int = 2,
                   GRID_K: int = 1, K_SEG: int = 0, WINDOW: int = 1, SNAKE: bool = False, TRANSPOSE_A: bool = False,
                   TRANSPOSE_B: bool = False, BIAS: bool = False, UNIT_FLAG: bool = True):
     """out [M, N] = a [M, K] @ b [K, N] (+ bias [1, N] when BIAS; any [1, 1] array otherwise).
@@ -227,8 +233,8 @@ def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L
     assert tuple(out.shape) == (M, N), f"out {out.shape}, expected {(M, N)}"
     assert not BIAS or tuple(bias.shape) == (1, N), f"bias {bias.shape}, expected {(1, N)}"
     k_pad = ceil_align(K, BASE_K)
-    bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0c_stages=L0C_STAGES,
-                         stream_a=not HOLD_M, stream_b=not HOLD_N, hold_stages=HOLD_STAGES,
+    bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
+                         l0c_stages=L0C_STAGES, stream_a=not HOLD_M, stream_b=not HOLD_N, hold_stages=HOLD_STAGES,
                          hold_a=(HOLD_M, k_pad) if HOLD_M else None, hold_b=(k_pad, HOLD_N) if HOLD_N else None,
                          bias_dtype=bias.dtype if BIAS else None)
     grid = Swizzle(WINDOW, SNAKE).grid(M, N, L1_M, L1_N)
@@ -283,13 +289,14 @@ def _tile_shapes(tile_shapes, M, N, K, dt, chip, bias, transpose_a, transpose_b)
 
 def matmul(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", tile_shapes: Optional[CubeTileShapes] = None,
            transpose_a: bool = False, transpose_b: bool = False, report: bool = False, blocks: Optional[int] = None,
-           full_load=None, unit_flag: bool = True):
+           full_load=None, unit_flag: bool = True, swizzle: str = "asw"):
     """C = A @ B (+ bias) on the emulated chip: a [M, K] (or [K, M] with transpose_a), b [K, N] (or [N, K]).
 
     fp16/bf16/fp32 give the input dtype (split-K: fp32), int8 gives int32. bias: [N] or [1, N], a float
     dtype. Inputs given as pyto.spec(shape, dtype) run in timing mode (the result is then None).
     Returns C, or (C, Report) with report=True. full_load: None (auto), 'A', 'B', True (= 'A') or
     False/'' (off). unit_flag=False uses software sync between the cube and Fixpipe instead.
+    swizzle: 'asw' (seeds/000 sliding-window snake over the cores that run) or 'identity' (row-major).
     """
     chip = pyto.load_chip(chip)
     a, a_shape, dt = _operand(a, "a")
@@ -317,7 +324,7 @@ def matmul(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", tile_shapes: 
         bias = pyto.spec((1, N), bias_dt) if isinstance(bias, pyto.Spec) else np.array(bias.reshape(1, N))
     ts = _tile_shapes(tile_shapes, M, N, K, dt, chip, bias is not None, transpose_a, transpose_b)
     plan = plan_matmul(M, N, K, dt, chip, ts, bias_dtype=bias_dt, transpose_a=transpose_a, transpose_b=transpose_b,
-                       blocks=blocks, full_load=full_load, unit_flag=unit_flag)
+                       blocks=blocks, full_load=full_load, unit_flag=unit_flag, swizzle=swizzle)
     if bias is None:
         bias = pyto.spec((1, 1), dt) if timing else np.zeros((1, 1), dt.np)
     if timing:

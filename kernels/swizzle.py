@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 Coord = tuple  # (mi, ni): the tile's row and column in the tile grid
@@ -68,7 +69,7 @@ class Swizzle:
 
 @dataclass(frozen=True)
 class TileGrid:
-    """An m x n output in tile_m x tile_n tiles walked in a swizzle order (CATLASS GetBlockCoord/GetActualBlockShape)."""
+    """An m x n output in tile_m x tile_n tiles walked in a swizzle order (CATLASS GetBlockCoord, GetActualBlockShape)."""
 
     m: int
     n: int
@@ -88,12 +89,17 @@ class TileGrid:
     def count(self) -> int:
         return self.m_tiles * self.n_tiles
 
-    def order(self) -> list:
+    @cached_property
+    def _order(self) -> list:
         return self.swizzle.tiles(self.m_tiles, self.n_tiles)
+
+    def order(self) -> list:
+        """Every (mi, ni) once, in execution order."""
+        return list(self._order)
 
     def block_coord(self, task: int) -> Coord:
         """The (mi, ni) of the task-th tile in execution order."""
-        return self.order()[task]
+        return self._order[task]
 
     def offset(self, coord: Coord) -> tuple:
         """(row, col) of the tile's first element."""
@@ -106,4 +112,4 @@ class TileGrid:
 
     def for_block(self, blocks: int, block_idx: int) -> list:
         """The coords core `block_idx` of `blocks` computes, in its order."""
-        return self.swizzle.assign(self.order(), blocks, block_idx)
+        return self.swizzle.assign(self._order, blocks, block_idx)

@@ -174,6 +174,18 @@ def test_unit_flag_and_software_sync_agree():
     _check(c1, a, b)
 
 
+def test_identity_and_asw_orders_give_the_same_result():
+    a, b, _ = _operands(100, 120, 64, "fp16", seed=9)
+    ts = pyto.CubeTileShapes(16, 16, 32, 64, 16, 16)
+    plan = plan_matmul(100, 120, 64, "fp16", "ascend950pr", ts)
+    assert plan.blocks == 32 and (plan.params["WINDOW"], plan.params["SNAKE"]) == (4, True)
+    c_asw = matmul(a, b, tile_shapes=ts)
+    assert np.array_equal(c_asw, matmul(a, b, tile_shapes=ts, swizzle="identity"))
+    _check(c_asw, a, b)
+    with pytest.raises(ShapeError, match="swizzle"):
+        matmul(a, b, swizzle="zigzag")
+
+
 # ---- tile shapes (seeds/002) --------------------------------------------------------------------
 def test_tile_shapes_from_set_cube_tile_shapes():
     """mL1 x nL1 tiles of 2 x 2 L0 tiles; K <= kL1 holds them in L1, K > kL1 streams kL1-deep slices."""
@@ -238,7 +250,7 @@ def test_l1_full_load_not_taken_with_few_rounds_or_a_large_a():
     ts = pyto.CubeTileShapes(32, 32, 32, 64, 32, 32)
     assert plan_matmul(32, 96, 64, "fp16", "ascend950pr", ts, blocks=1).full_load == ""     # 3 rounds < 4
     assert plan_matmul(32, 512, 64, "fp16", "ascend950pr", ts, blocks=8).full_load == ""    # 2 per core
-    big_k = 8192                                                                            # 32 x 8192 x 2B x 2 = 1 MB > L1
+    big_k = 8192                                      # 32 x 8192 x 2B x 2 = 1 MB > L1
     assert plan_matmul(32, 512, big_k, "fp16", "ascend950pr", ts, blocks=4).full_load == ""
 
 
@@ -271,6 +283,8 @@ def test_split_k_adds_segments_atomically(name):
     c = matmul(a, b, bias, tile_shapes=ts)
     assert c.dtype == (np.int32 if name == "int8" else np.float32)        # seeds/002 split-K out dtypes
     _check(c, a, b, bias)
+    with pytest.raises(PlanError, match="split-K"):
+        matmul(a, b, tile_shapes=ts, full_load="A")
 
 
 # ---- errors and modes ---------------------------------------------------------------------------
