@@ -186,15 +186,18 @@ def store_tile(out, c_l0c, c_off: Sequence[int], *, use_unit_flag: bool = True, 
     pl.store(out, c_l0c, list(c_off), phase=pl.STPhase.Final if use_unit_flag else None, atomic=atomic)
 
 
-def mmad_tile(bufs: Buffers, a, b, out, a_off: Sequence[int], b_off: Sequence[int], c_off: Sequence[int], K: int,
-              **kwargs) -> None:
-    """out[c_off tile] = A @ B (+ bias) for one output tile: `accumulate` then `store_tile`.
+def mmad_tile(bufs: Buffers, a, b, out, a_off: Sequence[int], b_off: Sequence[int], c_off: Sequence[int], K: int, *,
+              k_start: int = 0, a_l1=None, b_l1=None, bias=None, bias_off: Optional[Sequence[int]] = None,
+              transpose_a: bool = False, transpose_b: bool = False, use_unit_flag: bool = True,
+              atomic: Optional[str] = None) -> None:
+    """out[c_off tile] = A @ B (+ bias) for one output tile: `accumulate`, then `store_tile`.
 
-    The tile's real extent is clipped to out's last two dims; keyword arguments as `accumulate`
-    (plus atomic= for the store).
+    c_off = [*batch, m0, n0]; the tile's real extent is clipped to out's last two dims. Arguments as
+    `accumulate`; atomic="add" adds into out (split-K partial sums).
     """
-    atomic = kwargs.pop("atomic", None)
     rows = min(bufs.base_m, out.shape[-2] - c_off[-2])
     cols = min(bufs.base_n, out.shape[-1] - c_off[-1])
-    c_l0c = accumulate(bufs, a, b, a_off, b_off, K, rows, cols, **kwargs)
-    store_tile(out, c_l0c, c_off, use_unit_flag=kwargs.get("use_unit_flag", True), atomic=atomic)
+    c_l0c = accumulate(bufs, a, b, a_off, b_off, K, rows, cols, k_start=k_start, a_l1=a_l1, b_l1=b_l1, bias=bias,
+                       bias_off=bias_off, transpose_a=transpose_a, transpose_b=transpose_b,
+                       use_unit_flag=use_unit_flag)
+    store_tile(out, c_l0c, c_off, use_unit_flag=use_unit_flag, atomic=atomic)
