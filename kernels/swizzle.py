@@ -69,7 +69,10 @@ class Swizzle:
 
 @dataclass(frozen=True)
 class TileGrid:
-    """An m x n output in tile_m x tile_n tiles walked in a swizzle order (CATLASS GetBlockCoord, GetActualBlockShape)."""
+    """An m x n output cut into tile_m x tile_n tiles, walked in a swizzle order.
+
+    As CATLASS's swizzle: `block_coord(task)` (GetBlockCoord) and `actual_shape(coord)` (GetActualBlockShape).
+    """
 
     m: int
     n: int
