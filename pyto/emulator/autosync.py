@@ -72,13 +72,19 @@ def insert(order: list, core: int, data: bool = True) -> None:
             if ins.pipe != barrier.pipe:
                 deps[(core, barrier.pipe)] = barrier
         if data:
-            _data_deps(ins, unit, tracks, deps)
+            _data_deps(ins, unit, tracks, deps, core)
         ins.deps.extend(d for d in deps.values() if d is not ins)
         if own:
             last_on[unit] = ins
 
 
-def _data_deps(ins: Instr, unit, tracks: dict, deps: dict) -> None:
+def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
+    """Dependencies of `ins` on earlier accesses. Another core's instruction spliced into this
+    program only syncs with this program's own instructions: two foreign moves (say both AIVs
+    writing one L1 tile) get no edge here that no hardware mechanism would provide."""
+    if ins.core != core:
+        deps_unit = deps
+        deps = {}
     for acc in ins.srcs:
         tr = tracks.get(id(acc.obj))
         if tr is None:
@@ -100,6 +106,11 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict) -> None:
         for u, o in tr.gm_reads.items():
             if u != unit:
                 _later(deps, u, o)
+    if ins.core != core:
+        for u, o in deps.items():
+            if u[0] == core:
+                deps_unit[u] = o
+        deps = deps_unit
     for acc in ins.srcs:
         tr = tracks.setdefault(id(acc.obj), _Track())
         if isinstance(acc.obj, GMTensor):

@@ -30,8 +30,14 @@ def _load(ins: Instr, mem: Memory) -> None:
 
 
 def _cast(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Convert with round-to-nearest-even (float) or int32 wrap-around (int)."""
-    return x if x.dtype == dtype else x.astype(dtype)
+    """Convert with round-to-nearest-even: float to narrower float by the cast itself, float to
+    integer by rint and saturation to the integer's range; integer to integer wraps (int32 MMAD)."""
+    if x.dtype == dtype:
+        return x
+    if dtype.kind == "i" and x.dtype.kind != "i":
+        info = np.iinfo(dtype)
+        return np.clip(np.rint(x.astype(np.float64)), info.min, info.max).astype(dtype)
+    return x.astype(dtype)
 
 
 def _store(ins: Instr, mem: Memory) -> None:
