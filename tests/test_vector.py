@@ -596,3 +596,39 @@ def test_cast_fp32_rounds_to_nearest_even(dname):
     back = np.zeros(x.shape, np.float32)
     pyto.run(cast_kernel, out, back)
     assert np.array_equal(back, f64(out).astype(np.float32))
+
+
+@pl.kernel
+def two_aivs_into_l1(x, out, *, SAME_ROWS: bool):
+    """Both AIVs move their UB tile into one L1 tile: their own rows, or (a bug) the same rows."""
+    x_ub = pl.alloc(pl.UB, [16, 32], pl.fp16)
+    x_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    with pl.section_vector():
+        r = 0 if SAME_ROWS else pl.subblock_idx() * 16
+        pl.load(x_ub, x)
+        pl.move(x_l1[r:r + 16, :], x_ub)
+
+
+def test_two_aivs_writing_the_same_l1_rows_race():
+    x = np.ones((16, 32), np.float16)
+    pyto.run(two_aivs_into_l1, x, x.copy(), SAME_ROWS=False)
+    e = assert_race(two_aivs_into_l1, x, x.copy(), SAME_ROWS=True)
+    assert "WAW" in str(e) and "x_l1" in str(e) and "AIV0" in str(e) and "AIV1" in str(e)
+
+
+@pl.kernel
+def cast_to_int(x, out):
+    x_ub = pl.alloc(pl.UB, [1, 8], pl.fp32)
+    o_ub = pl.alloc(pl.UB, [1, 8], pl.int32)
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            pl.load(x_ub, x)
+            pl.cast(o_ub, x_ub)
+            pl.store(out, o_ub)
+
+
+def test_cast_to_int32_rounds_half_to_even_and_saturates():
+    x = np.array([[2.5, 1.5, -2.5, -1.5, 0.7, -0.7, 3e9, -3e9]], np.float32)
+    out = np.zeros((1, 8), np.int32)
+    pyto.run(cast_to_int, x, out)
+    assert out.tolist() == [[2, 2, -2, -2, 1, -1, 2**31 - 1, -2**31]]
