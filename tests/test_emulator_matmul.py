@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
+import pyto.language as pl
 from kernels.examples.matmul_pingpong import matmul_pingpong
 from pyto.testing import assert_close, matmul_bound
 
@@ -67,3 +68,36 @@ def test_double_buffering_overlaps_pipes():
     t2 = pyto.run(matmul_pingpong, a, b, out, TM=128, TN=128, TK=64, STAGES=2).cycles
     t1 = pyto.run(matmul_pingpong, a, b, out, TM=128, TN=128, TK=64, STAGES=1).cycles
     assert t2 < t1
+
+
+@pl.kernel
+def int8_bias(a, b, bias, out):
+    M, K = a.shape
+    N = b.shape[1]
+    a1, b1, r1 = pl.alloc(pl.L1, [M, K], pl.int8), pl.alloc(pl.L1, [K, N], pl.int8), pl.alloc(pl.L1, [1, N], pl.int32)
+    a0, b0 = pl.alloc(pl.L0A, [M, K], pl.int8), pl.alloc(pl.L0B, [K, N], pl.int8)
+    bt = pl.alloc(pl.BT, [1, N], pl.int32)
+    c = pl.alloc(pl.L0C, [M, N], pl.int32)
+    pl.load(a1, a)
+    pl.load(b1, b)
+    pl.load(r1, bias)
+    pl.load(a0, a1)
+    pl.load(b0, b1)
+    pl.load(bt, r1)
+    pl.matmul(c, a0, b0, bias=bt)
+    pl.store(out, c)
+
+
+def test_int8_matmul_with_int32_bias_and_read_only_inputs():
+    rng = np.random.default_rng(5)
+    a = rng.integers(-128, 128, (32, 64)).astype(np.int8)
+    b = rng.integers(-128, 128, (64, 48)).astype(np.int8)
+    bias = rng.integers(-1000, 1000, (1, 48)).astype(np.int32)
+    for x in (a, b, bias):
+        x.flags.writeable = False           # inputs the kernel never writes may be read-only
+    out = np.zeros((32, 48), np.int32)
+    pyto.run(int8_bias, a, b, bias, out)
+    assert np.array_equal(out, a.astype(np.int64) @ b.astype(np.int64) + bias)
+    out.flags.writeable = False
+    with pytest.raises(pyto.ShapeError, match="read-only"):
+        pyto.run(int8_bias, a, b, bias, out)

@@ -50,14 +50,21 @@ def _gm_tensors(kernel: Kernel, arrays: tuple, mode: str) -> list:
             shape, dt = a.shape, a.dtype
         elif isinstance(a, np.ndarray):
             shape, dt = a.shape, as_dtype(a.dtype)
-            if mode == "full" and not a.flags.writeable:
-                raise ShapeError(f"argument '{name}' is read-only; pyto writes outputs in place")
         else:
             raise ShapeError(f"argument '{name}' must be a numpy array or pyto.spec, got {type(a).__name__}")
         if len(shape) < 2:
             raise ShapeError(f"argument '{name}' must have at least 2 dimensions, got shape {list(shape)}")
         out.append(GMTensor(name, tuple(shape), dt, uid=i))
     return out
+
+
+def _check_writable(programs: list, tensors: list, arrays: tuple) -> None:
+    """A read-only array is fine as an input; the kernel may not write it."""
+    written = {id(a.obj) for p in programs for ins in p.instrs for a in ins.dsts}
+    for t, a in zip(tensors, arrays):
+        if id(t) in written and not a.flags.writeable:
+            raise ShapeError(f"argument '{t.name}' is read-only, but the kernel writes it (pyto writes outputs "
+                             f"in place)")
 
 
 def _check_params(kernel: Kernel, params: dict) -> None:
@@ -108,6 +115,8 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     _check_params(kernel, params)
     tensors = _gm_tensors(kernel, arrays, mode)
     programs = trace(kernel, tensors, params, chip, blocks, auto_sync)
+    if mode == "full":
+        _check_writable(programs, tensors, arrays)
     instrs = [ins for p in programs for ins in p.instrs]
 
     sched = schedule(programs, instrs, chip)

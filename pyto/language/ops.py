@@ -97,8 +97,11 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
         raise ShapeError(f"{loc}: pl.load shapes differ: {src!r} is {list(src.shape)}, {dst!r} is "
                          f"{list(dst.shape)}" + (" (transposed)" if transpose else ""))
     if dst.buffer is Buf.BT:
-        if src.shape[0] != 1 or not src.dtype.is_float:
-            raise ShapeError(f"{loc}: bias goes to BT as one row of fp16/bf16/fp32, got {src!r} {list(src.shape)}")
+        want = DType.int32 if src.dtype is DType.int32 else DType.fp32
+        if src.shape[0] != 1 or not (src.dtype.is_float or src.dtype is DType.int32) or dst.dtype is not want:
+            raise ShapeError(f"{loc}: bias goes to BT as one row of fp16/bf16/fp32 (into an fp32 BT tile) or of "
+                             f"int32 (into an int32 BT tile), got {src!r} {list(src.shape)} {src.dtype} -> "
+                             f"{dst!r} {dst.dtype}")
     elif src.dtype is not dst.dtype:
         raise ShapeError(f"{loc}: pl.load does not convert: {src!r} is {src.dtype}, {dst!r} is {dst.dtype}")
     nbytes = src.shape[0] * src.shape[1] * src.dtype.itemsize
@@ -202,8 +205,9 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
     srcs = [Access(a.store, a.rect), Access(b.store, b.rect)]
     if bias is not None:
         _need_tile(bias, f"{name} bias", (Buf.BT,), loc)
-        if bias.shape != (1, n):
-            raise ShapeError(f"{loc}: bias must be [1, {n}], got {list(bias.shape)}")
+        if bias.shape != (1, n) or bias.dtype is not dst.dtype:
+            raise ShapeError(f"{loc}: bias must be [1, {n}] {dst.dtype} (the accumulator's type), got "
+                             f"{list(bias.shape)} {bias.dtype}")
         srcs.append(Access(bias.store, bias.rect))
     if accumulate:
         srcs.append(Access(dst.store, dst.rect))

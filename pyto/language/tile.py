@@ -137,8 +137,8 @@ def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = N
     dt = as_dtype(dtype)
     if buffer is Buf.L0C and dt not in (DType.fp32, DType.int32):
         raise ShapeError(f"{loc}: L0C tiles accumulate in fp32 or int32, got {dt}")
-    if buffer in (Buf.BT,) and dt is not DType.fp32:
-        raise ShapeError(f"{loc}: the bias table holds fp32, got {dt}")
+    if buffer is Buf.BT and dt not in (DType.fp32, DType.int32):
+        raise ShapeError(f"{loc}: the bias table holds fp32 (int32 for int8 matmuls), got {dt}")
     default = tr.chip.formats["L0A"] if buffer is Buf.L0A else _DEFAULT_LAYOUT[buffer]
     lay = (layout or default).upper()
     if lay != default:
