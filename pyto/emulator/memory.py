@@ -111,9 +111,10 @@ class Memory:
                 f"{'fractals' if isinstance(acc.obj, TileStore) else 'elements'} uninitialised)")
         return None
 
-    def commit(self) -> None:
-        """Write staged GM back into the caller's arrays (only after a successful run)."""
+    def commit(self, written: set) -> None:
+        """Write staged GM back into the caller's arrays the kernel wrote (only after a successful run)."""
         if not self.compute:
             return
         for t, a in self.user:
-            np.copyto(a, self.gm[id(t)].reshape(a.shape))
+            if id(t) in written:
+                np.copyto(a, self.gm[id(t)].reshape(a.shape))

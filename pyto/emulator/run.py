@@ -159,7 +159,7 @@ def _replay(programs: list, instrs: list, sched, blocks: int, mem: Memory) -> No
         raise uninit[0]
     if sched.deadlock:
         raise DeadlockError(sched.deadlock)
-    mem.commit()
+    mem.commit(written)
 
 
 def _events(programs: list, instrs: list, sched) -> tuple:
