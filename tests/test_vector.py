@@ -632,3 +632,26 @@ def test_cast_to_int32_rounds_half_to_even_and_saturates():
     out = np.zeros((1, 8), np.int32)
     pyto.run(cast_to_int, x, out)
     assert out.tolist() == [[2, 2, -2, -2, 1, -1, 2**31 - 1, -2**31]]
+
+
+@pl.kernel
+def outer_product(col, row, out):
+    """out = col [M, 1] * row [1, N] on one AIV: fill 0, add the row down the columns, scale each row."""
+    M, N = out.shape
+    c_ub, r_ub, o_ub = pl.alloc(pl.UB, [M, 1], pl.fp32), pl.alloc(pl.UB, [1, N], pl.fp32), pl.alloc(pl.UB, [M, N], pl.fp32)
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            pl.load(c_ub, col)
+            pl.load(r_ub, row)
+            pl.duplicate(o_ub, 0.0)
+            pl.expand_add(o_ub, o_ub, r_ub, dim=0)
+            pl.expand_mul(o_ub, o_ub, c_ub, dim=1)
+            pl.store(out, o_ub)
+
+
+def test_expand_along_rows_and_columns_gives_an_outer_product():
+    rng = np.random.default_rng(3)
+    col, row = rng.standard_normal((24, 1)).astype(np.float32), rng.standard_normal((1, 40)).astype(np.float32)
+    out = np.zeros((24, 40), np.float32)
+    pyto.run(outer_product, col, row, out)
+    assert np.array_equal(out, (col * row).astype(np.float32))

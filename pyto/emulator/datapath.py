@@ -90,7 +90,7 @@ _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divi
 _UNARY = {"exp": np.exp, "abs": np.abs, "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0)}
 _SCALAR = {"adds": np.add, "muls": np.multiply}
 _REDUCE = {"max": np.max, "sum": np.sum}
-_EXPAND = {"sub": np.subtract, "mul": np.multiply, "div": np.divide}
+_EXPAND = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 
 
 def _f32(x: np.ndarray) -> np.ndarray:

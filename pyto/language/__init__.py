@@ -8,7 +8,8 @@ from .control import (block_idx, block_num, pipe_barrier, range, section_cube, s
 from .ops import load, matmul, matmul_acc, move, store
 from .tile import Ring, Tile, alloc
 from .trace import Kernel, kernel
-from .vector import (abs, add, adds, cast, div, duplicate, exp, expand_div, expand_mul, expand_sub, maximum,
+from .vector import (abs, add, adds, cast, div, duplicate, exp, expand_add, expand_div, expand_mul, expand_sub,
+                     maximum,
                      minimum, mul, muls, relu, sqrt, sub, sum)
 
 fp16, bf16, fp32, int8, int32 = DType.fp16, DType.bf16, DType.fp32, DType.int8, DType.int32

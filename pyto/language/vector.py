@@ -104,19 +104,22 @@ def _expand(kind: str):
         loc = caller_loc()
         for name, t in (("dst", dst), ("src", src), ("vec", vec)):
             _ub(t, f"pl.expand_{kind} {name}", loc)
-        if dim != 1:
-            raise KernelError(f"{loc}: expand ops broadcast a [rows, 1] column: dim=1, got {dim!r}")
+        if dim not in (0, 1):
+            raise KernelError(f"{loc}: expand ops broadcast a [rows, 1] column (dim=1) or a [1, cols] row "
+                              f"(dim=0), got dim={dim!r}")
         _same(loc, f"expand_{kind}", dst, src)
-        if vec.shape != (src.shape[0], 1) or vec.dtype is not src.dtype:
-            raise ShapeError(f"{loc}: pl.expand_{kind} needs vec [{src.shape[0]}, 1] {src.dtype}, got "
+        want = (src.shape[0], 1) if dim == 1 else (1, src.shape[1])
+        if vec.shape != want or vec.dtype is not src.dtype:
+            raise ShapeError(f"{loc}: pl.expand_{kind}(dim={dim}) needs vec {list(want)} {src.dtype}, got "
                              f"{list(vec.shape)} {vec.dtype}")
         _emit(Op.VEXPAND, kind, dst, [src, vec], {}, loc)
     op.__name__ = f"expand_{kind}"
-    op.__doc__ = f"dst = src {kind} vec broadcast along each row (vec is [rows, 1])."
+    op.__doc__ = (f"dst = src {kind} vec, vec broadcast along each row (dim=1: vec is [rows, 1]) or down "
+                  f"each column (dim=0: vec is [1, cols]).")
     return op
 
 
-expand_sub, expand_mul, expand_div = (_expand(k) for k in ("sub", "mul", "div"))
+expand_add, expand_sub, expand_mul, expand_div = (_expand(k) for k in ("add", "sub", "mul", "div"))
 
 
 def _scalar(kind: str):
