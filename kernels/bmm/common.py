@@ -1,0 +1,117 @@
+"""What every BMM branch kernel shares outside the cube pipeline: GM operands normalised for the
+kernels, the broadcast batch mapping, and the launch convention.
+
+Launch convention: each branch module `kernels/bmm/<branch>.py` has
+
+    launch(plan: Plan, ops: Operands, *, mode: str) -> pyto.Report
+
+which runs its @pl.kernel with `pyto.run` on `ops.a, ops.b, ops.bias, ops.out` (numpy arrays in full
+mode, pyto.spec in timing mode) and the static parameters it derives from `plan.tiling`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+import pyto
+from pyto.dtypes import DType, as_dtype
+from pyto.errors import ShapeError
+
+
+@dataclass
+class Operands:
+    """GM tensors of one BMM launch, all of rank 2 + nb (nb = number of output batch dims).
+
+    a: [*a_batch, M, K] ([*a_batch, K, M] with transpose_a), b: [*b_batch, K, N] ([*b_batch, N, K] with
+    transpose_b), batch dims left-padded with 1 so every tensor has nb of them; a batch dim of 1 is
+    broadcast. bias: [*bias_batch, 1, N] (fp32 for float inputs, int32 for int8; zeros [1.., 1, 1] and
+    has_bias False when absent). out: [*batch, M, N] in the output dtype, zero-initialised.
+    """
+
+    a: object
+    b: object
+    bias: object
+    out: object
+    has_bias: bool
+    batch: tuple          # the output batch shape
+    out_dtype: DType
+
+    @property
+    def nb(self) -> int:
+        return len(self.batch)
+
+
+def out_dtype(dtype: DType) -> DType:
+    """numpy.matmul's result type on the cube: int8 -> int32, else the input dtype."""
+    return DType.int32 if dtype is DType.int8 else dtype
+
+
+def batch_offsets(flat: int, batch: tuple, x_batch: tuple) -> list:
+    """Leading offsets into a tensor with batch dims `x_batch` for output batch number `flat`.
+
+    A dim of size 1 in `x_batch` is broadcast (offset 0). Plain Python: kernels call it at trace time.
+    """
+    idx = []
+    for d in reversed(batch):
+        idx.append(flat % d)
+        flat //= d
+    idx.reverse()
+    return [0 if xd == 1 else i for i, xd in zip(idx, x_batch)]
+
+
+def _padded(x, nb: int):
+    shape = tuple(x.shape)
+    want = (1,) * (nb + 2 - len(shape)) + shape
+    if isinstance(x, pyto.Spec):
+        return pyto.spec(want, x.dtype)
+    return np.ascontiguousarray(x).reshape(want)
+
+
+def operands(problem, a, b, bias=None) -> Operands:
+    """Normalise user operands (numpy arrays or pyto.spec) for the branch kernels of `problem`."""
+    timing = any(isinstance(x, pyto.Spec) for x in (a, b, bias) if x is not None)
+    nb = len(problem.batch_shape)
+    dt = problem.dtype
+    odt = out_dtype(dt)
+    acc = dt.acc
+    a_n, b_n = _padded(a, nb), _padded(b, nb)
+    has_bias = bias is not None
+    if has_bias:
+        shape = tuple(bias.shape)
+        N = problem.N
+        if not shape or shape[-1] != N or (len(shape) >= 2 and shape[-2] != 1) or len(shape) > nb + 2:
+            raise ShapeError(f"bmm: bias must be [N], [1, N] or [*batch, 1, N] with N = {N}, got {list(shape)}")
+        if len(shape) == 1:
+            shape = (1, N)
+        bshape = (1,) * (nb + 2 - len(shape)) + shape
+        for d, o in zip(bshape[:-2], problem.batch_shape):
+            if d not in (1, o):
+                raise ShapeError(f"bmm: bias batch dims {list(shape[:-2])} do not broadcast to {list(problem.batch_shape)}")
+        if timing or isinstance(bias, pyto.Spec):
+            bias_n = pyto.spec(bshape, acc)
+        else:
+            bdt = as_dtype(np.asarray(bias).dtype)
+            if (dt is DType.int8) != (bdt in (DType.int8, DType.int32)):
+                raise ShapeError(f"bmm: bias dtype {bdt} does not go with {dt} inputs")
+            bias_n = np.asarray(bias).reshape(bshape).astype(acc.np)
+    else:
+        bshape = (1,) * (nb + 2 - 1) + (1,)
+        bias_n = pyto.spec(bshape, acc) if timing else np.zeros(bshape, acc.np)
+    out_shape = tuple(problem.batch_shape) + (problem.M, problem.N)
+    if timing:
+        a_n = a_n if isinstance(a_n, pyto.Spec) else pyto.spec(a_n.shape, dt)
+        b_n = b_n if isinstance(b_n, pyto.Spec) else pyto.spec(b_n.shape, dt)
+        out = pyto.spec(out_shape, odt)
+    else:
+        out = np.zeros(out_shape, odt.np)
+    return Operands(a_n, b_n, bias_n, out, has_bias, tuple(problem.batch_shape), odt)
+
+
+def mode_of(ops: Operands) -> str:
+    return "timing" if isinstance(ops.out, pyto.Spec) else "full"
+
+
+def bias_for(ops: Operands) -> Optional[object]:
+    return ops.bias if ops.has_bias else None
