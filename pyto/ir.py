@@ -107,17 +107,18 @@ class Loc:
         return f"{short}:{self.line} {self.text}".rstrip()
 
 
-@dataclass(frozen=True)
 class Access:
     """A rectangle of one buffer instance: a tile (`obj` = TileStore) or a GM tensor.
 
     `rect` = (r0, r1, c0, c1) in the object's logical element coordinates; `batch` selects one
-    matrix of a GM tensor with leading dimensions (a flat index), -1 for tiles.
+    matrix of a GM tensor with leading dimensions (a flat index), -1 for tiles. (A plain slotted
+    class rather than a frozen dataclass: one or two are made per traced instruction.)
     """
 
-    obj: Any
-    rect: tuple
-    batch: int = -1
+    __slots__ = ("obj", "rect", "batch")
+
+    def __init__(self, obj: Any, rect: tuple, batch: int = -1):
+        self.obj, self.rect, self.batch = obj, rect, batch
 
     def overlaps(self, other: "Access") -> bool:
         a, b = self.rect, other.rect
@@ -129,24 +130,26 @@ class Access:
         return (self.obj is other.obj and self.batch == other.batch
                 and a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3])
 
+    def __repr__(self) -> str:
+        return f"Access({self.obj!r}, {self.rect}, batch={self.batch})"
 
-@dataclass(eq=False)
+
 class Instr:
     """One instruction on one pipe of one core. `attrs` holds op-specific parameters."""
 
-    op: Op
-    pipe: Pipe
-    srcs: tuple
-    dsts: tuple
-    attrs: dict
-    loc: Loc
-    core: int = 0            # index of the program (block * 3 + role)
-    index: int = -1          # position in the launch-wide instruction list
-    deps: list = field(default_factory=list)   # instructions whose completion this one waits for
-    name: str = ""
+    __slots__ = ("op", "pipe", "srcs", "dsts", "attrs", "loc", "core", "index", "deps", "name")
+
+    def __init__(self, op: Op, pipe: Pipe, srcs: tuple, dsts: tuple, attrs: dict, loc: Loc, core: int = 0,
+                 index: int = -1, deps: Optional[list] = None, name: str = ""):
+        self.op, self.pipe, self.srcs, self.dsts, self.attrs, self.loc = op, pipe, srcs, dsts, attrs, loc
+        self.core, self.index, self.name = core, index, name
+        self.deps = [] if deps is None else deps   # instructions whose completion this one waits for
 
     def describe(self) -> str:
         return f"{self.name or self.op.name.lower()} on {self.pipe.name}"
+
+    def __repr__(self) -> str:
+        return f"<{self.describe()} #{self.index} {self.loc}>"
 
 
 __all__ = ["Pipe", "Buf", "Role", "Op", "AccPhase", "STPhase", "AccToVecMode", "Loc", "Access", "Instr",
