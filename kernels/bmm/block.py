@@ -181,6 +181,33 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
     return c_l0c
 
 
+def mmad_l1(bufs: Buffers, c_l0c, a1, b1, k_len: int, *, step: int, steps: int, bias_bt=None,
+            use_unit_flag: bool = True) -> int:
+    """The L0 loop over one L1 step the caller has filled itself (e.g. MergeBatch's merged tiles).
+
+    MTE1 + MMAD over K [0, k_len) of the L1 views a1 [>= mt rows, from its K 0] and b1 [from its K 0,
+    >= nt cols] into c_l0c, an L0C view [mt, nt]. step: MMADs already issued into c_l0c (0: the first
+    one writes, with bias_bt, a BT view [1, nt]); steps: this tile's MMADs in all, so the last carries
+    AccPhase.Final with use_unit_flag. Returns the updated step count.
+    """
+    mt, nt = c_l0c.shape
+    for kk in pl.range(0, k_len, bufs.base_k):
+        kt = min(bufs.base_k, _ceil(k_len - kk, bufs.align))
+        a_l0a = bufs.a_l0a.next()[0:mt, 0:kt]
+        pl.load(a_l0a, a1[0:mt, kk:kk + kt])
+        b_l0b = bufs.b_l0b.next()[0:kt, 0:nt]
+        pl.load(b_l0b, b1[kk:kk + kt, 0:nt])
+        phase = None
+        if use_unit_flag:
+            phase = pl.AccPhase.Final if step == steps - 1 else pl.AccPhase.Partial
+        if step == 0:
+            pl.matmul(c_l0c, a_l0a, b_l0b, bias=bias_bt, phase=phase)
+        else:
+            pl.matmul_acc(c_l0c, c_l0c, a_l0a, b_l0b, phase=phase)
+        step += 1
+    return step
+
+
 def store_tile(out, c_l0c, c_off: Sequence[int], *, use_unit_flag: bool = True, atomic: Optional[str] = None) -> None:
     """Fixpipe the tile's L0C view to out at c_off (clipped at the edge); STPhase.Final frees the slot."""
     pl.store(out, c_l0c, list(c_off), phase=pl.STPhase.Final if use_unit_flag else None, atomic=atomic)
