@@ -18,28 +18,25 @@ class DType(enum.Enum):
     int8 = ("int8", 1, np.dtype(np.int8))
     int32 = ("int32", 4, np.dtype(np.int32))
 
-    @property
-    def itemsize(self) -> int:
-        return self.value[1]
-
-    @property
-    def np(self) -> np.dtype:
-        return self.value[2]
-
-    @property
-    def is_float(self) -> bool:
-        return self in (DType.fp16, DType.bf16, DType.fp32)
-
-    @property
-    def acc(self) -> "DType":
-        """The L0C accumulation type of a cube input: int32 for int8, fp32 otherwise."""
-        return DType.int32 if self is DType.int8 else DType.fp32
+    # itemsize, np, is_float and acc are plain attributes set below: they are read on every traced
+    # instruction, and Enum's own `value` property is slow on that path.
+    itemsize: int
+    np: "np.dtype"
+    is_float: bool
+    acc: "DType"   # the L0C accumulation type of a cube input: int32 for int8, fp32 otherwise
 
     def __repr__(self) -> str:
         return f"pl.{self.name}"
 
     __str__ = lambda self: self.name  # noqa: E731
 
+
+for _d in DType:
+    _d.itemsize, _d.np = _d.value[1], _d.value[2]
+    _d.is_float = _d.value[0] in ("fp16", "bf16", "fp32")
+for _d in DType:
+    _d.acc = DType.int32 if _d is DType.int8 else DType.fp32
+del _d
 
 _ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}
 

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from ..chip import Chip
-from ..ir import GMTensor, Op
-from .timing import burst_bytes
 
+def l2_hits(streams: list, capacity: int) -> dict:
+    """Instruction index -> bytes of its GM read served by L2.
 
-def l2_hits(programs: list, chip: Chip) -> dict:
-    """Instruction index -> bytes of its GM read served by L2."""
-    streams = [[ins for ins in p.instrs if ins.op in (Op.LOAD, Op.STORE)
-                and any(isinstance(a.obj, GMTensor) for a in ins.srcs + ins.dsts)] for p in programs]
+    `streams`: per program, its GM accesses in program order as (index, region key, bytes, is_read).
+    """
     lru: OrderedDict = OrderedDict()
     used = 0
     hits: dict = {}
@@ -27,19 +24,15 @@ def l2_hits(programs: list, chip: Chip) -> dict:
         for s in streams:
             if k >= len(s):
                 continue
-            ins = s[k]
-            read = isinstance(ins.srcs[0].obj, GMTensor)
-            acc = ins.srcs[0] if read else ins.dsts[0]
-            key = (acc.obj.uid, acc.batch, acc.rect)
-            nbytes = burst_bytes(chip, ins.attrs)
+            index, key, nbytes, read = s[k]
             if key in lru:
                 lru.move_to_end(key)
                 if read:
-                    hits[ins.index] = nbytes
+                    hits[index] = nbytes
                 continue
             lru[key] = nbytes
             used += nbytes
-            while used > chip.l2_bytes and lru:
+            while used > capacity and lru:
                 _, b = lru.popitem(last=False)
                 used -= b
     return hits

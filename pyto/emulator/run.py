@@ -18,6 +18,7 @@ from . import crosscore
 from .datapath import EFFECTS
 from .memory import Memory
 from .sanitizer import Sanitizer
+from .encode import Encoder
 from .scheduler import schedule
 
 
@@ -78,6 +79,26 @@ def _check_params(kernel: Kernel, params: dict) -> None:
                               f"int, float or bool, got {type(v).__name__}")
 
 
+def _check_writable(programs: list, tensors: list, arrays: tuple) -> None:
+    """A read-only array is fine as an input; the kernel may not write it."""
+    written = {id(a.obj) for p in programs for ins in p.instrs for a in ins.dsts}
+    for t, a in zip(tensors, arrays):
+        if id(t) in written and not a.flags.writeable:
+            raise ShapeError(f"argument '{t.name}' is read-only, but the kernel writes it (pyto writes outputs "
+                             f"in place)")
+
+
+def _check_params(kernel: Kernel, params: dict) -> None:
+    kw = {p.name for p in kernel.signature.parameters.values() if p.kind is p.KEYWORD_ONLY}
+    for k, v in params.items():
+        if k not in kw:
+            raise KernelError(f"kernel '{kernel.name}' has no static parameter '{k}' (it has: "
+                              f"{', '.join(sorted(kw)) or 'none'})")
+        if not isinstance(v, (int, float, bool)) and v is not None:
+            raise KernelError(f"static parameter {k}={v!r} of kernel '{kernel.name}' must be a Python "
+                              f"int, float or bool, got {type(v).__name__}")
+
+
 def trace(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, auto_sync: bool = True) -> list:
     """Trace every (block, role) of the launch; return its programs with auto-sync filled in."""
     launch = Launch(chip, blocks, tensors)
@@ -98,33 +119,69 @@ def trace(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, 
     return programs
 
 
+def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, auto_sync: bool = True):
+    """Trace the launch one block at a time: yield each block's programs (AIC, and the two AIVs when
+    the kernel uses the vector side), auto-synced, with launch-wide instruction indices."""
+    launch = Launch(chip, blocks, tensors)
+    index = 0
+    vector = None
+    for b in range(blocks):
+        progs = [kernel.trace(Tracer(launch, b, Role.AIC), tensors, params)]
+        if vector is None:
+            vector = launch.uses_vector
+        elif launch.uses_vector != vector:
+            raise KernelError(f"kernel '{kernel.name}': block {b} uses the vector side but block 0 does not; "
+                              f"UB tiles and pl.section_vector() must not depend on the block")
+        if vector:
+            progs += [kernel.trace(Tracer(launch, b, role), tensors, params) for role in (Role.AIV0, Role.AIV1)]
+        for prog in progs:
+            for ins in prog.instrs:
+                ins.index = index
+                index += 1
+        crosscore.insert_all(progs, auto_sync)
+        yield progs
+
+
 def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int = 1, mode: str = "full",
-        auto_sync: bool = True, **params) -> Report:
+        auto_sync: bool = True, check: bool = True, **params) -> Report:
     """Run `kernel` on the emulated chip; outputs are written into the arrays given (only on success).
 
     `auto_sync=False` turns off the framework's inserted synchronisation: the kernel orders its pipes
-    with pl.set_flag/wait_flag itself, and the sanitizer reports what it misses.
+    with pl.set_flag/wait_flag itself, and the sanitizer reports what it misses. `check=False` (timing
+    mode only) skips the race and uninitialised-read checks and encodes each block as soon as it is
+    traced, keeping memory small for schedules of millions of instructions; capacity, alignment and
+    deadlock are still checked.
     """
     if not isinstance(kernel, Kernel):
         raise KernelError(f"pyto.run takes a @pl.kernel function, got {kernel!r}")
     if mode not in ("full", "timing"):
         raise KernelError(f"mode must be 'full' or 'timing', got {mode!r}")
+    if not check and mode == "full":
+        raise KernelError("check=False is for mode='timing': full mode computes data in checked order")
     chip = load_chip(chip)
     if not isinstance(blocks, int) or not 1 <= blocks <= chip.aic:
         raise UnsupportedError(f"blocks={blocks!r}: {chip.name} has {chip.aic} AI cores (blocks 1..{chip.aic})")
     _check_params(kernel, params)
     tensors = _gm_tensors(kernel, arrays, mode)
-    programs = trace(kernel, tensors, params, chip, blocks, auto_sync)
-    if mode == "full":
-        _check_writable(programs, tensors, arrays)
-    instrs = [ins for p in programs for ins in p.instrs]
+    enc = Encoder(chip)
+    programs = []
+    for progs in trace_blocks(kernel, tensors, params, chip, blocks, auto_sync):
+        enc.add(progs)
+        if check:
+            programs += progs
+    encoded = enc.finish()
+    sched = schedule(encoded, chip)
+    if check:
+        if mode == "full":
+            _check_writable(programs, tensors, arrays)
+        instrs = [ins for p in programs for ins in p.instrs]
+        _replay(instrs, sched, blocks, Memory(tensors, list(arrays), compute=(mode == "full")))
+    elif sched.deadlock:
+        raise DeadlockError(sched.deadlock)
+    return _report(kernel, chip, blocks, mode, encoded, sched)
 
-    sched = schedule(programs, instrs, chip)
-    _replay(programs, instrs, sched, blocks, Memory(tensors, list(arrays), compute=(mode == "full")))
-    return _report(kernel, chip, blocks, mode, programs, instrs, sched)
 
-
-def _replay(programs: list, instrs: list, sched, blocks: int, mem: Memory) -> None:
+def _replay(instrs: list, sched, blocks: int, mem: Memory) -> None:
     """Apply each instruction in the order it started: happens-before and race checks, the
     uninitialised-read check, and (full mode) its data effect. Then report a stall, or commit GM.
 
@@ -162,42 +219,18 @@ def _replay(programs: list, instrs: list, sched, blocks: int, mem: Memory) -> No
     mem.commit(written)
 
 
-def _events(programs: list, instrs: list, sched) -> tuple:
-    """Per-instruction times as small integer columns plus string tables (compact for big runs)."""
-    cores = [str(p) for p in programs]
-    core_of = {p.id: i for i, p in enumerate(programs)}
-    pipes = [p.name for p in Pipe]
-    names: dict = {}
-    locs: dict = {}
-    n = len(instrs)
-    core_i, pipe_i = np.empty(n, np.int32), np.empty(n, np.int8)
-    name_i, loc_i = np.empty(n, np.int32), np.empty(n, np.int32)
-    for ins in instrs:
-        i = ins.index
-        core_i[i], pipe_i[i] = core_of[ins.core], int(ins.pipe)
-        name_i[i] = names.setdefault(ins.name, len(names))
-        loc_i[i] = locs.setdefault(ins.loc, len(locs))
-    return (cores, pipes, list(names), [str(x) for x in locs], core_i, pipe_i, name_i, loc_i,
-            np.asarray(sched.begin), np.asarray(sched.end))
-
-
-def _report(kernel, chip, blocks, mode, programs, instrs, sched) -> Report:
-    names = {p.id: str(p) for p in programs}
+def _report(kernel, chip, blocks, mode, enc, sched) -> Report:
     core_pipe: dict = {}
-    for (core, pipe), busy in sched.busy.items():
-        core_pipe.setdefault(names[core], {})[pipe.name] = busy
+    for (prog, pipe), busy in sched.busy.items():
+        core_pipe.setdefault(prog, {})[pipe.name] = busy
     pipe_cycles: dict = {}
     for per in core_pipe.values():
         for p, c in per.items():
             if p != "S":
                 pipe_cycles[p] = max(pipe_cycles.get(p, 0.0), c)
-    flops, dt = 0.0, None
-    for ins in instrs:
-        if ins.op is Op.MMAD:
-            a = ins.attrs
-            flops += 2.0 * a["m"] * a["n"] * a["k"]
-            dt = a["dtype"]
-    events = _events(programs, instrs, sched)
-    return Report(kernel.name, chip.name, blocks, mode, sched.cycles, chip.clock_ghz, len(instrs), pipe_cycles,
-                  core_pipe, events, flops, chip.peak_flops(dt) if dt is not None else 0.0,
-                  gm_bytes=sched.gm_bytes, gm_read_bytes=sched.gm_read_bytes, l2_hit_bytes=sched.l2_hit_bytes)
+    events = (enc.cores, [p.name for p in Pipe], enc.names, enc.locs, enc.core_i, enc.pipe_i, enc.name_i,
+              enc.loc_i, np.asarray(sched.begin), np.asarray(sched.end))
+    dt = enc.cube_dtype
+    return Report(kernel.name, chip.name, blocks, mode, sched.cycles, chip.clock_ghz, len(enc.core_i), pipe_cycles,
+                  core_pipe, events, enc.flops, chip.peak_flops(dt) if dt is not None else 0.0,
+                  gm_bytes=sched.gm_bytes, gm_read_bytes=enc.gm_read_bytes, l2_hit_bytes=sched.l2_hit_bytes)

@@ -1,0 +1,218 @@
+"""A launch's instructions as flat arrays for the event loop (simulate.py), plus what a report or a
+deadlock message needs to name them. Filled one block at a time, so a timing-mode run can drop each
+block's Instr records once encoded (bounded memory for millions of instructions)."""
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..chip import Chip
+from ..errors import SyncError
+from ..ir import AccPhase, GMTensor, Instr, Op, Pipe, Role, STPhase
+from .l2 import l2_hits
+from .timing import burst_bytes, cost
+
+_KIND = {Op.SET_FLAG: 1, Op.WAIT_FLAG: 2, Op.SYNC_ALL: 3}
+
+
+def check_flag_pairs(program) -> None:
+    """synccheck: in program order, an event may not be set again before a wait_flag on it (undefined
+    on the hardware, whatever the timing)."""
+    pending: dict = {}
+    for ins in program.instrs:
+        if ins.op is Op.SET_FLAG:
+            first = pending.get(ins.attrs["key"])
+            if first is not None:
+                raise SyncError(f"{ins.loc}: event {flag_name(ins.attrs['key'])} set again before a wait_flag "
+                                f"consumed the set at {first.loc} (undefined on the hardware)")
+            pending[ins.attrs["key"]] = ins
+        elif ins.op is Op.WAIT_FLAG:
+            pending.pop(ins.attrs["key"], None)
+
+
+def flag_name(key) -> str:
+    s, d, e = key
+    return f"({s.name}->{d.name}, id {e})"
+
+
+def unit_flag_access(ins: Instr):
+    """(L0C access, value awaited, value set on leaving the pipe or -1) for a phased instruction."""
+    phase = ins.attrs.get("phase")
+    if phase is None:
+        return None
+    if isinstance(phase, AccPhase):
+        return ins.dsts[0], 0, 1 if phase is AccPhase.Final else -1
+    return ins.srcs[0], 1, 0 if phase is STPhase.Final else -1
+
+
+class _Blocks:
+    """Global ids of the 512-byte unit_flag blocks of L0C views (Nz: a 16x16 fp32 fractal is 1 KB)."""
+
+    def __init__(self, block_bytes: int):
+        self.block_bytes, self.base, self.total = block_bytes, {}, 0
+
+    def of(self, acc) -> np.ndarray:
+        store, (r0, r1, c0, c1) = acc.obj, acc.rect
+        rows1 = store.padded[0] // 16
+        per = 16 * 16 * store.dtype.itemsize // self.block_bytes
+        if id(store) not in self.base:
+            self.base[id(store)] = (self.total, store)   # keep the store alive: ids must stay unique
+            self.total += rows1 * (store.padded[1] // 16) * per
+        fr = np.arange(r0 // 16, -(-r1 // 16))
+        fc = np.arange(c0 // 16, -(-c1 // 16))
+        frac = (fc[:, None] * rows1 + fr[None, :]).ravel()
+        return self.base[id(store)][0] + (frac[:, None] * per + np.arange(per)[None, :]).ravel()
+
+
+@dataclass
+class Encoded:
+    """Everything simulate() takes, and the names to report with."""
+
+    arrays: dict
+    n_flags: int
+    n_fkeys: int
+    participants: int
+    slots: list           # slot -> (program name, Pipe)
+    cores: list           # program names in launch order
+    names: list
+    locs: list
+    core_i: np.ndarray
+    pipe_i: np.ndarray
+    name_i: np.ndarray
+    loc_i: np.ndarray
+    waits: dict           # instruction index -> its flag condition as text, for deadlock messages
+    gm_read_bytes: float
+    flops: float
+    cube_dtype: object
+
+
+class Encoder:
+    """Append the instructions of whole blocks (auto-synced, indices assigned), then `finish()`."""
+
+    def __init__(self, chip: Chip):
+        self.chip = chip
+        self.n = 0
+        self.slot_of: dict = {}
+        self.slots: list = []
+        self.queues: list = []
+        self.pipe_of = array("q")
+        self.dep_ptr, self.dep_idx = array("q", [0]), array("q")
+        self.uf_ptr, self.uf_blk = array("q", [0]), array("q")
+        self.uf_wait, self.uf_set, self.kind = array("b"), array("b"), array("b")
+        self.fkey, self.fkeys = array("q"), {}
+        self.occ, self.lat, self.gmb, self.l2b = array("d"), array("d"), array("d"), array("d")
+        self.core_i, self.pipe_i, self.name_i, self.loc_i = array("i"), array("b"), array("i"), array("i")
+        self.names, self.locs, self.cores, self.core_of = {}, {}, [], {}
+        self.blocks = _Blocks(chip.unit_flag_block_bytes)
+        self.streams: list = []
+        self.waits: dict = {}
+        self.participants = 0
+        self.gm_read = 0.0
+        self.flops = 0.0
+        self.cube_dtype = None
+
+    def add(self, programs: list) -> None:
+        for prog in programs:
+            check_flag_pairs(prog)
+            self.core_of[prog.id] = len(self.cores)
+            self.cores.append(str(prog))
+            if any(ins.op is Op.SYNC_ALL for ins in prog.instrs):
+                self.participants += 1
+            stream = []
+            for ins in prog.instrs:
+                self._one(prog, ins, stream)
+            self.streams.append(stream)
+
+    def _one(self, prog, ins: Instr, stream: list) -> None:
+        assert ins.index == self.n, "instructions must be added in index order"
+        self.n += 1
+        key = (ins.core, ins.pipe)
+        slot = self.slot_of.get(key)
+        if slot is None:
+            slot = self.slot_of[key] = len(self.slots)
+            self.slots.append((str(prog), ins.pipe))
+            self.queues.append(array("q"))
+        self.pipe_of.append(slot)
+        self.queues[slot].append(ins.index)
+        for d in ins.deps:
+            self.dep_idx.append(d.index)
+        self.dep_ptr.append(len(self.dep_idx))
+        uf = unit_flag_access(ins)
+        if uf is not None:
+            self.uf_blk.extend(self.blocks.of(uf[0]).tolist())
+            self.uf_wait.append(uf[1])
+            self.uf_set.append(uf[2])
+        else:
+            self.uf_wait.append(-1)
+            self.uf_set.append(-1)
+        self.uf_ptr.append(len(self.uf_blk))
+        k = _KIND.get(ins.op, 0)
+        self.kind.append(k)
+        self.fkey.append(self.fkeys.setdefault((ins.core, ins.attrs["key"]), len(self.fkeys)) if k in (1, 2) else 0)
+        if ins.op is Op.MMAD:
+            self.flops += 2.0 * ins.attrs["m"] * ins.attrs["n"] * ins.attrs["k"]
+            self.cube_dtype = ins.attrs["dtype"]
+        c = cost(self.chip, ins)
+        self.occ.append(c.occ)
+        self.lat.append(c.lat)
+        self.gmb.append(c.gm_bytes)
+        self.l2b.append(c.l2_bytes)
+        if ins.op in (Op.LOAD, Op.STORE):
+            for acc, read in ((ins.srcs[0], True), (ins.dsts[0], False)):
+                if isinstance(acc.obj, GMTensor):
+                    nbytes = burst_bytes(self.chip, ins.attrs)
+                    stream.append((ins.index, hash((acc.obj.uid, acc.batch, acc.rect)), nbytes, read))
+                    if read:
+                        self.gm_read += nbytes
+        self.core_i.append(self.core_of[prog.id])
+        self.pipe_i.append(int(ins.pipe))
+        self.name_i.append(self.names.setdefault(ins.name, len(self.names)))
+        self.loc_i.append(self.locs.setdefault(ins.loc, len(self.locs)))
+        if uf is not None or k:
+            self.waits[ins.index] = _wait_text(ins, uf)
+
+    def finish(self) -> Encoded:
+        n = self.n
+        occ, lat = np.frombuffer(self.occ, np.float64).copy(), np.frombuffer(self.lat, np.float64).copy()
+        gmb, l2b = np.frombuffer(self.gmb, np.float64).copy(), np.frombuffer(self.l2b, np.float64).copy()
+        for i, hit in l2_hits(self.streams, self.chip.l2_bytes).items():   # re-reads served by L2
+            gmb[i] -= hit
+            l2b[i] += hit
+            lat[i] += self.chip.l2_latency_cycles - self.chip.gm_latency_cycles
+        q_ptr = np.zeros(len(self.queues) + 1, np.int64)
+        for s, q in enumerate(self.queues):
+            q_ptr[s + 1] = q_ptr[s] + len(q)
+        q_idx = np.concatenate([np.frombuffer(q, np.int64) for q in self.queues]) if n else np.zeros(0, np.int64)
+
+        def arr(a, dt):
+            return np.frombuffer(a, dt).copy() if len(a) else np.zeros(0, dt)
+
+        arrays = dict(pipe_of=arr(self.pipe_of, np.int64), q_ptr=q_ptr, q_idx=q_idx,
+                      dep_ptr=arr(self.dep_ptr, np.int64), dep_idx=arr(self.dep_idx, np.int64),
+                      uf_ptr=arr(self.uf_ptr, np.int64), uf_blk=arr(self.uf_blk, np.int64),
+                      uf_wait=arr(self.uf_wait, np.int8), uf_set=arr(self.uf_set, np.int8),
+                      kind=arr(self.kind, np.int8), fkey=arr(self.fkey, np.int64), occ=occ, lat=lat,
+                      gm_bytes=gmb, l2_bytes=l2b)
+        return Encoded(arrays, self.blocks.total, len(self.fkeys), self.participants, self.slots, self.cores,
+                       list(self.names), [str(x) for x in self.locs], arr(self.core_i, np.int32),
+                       arr(self.pipe_i, np.int8), arr(self.name_i, np.int32), arr(self.loc_i, np.int32),
+                       self.waits, self.gm_read, self.flops, self.cube_dtype)
+
+
+def _wait_text(ins: Instr, uf) -> str:
+    """The flag condition `ins` waits on, as text for a deadlock message ({is}, {arrived} filled in then)."""
+    cond = ""
+    if uf is not None:
+        acc, val, _ = uf
+        r0, r1, c0, c1 = acc.rect
+        phase = ins.attrs["phase"]
+        why = "no matmul with AccPhase.Final set it" if val == 1 else "no store/move with STPhase.Final cleared it"
+        cond = (f"unit_flag(L0C tile '{acc.obj.name}'[{r0}:{r1}, {c0}:{c1}]) == {val}, is {{is}} "
+                f"({type(phase).__name__}.{phase.name} waits for {val}; {why})")
+    elif ins.op is Op.WAIT_FLAG:
+        cond = f"event {flag_name(ins.attrs['key'])}: never set by a matching pl.set_flag"
+    elif ins.op is Op.SYNC_ALL:
+        cond = "pl.sync_all: {arrived} of {participants} cores arrived"
+    return cond
