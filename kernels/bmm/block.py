@@ -63,7 +63,8 @@ def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[i
     stages: slots of the streamed L1 tiles; l0_stages (default: stages) of the L0A/L0B tiles; l0c_stages of L0C.
     stream_a/stream_b=False skip the streamed L1 ring of an operand that is always held.
     hold_a=(rows, K) / hold_b=(K, cols): shape of a held slab (rows a multiple of base_m, cols of base_n,
-    K of base_k), with hold_stages slots. bias_dtype: allocate the bias row (L1) and bias table (BT).
+    K of base_k), with hold_stages slots. bias_dtype: allocate the bias row (L1) and bias table (BT; fp32, or
+    int32 for an int32 bias of an int8 matmul).
     """
     k_l1 = base_k if k_l1 is None else k_l1
     l0_stages = stages if l0_stages is None else l0_stages
@@ -81,7 +82,8 @@ def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[i
         bufs.b_hold = pl.alloc(pl.L1, list(hold_b), dtype, buffers=hold_stages, name="b_hold_l1")
     if bias_dtype is not None:
         bufs.bias_l1 = pl.alloc(pl.L1, [1, base_n], bias_dtype, buffers=2, name="bias_l1")
-        bufs.bias_bt = pl.alloc(pl.BT, [1, base_n], pl.fp32, name="bias_bt")
+        bt_dtype = pl.int32 if bias_dtype is pl.int32 else pl.fp32     # int8 matmuls: an int32 bias
+        bufs.bias_bt = pl.alloc(pl.BT, [1, base_n], bt_dtype, name="bias_bt")
     bufs.a_l0a = pl.alloc(pl.L0A, [base_m, base_k], dtype, buffers=l0_stages, name="a_l0a")
     bufs.b_l0b = pl.alloc(pl.L0B, [base_k, base_n], dtype, buffers=l0_stages, name="b_l0b")
     bufs.c_l0c = pl.alloc(pl.L0C, [base_m, base_n], dtype.acc, buffers=l0c_stages, name="c_l0c")
