@@ -29,13 +29,14 @@ def _cov(a: tuple, b: tuple) -> bool:
 
 
 class _Track:
-    """Per object: recent writes and reads as (rect, batch, unit, instr); unit = (core, pipe)."""
+    """Per object: recent writes keyed by (batch, rect) and reads keyed by (unit, batch, rect), each
+    entry (rect, batch, unit, instr); unit = (core, pipe). GM reads keep only each unit's latest."""
 
     __slots__ = ("writes", "reads", "gm_reads")
 
     def __init__(self):
-        self.writes: list = []
-        self.reads: list = []
+        self.writes: dict = {}
+        self.reads: dict = {}
         self.gm_reads: dict = {}   # GM: unit -> last reading instr (conservative WAR)
 
 
@@ -82,46 +83,54 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
     """Dependencies of `ins` on earlier accesses. Another core's instruction spliced into this
     program only syncs with this program's own instructions: two foreign moves (say both AIVs
     writing one L1 tile) get no edge here that no hardware mechanism would provide."""
-    if ins.core != core:
-        deps_unit = deps
-        deps = {}
+    foreign = ins.core != core
+    found = {} if foreign else deps
     for acc in ins.srcs:
         tr = tracks.get(id(acc.obj))
-        if tr is None:
+        if tr is None or not tr.writes:
             continue
-        for rect, batch, u, w in tr.writes:
-            if u != unit and batch == acc.batch and _ov(rect, acc.rect) and not _phase_exempt(acc.obj, ins, w):
-                _later(deps, u, w)
+        rect, batch = acc.rect, acc.batch
+        for erect, ebatch, u, w in tr.writes.values():
+            if (u != unit and ebatch == batch and erect[0] < rect[1] and rect[0] < erect[1] and erect[2] < rect[3]
+                    and rect[2] < erect[3] and not _phase_exempt(acc.obj, ins, w)):
+                _later(found, u, w)
     exempt: set = set()   # entries this write is not synced with (phase): they stay tracked
     for acc in ins.dsts:
         tr = tracks.get(id(acc.obj))
         if tr is None:
             continue
-        for rect, batch, u, o in tr.writes + tr.reads:
-            if u != unit and batch == acc.batch and _ov(rect, acc.rect):
-                if _phase_exempt(acc.obj, ins, o):
-                    exempt.add(id(o))
-                else:
-                    _later(deps, u, o)
+        rect, batch = acc.rect, acc.batch
+        for entries in (tr.writes, tr.reads):
+            for erect, ebatch, u, o in entries.values():
+                if (u != unit and ebatch == batch and erect[0] < rect[1] and rect[0] < erect[1]
+                        and erect[2] < rect[3] and rect[2] < erect[3]):
+                    if _phase_exempt(acc.obj, ins, o):
+                        exempt.add(id(o))
+                    else:
+                        _later(found, u, o)
         for u, o in tr.gm_reads.items():
             if u != unit:
-                _later(deps, u, o)
-    if ins.core != core:
-        for u, o in deps.items():
+                _later(found, u, o)
+    if foreign:
+        for u, o in found.items():
             if u[0] == core:
-                deps_unit[u] = o
-        deps = deps_unit
+                _later(deps, u, o)
     for acc in ins.srcs:
-        tr = tracks.setdefault(id(acc.obj), _Track())
+        tr = tracks.get(id(acc.obj))
+        if tr is None:
+            tr = tracks[id(acc.obj)] = _Track()
         if isinstance(acc.obj, GMTensor):
             tr.gm_reads[unit] = ins
         else:
-            tr.reads = [e for e in tr.reads if not (e[2] == unit and _cov(acc.rect, e[0]))]
-            tr.reads.append((acc.rect, acc.batch, unit, ins))
+            tr.reads[(unit, acc.batch, acc.rect)] = (acc.rect, acc.batch, unit, ins)
     for acc in ins.dsts:
-        tr = tracks.setdefault(id(acc.obj), _Track())
-        tr.writes = [e for e in tr.writes
-                     if not (e[1] == acc.batch and _cov(acc.rect, e[0])) or id(e[3]) in exempt]
-        tr.reads = [e for e in tr.reads
-                    if not (e[1] == acc.batch and _cov(acc.rect, e[0])) or id(e[3]) in exempt]
-        tr.writes.append((acc.rect, acc.batch, unit, ins))
+        tr = tracks.get(id(acc.obj))
+        if tr is None:
+            tr = tracks[id(acc.obj)] = _Track()
+        rect, batch = acc.rect, acc.batch
+        for entries in (tr.writes, tr.reads):
+            dead = [k for k, e in entries.items()
+                    if e[1] == batch and _cov(rect, e[0]) and id(e[3]) not in exempt]
+            for k in dead:
+                del entries[k]
+        tr.writes[(batch, rect)] = (rect, batch, unit, ins)
