@@ -1,0 +1,150 @@
+"""MergeBatch (seeds/000): b batches merged into one [b*M̄, K] @ [K, b*N̄] MMAD; the block diagonal is the output.
+
+Each core takes `batches_per_core` consecutive batches (core c: [c*bpc, (c+1)*bpc)) and walks them in
+groups of b. For one group:
+
+    MTE2:  batch i's A [M, k_L1] -> rows [i*M̄, (i+1)*M̄) of the merged L1 tile   [b*M̄, k_L1]
+           batch i's B [k_L1, N] -> cols [i*N̄, (i+1)*N̄) of the merged L1 tile   [k_L1, b*N̄]
+           (one GM load per batch into an L1 view; the load zero-fills the rows/cols past M/N)
+    MTE1 + M: the merged tiles through L0A/L0B, MMAD [b*M̄, b*N̄] in L0C  (block.mmad_l1)
+    FIX:   only the diagonal blocks c[i*M̄:(i+1)*M̄, i*N̄:(i+1)*N̄] -> out[batch i] (clipped to M x N)
+
+The off-diagonal blocks (batch i's A times batch j's B) are computed and dropped: (b-1)/b of the cube
+work is wasted, which is the point of the branch — its home ground is bandwidth bound (seed condition 5).
+
+Choices where the seed leaves room:
+* L1 slot = b_L1 batches when K fits one L1 slice (k_L1 >= K): the slot is loaded once and its b_L1/b
+  groups run from views of it. When K needs several slices, each group streams its own K slices and the
+  slot holds b batches (several groups live across K slices would need more L0C tiles than the two the
+  tiling has).
+* Bias: one BT row [1, b*N̄] built from each batch's bias row (batch i's row loaded into L1 columns
+  [i*N̄, (i+1)*N̄)), added by the first MMAD. Row block i of the merged tile then gets every batch's bias
+  in its column blocks, so the kept diagonal block (i, i) gets exactly batch i's bias. The tiling
+  checks b*N̄*4B <= BT. (The vector-side alternative would cost an L0C->UB->GM round trip per group.)
+* L0C sync: software (no unit_flag). With unit_flag each 512B block of L0C is freed only by a
+  STPhase.Final store over it; the cross-term blocks are never stored, so their flags would stay 1 and
+  the next group's MMAD into the slot would wait forever. The framework's auto-sync orders the slot
+  reuse instead (two L0C slots still let Fixpipe drain one group while the cube fills the next).
+* A batch-1 side (the planner's broadcast expansion) is read through `batch_offsets`: the same A (or B)
+  block is loaded for every batch of the group.
+"""
+from __future__ import annotations
+
+import pyto
+import pyto.language as pl
+from pyto.errors import PlanError
+
+from .block import alloc_buffers, mmad_l1
+from .common import Operands, batch_offsets
+
+
+def _ceil(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+@pl.kernel
+def merge_batch_kernel(a, b, bias, out, *, B_L0: int, SLOT: int, M_PAD: int, N_PAD: int, BASE_K: int, K_L1: int,
+                       BPC: int, L1_STAGES: int = 2, L0_STAGES: int = 2, L0C_STAGES: int = 2,
+                       TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False, BIAS: bool = False):
+    """out [*batch, M, N] = a [*ba, M, K] @ b [*bb, K, N] (+ bias [*bbias, 1, N]), batch i of each.
+
+    a is [*ba, K, M] with TRANSPOSE_A, b [*bb, N, K] with TRANSPOSE_B; a batch dim of 1 is broadcast.
+    B_L0 batches per merged MMAD, SLOT batches per L1 slot (a multiple of B_L0; B_L0 when K > K_L1),
+    M_PAD/N_PAD each batch's block in the merged tile, BPC consecutive batches per core.
+    """
+    batch = tuple(out.shape[:-2])
+    M, N = out.shape[-2], out.shape[-1]
+    K = a.shape[-2] if TRANSPOSE_A else a.shape[-1]
+    Kb = b.shape[-1] if TRANSPOSE_B else b.shape[-2]
+    assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
+    assert M <= M_PAD and N <= N_PAD, f"M, N = {M}, {N} exceed the block {M_PAD} x {N_PAD}"
+    assert SLOT % B_L0 == 0 and (SLOT == B_L0 or K <= K_L1), f"SLOT {SLOT}, B_L0 {B_L0}, K {K}, K_L1 {K_L1}"
+    B = _prod(batch)
+    steps = -(-K // BASE_K)
+    bufs = alloc_buffers(a.dtype, B_L0 * M_PAD, B_L0 * N_PAD, BASE_K, K_L1, l0_stages=L0_STAGES,
+                         l0c_stages=L0C_STAGES, stream_a=False, stream_b=False,
+                         bias_dtype=bias.dtype if BIAS else None)
+    a_l1 = pl.alloc(pl.L1, [SLOT * M_PAD, K_L1], a.dtype, buffers=L1_STAGES)
+    b_l1 = pl.alloc(pl.L1, [K_L1, SLOT * N_PAD], b.dtype, buffers=L1_STAGES)
+    with pl.section_cube():
+        first = pl.block_idx() * BPC
+        last = min(B, first + BPC)
+        for s0 in pl.range(first, last, SLOT):
+            ns = min(SLOT, last - s0)
+            c_l0c, done = {}, {}
+            for k1 in pl.range(0, K, K_L1):
+                kl = min(K_L1, K - k1)
+                a_slot, b_slot = a_l1.next(), b_l1.next()
+                for i in pl.range(ns):                      # one GM load per batch into its block of the slot
+                    a_off = batch_offsets(s0 + i, batch, a.shape[:-2])
+                    b_off = batch_offsets(s0 + i, batch, b.shape[:-2])
+                    pl.load(a_slot[i * M_PAD:(i + 1) * M_PAD, :], a,
+                            a_off + ([k1, 0] if TRANSPOSE_A else [0, k1]), transpose=TRANSPOSE_A)
+                    pl.load(b_slot[:, i * N_PAD:(i + 1) * N_PAD], b,
+                            b_off + ([0, k1] if TRANSPOSE_B else [k1, 0]), transpose=TRANSPOSE_B)
+                for g0 in pl.range(0, ns, B_L0):
+                    ng = min(B_L0, ns - g0)
+                    bias_bt = None
+                    if k1 == 0:
+                        c_l0c[g0] = bufs.c_l0c.next()[0:ng * M_PAD, 0:ng * N_PAD]
+                        done[g0] = 0
+                        if BIAS:
+                            bias_bt = _bias_row(bufs, bias, batch, s0 + g0, ng, N_PAD)
+                    done[g0] = mmad_l1(bufs, c_l0c[g0], a_slot[g0 * M_PAD:(g0 + ng) * M_PAD, :],
+                                       b_slot[:, g0 * N_PAD:(g0 + ng) * N_PAD], kl, step=done[g0], steps=steps,
+                                       bias_bt=bias_bt, use_unit_flag=False)
+                    if k1 + K_L1 >= K:                      # the group's last K slice: its diagonal out
+                        for i in pl.range(ng):
+                            c_ii = c_l0c[g0][i * M_PAD:(i + 1) * M_PAD, i * N_PAD:(i + 1) * N_PAD]
+                            pl.store(out, c_ii, batch_offsets(s0 + g0 + i, batch, batch) + [0, 0])
+
+
+def _bias_row(bufs, bias, batch: tuple, g: int, ng: int, n_pad: int):
+    """BT row [1, ng*N̄]: batch g+i's bias row in columns [i*N̄, (i+1)*N̄) (zeros past N)."""
+    bias_l1 = bufs.bias_l1.next()
+    for i in pl.range(ng):
+        off = batch_offsets(g + i, batch, bias.shape[:-2])
+        pl.load(bias_l1[0:1, i * n_pad:(i + 1) * n_pad], bias, off + [0, 0])
+    bias_bt = bufs.bias_bt[0:1, 0:ng * n_pad]
+    pl.load(bias_bt, bias_l1[0:1, 0:ng * n_pad])
+    return bias_bt
+
+
+# ---- host side -------------------------------------------------------------------------------------
+def _l1_bytes(slot: int, m_pad: int, n_pad: int, k_l1: int, isz: int, stages: int, bias: bool, b: int) -> int:
+    """L1 the kernel allocates (tiles are already on the fractal grid; the bias row pads to 16 rows)."""
+    use = stages * slot * (m_pad + n_pad) * k_l1 * isz
+    return use + (2 * 16 * _ceil(b * n_pad, 16) * 4 if bias else 0)
+
+
+def kernel_params(plan) -> tuple[dict, int]:
+    """The kernel's static parameters from plan.tiling (MergeBatchTiling), and the block count."""
+    t, p, chip = plan.tiling, plan.problem, plan.chip_spec or pyto.load_chip(plan.chip)
+    slot = t.b_l1 if p.K <= t.k_l1 else t.b
+    stages = t.l1_buffers
+    cap = chip.buffers["L1"]
+    while _l1_bytes(slot, t.m_pad, t.n_pad, t.k_l1, p.isz, stages, p.bias, t.b) > cap:
+        if slot > t.b:                        # the bias rows take a little L1 the tiling did not count
+            slot -= t.b
+        elif stages > 1:
+            stages -= 1
+        else:
+            raise PlanError(f"merge_batch: L1 slot of {slot} batches x k_L1 {t.k_l1} does not fit L1 {cap} B")
+    params = dict(B_L0=t.b, SLOT=slot, M_PAD=t.m_pad, N_PAD=t.n_pad, BASE_K=t.base_k, K_L1=t.k_l1,
+                  BPC=t.batches_per_core, L1_STAGES=stages, L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers,
+                  TRANSPOSE_A=p.transpose_a, TRANSPOSE_B=p.transpose_b, BIAS=p.bias)
+    return params, t.cores_used
+
+
+def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
+    """Run MergeBatch for `plan` on `ops` (the launch convention of kernels/bmm/common.py)."""
+    params, blocks = kernel_params(plan)
+    return pyto.run(merge_batch_kernel, ops.a, ops.b, ops.bias, ops.out, chip=plan.chip_spec or plan.chip,
+                    blocks=blocks, mode=mode, **params)
