@@ -112,12 +112,14 @@ class Chip:
     def path(self, src: str, dst: str) -> PathSpec:
         """The data path src->dst, or UnsupportedError naming the chip and its paths."""
         try:
-            return self.paths[f"{src}->{dst}"]
+            return self.paths[_PAIR.get((src, dst)) or f"{src}->{dst}"]
         except KeyError:
             raise UnsupportedError(
                 f"chip {self.name} has no data path {src}->{dst}; its paths are {', '.join(self.paths)}"
             ) from None
 
+
+_PAIR = {(a, b): f"{a}->{b}" for a in ("GM",) + BUFFERS for b in ("GM",) + BUFFERS}
 
 # TOML key -> (section path, type); the dataclass field of the same name receives the value.
 _SCALARS: dict[str, tuple[str, type]] = {

@@ -25,6 +25,8 @@ class Report:
     gm_bytes: float = 0.0        # bytes over the chip-wide GM channel (reads missing L2, and writes)
     gm_read_bytes: float = 0.0   # bytes read from GM tensors (served by L2 or GM)
     l2_hit_bytes: float = 0.0    # of those, bytes served by L2
+    gm_write_bytes: float = 0.0  # bytes written to GM tensors
+    core_cycles: dict = field(default_factory=dict)   # per core (block AIC/AIV): its last completion
 
     @property
     def l2_hit_rate(self) -> float:
@@ -51,8 +53,12 @@ class Report:
             share = c / self.cycles if self.cycles else 0.0
             lines.append(f"  {p:<5} busy {c:>12,.0f} cycles ({share:6.1%} of T_total)")
         lines.append(f"  bottleneck  {self.bottleneck}")
-        lines.append(f"  GM traffic  {self.gm_bytes / 1e6:,.3f} MB; reads {self.gm_read_bytes / 1e6:,.3f} MB, "
-                     f"L2 hit rate {self.l2_hit_rate:.1%}")
+        lines.append(f"  GM          read {self.gm_read_bytes / 1e6:,.3f} MB (L2 hit rate {self.l2_hit_rate:.1%}), "
+                     f"written {self.gm_write_bytes / 1e6:,.3f} MB; {self.gm_bytes / 1e6:,.3f} MB over the GM channel")
+        if len(self.core_cycles) > 1:
+            busiest = max(self.core_cycles, key=self.core_cycles.get)
+            lines.append(f"  cores       {len(self.core_cycles)}; last to finish: {busiest} at "
+                         f"{self.core_cycles[busiest]:,.0f} cycles")
         if self.flops:
             lines.append(f"  achieved    {self.achieved_flops / 1e12:.2f} TFLOP/s of peak "
                          f"{self.peak_flops / 1e12:.0f} ({self.achieved_flops / self.peak_flops:.1%})")

@@ -160,3 +160,13 @@ def test_roofline_invariant(M, N, K, blocks, tiles):
     compulsory = 2 * (M * K + K * N + M * N)
     bound = max(flops / (CHIP.peak_flops("fp16") / CHIP.clock_hz), compulsory / CHIP.gm_bytes_per_cycle)
     assert rep.cycles >= bound
+
+
+def test_report_counts_gm_bytes_and_per_core_finish():
+    a, b, out = np.ones((64, 128), np.float16), np.ones((128, 64), np.float16), np.zeros((64, 64), np.float16)
+    rep = pyto.run(matmul_pingpong, a, b, out, blocks=2, TM=32, TN=64, TK=64)
+    assert rep.gm_write_bytes == out.nbytes
+    assert rep.gm_read_bytes == a.nbytes + b.nbytes * 2        # each block reads its A rows and all of B
+    assert set(rep.core_cycles) == {"block 0 AIC", "block 1 AIC"}
+    assert max(rep.core_cycles.values()) == pytest.approx(rep.cycles)
+    assert "written" in rep.summary()

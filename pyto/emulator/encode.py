@@ -84,6 +84,7 @@ class Encoded:
     loc_i: np.ndarray
     waits: dict           # instruction index -> its flag condition as text, for deadlock messages
     gm_read_bytes: float
+    gm_write_bytes: float
     flops: float
     cube_dtype: object
 
@@ -110,6 +111,7 @@ class Encoder:
         self.waits: dict = {}
         self.participants = 0
         self.gm_read = 0.0
+        self.gm_write = 0.0
         self.flops = 0.0
         self.cube_dtype = None
 
@@ -166,6 +168,8 @@ class Encoder:
                     stream.append((ins.index, hash((acc.obj.uid, acc.batch, acc.rect)), nbytes, read))
                     if read:
                         self.gm_read += nbytes
+                    else:
+                        self.gm_write += nbytes
         self.core_i.append(self.core_of[prog.id])
         self.pipe_i.append(int(ins.pipe))
         self.name_i.append(self.names.setdefault(ins.name, len(self.names)))
@@ -198,7 +202,7 @@ class Encoder:
         return Encoded(arrays, self.blocks.total, len(self.fkeys), self.participants, self.slots, self.cores,
                        list(self.names), [str(x) for x in self.locs], arr(self.core_i, np.int32),
                        arr(self.pipe_i, np.int8), arr(self.name_i, np.int32), arr(self.loc_i, np.int32),
-                       self.waits, self.gm_read, self.flops, self.cube_dtype)
+                       self.waits, self.gm_read, self.gm_write, self.flops, self.cube_dtype)
 
 
 def _wait_text(ins: Instr, uf) -> str:

@@ -231,6 +231,13 @@ def _report(kernel, chip, blocks, mode, enc, sched) -> Report:
     events = (enc.cores, [p.name for p in Pipe], enc.names, enc.locs, enc.core_i, enc.pipe_i, enc.name_i,
               enc.loc_i, np.asarray(sched.begin), np.asarray(sched.end))
     dt = enc.cube_dtype
+    end = np.asarray(sched.end)
+    core_cycles = {}
+    if len(end):
+        last = np.full(len(enc.cores), 0.0)
+        np.maximum.at(last, enc.core_i, end)
+        core_cycles = {name: float(t) for name, t in zip(enc.cores, last)}
     return Report(kernel.name, chip.name, blocks, mode, sched.cycles, chip.clock_ghz, len(enc.core_i), pipe_cycles,
                   core_pipe, events, enc.flops, chip.peak_flops(dt) if dt is not None else 0.0,
-                  gm_bytes=sched.gm_bytes, gm_read_bytes=enc.gm_read_bytes, l2_hit_bytes=sched.l2_hit_bytes)
+                  gm_bytes=sched.gm_bytes, gm_read_bytes=enc.gm_read_bytes, gm_write_bytes=enc.gm_write_bytes,
+                  l2_hit_bytes=sched.l2_hit_bytes, core_cycles=core_cycles)
