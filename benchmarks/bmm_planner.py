@@ -1,0 +1,112 @@
+"""Planner quality and branch efficiency on a suite of BMM shapes (timing mode on the emulated 950PR).
+
+For every shape: the planner's branch, every legal branch forced and simulated, the best one; then
+the agreement rate, the median and worst regret (planner's simulated time / best - 1), and each
+branch's simulated time as a fraction of the roofline max(FLOPs / peak, compulsory bytes / GM BW).
+Targets (issue 7): agreement >= 90 %, median regret <= 5 %, home-ground branches >= 80 % of roofline
+where the shape allows.
+
+Run: python benchmarks/bmm_planner.py [--quick] [--chip NAME]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import pyto
+from kernels.bmm import bmm, legal_branches, plan
+
+
+def suite(quick: bool) -> list:
+    """(label, a_shape, b_shape, dtype): home grounds of every branch and their edges."""
+    s = []
+    for B, M, N, K in [(8, 64, 64, 0), (4, 100, 30, 0), (256, 32, 32, 1), (512, 16, 48, 1), (200, 64, 64, 1)]:
+        s.append(("special", (B, M, K), (B, K, N), "fp16"))
+    for B, M, N, K in [(16, 256, 256, 512), (64, 64, 128, 256), (8, 512, 512, 256), (32, 100, 200, 300)]:
+        s.append(("to_matmul B=1", (B, M, K), (K, N), "bf16"))
+        s.append(("to_matmul A=1", (M, K), (B, K, N), "bf16"))
+    for B, M, N, K in [(256, 32, 32, 256), (512, 16, 16, 512), (128, 32, 48, 128), (1024, 16, 32, 64),
+                       (256, 48, 48, 512), (320, 32, 32, 1024), (640, 16, 16, 256), (128, 64, 32, 512)]:
+        s.append(("merge_batch", (B, M, K), (B, K, N), "bf16"))
+    for B, M, N, K in [(32, 256, 256, 512), (64, 128, 256, 256), (32, 512, 512, 512), (96, 256, 128, 384),
+                       (64, 200, 300, 256), (32, 384, 384, 1024), (128, 128, 128, 512), (32, 1024, 1024, 256)]:
+        s.append(("iter_batch", (B, M, K), (B, K, N), "bf16"))
+    for B, M, N, K in [(1, 2048, 2048, 1024), (2, 1024, 1024, 1024), (4, 512, 1024, 512), (1, 1000, 3000, 512),
+                       (8, 512, 512, 1024), (3, 768, 768, 768), (1, 4096, 1024, 256), (2, 2048, 512, 2048)]:
+        s.append(("asw_basic", (B, M, K), (B, K, N), "bf16"))
+    for B, M, N, K in [(2, 1, 64, 2048), (4, 256, 16, 1024)]:
+        s.append(("asw_basic cross", (B, 1, M, K), (1, 2, K, N), "bf16"))
+    for B, M, N, K in [(1, 64, 64, 8192), (1, 32, 64, 32768), (2, 32, 32, 16384), (1, 16, 16, 131072),
+                       (1, 48, 80, 12000), (1, 64, 32, 30000), (3, 32, 32, 8192), (1, 16, 64, 65536)]:
+        s.append(("stream_k", (B, M, K), (B, K, N), "bf16"))
+    for B, M, N, K in [(64, 128, 128, 128), (16, 512, 256, 512), (2, 128, 128, 4096), (1, 128, 128, 8192)]:
+        s.append(("edges", (B, M, K), (B, K, N), "fp16"))
+    for B, M, N, K in [(64, 64, 64, 256), (8, 1024, 512, 512)]:
+        s.append(("int8", (B, M, K), (B, K, N), "int8"))
+        s.append(("fp32", (B, M, K), (B, K, N), "fp32"))
+    return s[::4] if quick else s
+
+
+def simulate(a_shape, b_shape, dtype, chip, branch):
+    a, b = pyto.spec(a_shape, dtype), pyto.spec(b_shape, dtype)
+    _, rep = bmm(a, b, chip=chip, branch=branch, report=True)
+    return rep
+
+
+def roofline_cycles(a_shape, b_shape, dtype, chip) -> float:
+    p = plan(a_shape, b_shape, dtype, chip).problem
+    c = pyto.load_chip(chip)
+    isz = pyto.dtypes.as_dtype(dtype).itemsize
+    osz = 4 if dtype == "int8" else isz
+    flops = 2.0 * p.batch * p.M * p.N * p.K
+    compulsory = (p.batch_a * p.M * p.K + p.batch_b * p.K * p.N) * isz + p.batch * p.M * p.N * osz
+    return max(flops / (c.peak_flops(dtype) / c.clock_hz), compulsory / c.gm_bytes_per_cycle)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--chip", default="ascend950pr")
+    args = ap.parse_args()
+    rows, regrets, agree, eff = [], [], 0, {}
+    t0 = time.time()
+    cases = suite(args.quick)
+    print(f"{'label':<18} {'A':<18} {'B':<18} {'dt':<5} {'planner':<12} {'best':<12} {'regret':>7}  "
+          f"{'% roofline (planner)':>8}  times per branch (us)")
+    for label, a_shape, b_shape, dtype in cases:
+        chosen = plan(a_shape, b_shape, dtype, args.chip).branch
+        times = {}
+        for br in legal_branches(a_shape, b_shape, dtype, args.chip):
+            try:
+                times[br] = simulate(a_shape, b_shape, dtype, args.chip, br).cycles
+            except pyto.PytoError as e:
+                times[br] = None
+                print(f"    {br} failed on {a_shape} @ {b_shape}: {type(e).__name__}: {str(e)[:120]}")
+        ok = {k: v for k, v in times.items() if v is not None}
+        best = min(ok, key=ok.get)
+        regret = ok[chosen] / ok[best] - 1 if chosen in ok else float("inf")
+        agree += (chosen == best) or regret <= 0.005
+        regrets.append(regret)
+        roof = roofline_cycles(a_shape, b_shape, dtype, args.chip)
+        for br, cyc in ok.items():
+            eff.setdefault(br, []).append((roof / cyc, br == chosen, label))
+        clock = pyto.load_chip(args.chip).clock_ghz * 1e3
+        per = "  ".join(f"{k}={v / clock:.1f}" for k, v in ok.items())
+        print(f"{label:<18} {str(a_shape):<18} {str(b_shape):<18} {dtype:<5} {chosen:<12} {best:<12} "
+              f"{regret:>6.1%}  {roof / ok[chosen]:>8.1%}  {per}")
+    n = len(cases)
+    print(f"\n{n} shapes in {time.time() - t0:.0f} s")
+    print(f"agreement (planner's branch is the fastest legal one, within 0.5%): {agree}/{n} = {agree / n:.1%} "
+          f"(target >= 90%)")
+    print(f"regret: median {statistics.median(regrets):.1%} (target <= 5%), worst {max(regrets):.1%}")
+    print("\nfraction of roofline per branch (when the planner chose it | when forced):")
+    for br, vals in sorted(eff.items()):
+        chosen = [v for v, c, _ in vals if c]
+        forced = [v for v, c, _ in vals if not c]
+        fmt = (lambda xs: f"median {statistics.median(xs):.1%} min {min(xs):.1%} (n={len(xs)})" if xs else "-")
+        print(f"  {br:<12} chosen: {fmt(chosen):<36} forced: {fmt(forced)}")
+
+
+if __name__ == "__main__":
+    main()
