@@ -79,26 +79,6 @@ def _check_params(kernel: Kernel, params: dict) -> None:
                               f"int, float or bool, got {type(v).__name__}")
 
 
-def _check_writable(programs: list, tensors: list, arrays: tuple) -> None:
-    """A read-only array is fine as an input; the kernel may not write it."""
-    written = {id(a.obj) for p in programs for ins in p.instrs for a in ins.dsts}
-    for t, a in zip(tensors, arrays):
-        if id(t) in written and not a.flags.writeable:
-            raise ShapeError(f"argument '{t.name}' is read-only, but the kernel writes it (pyto writes outputs "
-                             f"in place)")
-
-
-def _check_params(kernel: Kernel, params: dict) -> None:
-    kw = {p.name for p in kernel.signature.parameters.values() if p.kind is p.KEYWORD_ONLY}
-    for k, v in params.items():
-        if k not in kw:
-            raise KernelError(f"kernel '{kernel.name}' has no static parameter '{k}' (it has: "
-                              f"{', '.join(sorted(kw)) or 'none'})")
-        if not isinstance(v, (int, float, bool)) and v is not None:
-            raise KernelError(f"static parameter {k}={v!r} of kernel '{kernel.name}' must be a Python "
-                              f"int, float or bool, got {type(v).__name__}")
-
-
 def trace(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, auto_sync: bool = True) -> list:
     """Trace every (block, role) of the launch; return its programs with auto-sync filled in."""
     launch = Launch(chip, blocks, tensors)

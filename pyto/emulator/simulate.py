@@ -57,6 +57,18 @@ def _pop(ht, hp, hs, hi, n):
 
 
 @njit(cache=True)
+def _wake(head, nxt, waiting, work, nw, t):
+    """Move every pipe waiting on target `t` to the work stack; return the new stack size."""
+    while head[t] >= 0:
+        q = head[t]
+        head[t] = nxt[q]
+        waiting[q] = False
+        work[nw] = q
+        nw += 1
+    return nw
+
+
+@njit(cache=True)
 def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_ptr, uf_blk, uf_wait, uf_set, n_flags,
              kind, fkey, n_fkeys, n_participants, occ, lat, gm_bytes, l2_bytes,
              gm_per_cycle, l2_per_cycle, flag_lat):
@@ -224,25 +236,14 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_ptr, uf_blk, uf_wait, u
                 for j in range(uf_ptr[i], uf_ptr[i + 1]):
                     flags[uf_blk[j]] = uf_set[i]
                     setter[uf_blk[j]] = i
-                    t = n + uf_blk[j]
-                    while head[t] >= 0:
-                        q = head[t]
-                        head[t] = nxt[q]
-                        waiting[q] = False
-                        work[nw] = q
-                        nw += 1
+                    nw = _wake(head, nxt, waiting, work, nw, n + uf_blk[j])
             if kind[i] == 1:
                 k = fkey[i]
                 fq[fq_tail[k]] = i
                 fq_tail[k] += 1
                 fired = n + n_flags + k
         if fired >= 0:
-            while head[fired] >= 0:
-                q = head[fired]
-                head[fired] = nxt[q]
-                waiting[q] = False
-                work[nw] = q
-                nw += 1
+            nw = _wake(head, nxt, waiting, work, nw, fired)
     status = 0 if finished == n else 1
     return (status, now, order[:n_order], begin, end, join_ptr[:n_order + 1], join_idx[:n_join], busy_cycles,
             qpos, flags)
