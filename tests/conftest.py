@@ -8,3 +8,8 @@ settings.register_profile("ci", derandomize=True, max_examples=40, deadline=None
 settings.register_profile("dev", max_examples=200, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("PYTO_HYPOTHESIS_PROFILE", "ci"))
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))   # tests import each other's kernels (test_scheduler)
