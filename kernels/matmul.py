@@ -33,7 +33,7 @@ from pyto.dtypes import DType, as_dtype
 from pyto.errors import PlanError, PytoError, ShapeError, UnsupportedError
 from pyto.tiling import CubeTileShapes, ceil_align
 
-from .bmm.block import alloc_buffers, held_a, held_b, mmad_tile
+from .bmm.block import Buffers, alloc_buffers, held_a, held_b, mmad_tile
 from .swizzle import Swizzle
 
 CUBE_DTYPES = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
@@ -214,6 +214,15 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
 
 
 # ---- the kernel ------------------------------------------------------------------------------------
+def alloc_bias(bufs: Buffers, bias_dtype) -> None:
+    """The bias row (L1, two slots) and bias table (BT) of a pipeline: the BT tile is fp32 for a float bias
+    and int32 for an int32 one (int8 matmuls accumulate in int32; the MMAD bias is the accumulator dtype).
+    Call right after `alloc_buffers` (without its bias_dtype, whose BT is fp32 only)."""
+    dt = as_dtype(bias_dtype)
+    bufs.bias_l1 = pl.alloc(pl.L1, [1, bufs.base_n], dt, buffers=2, name="bias_l1")
+    bufs.bias_bt = pl.alloc(pl.BT, [1, bufs.base_n], pl.int32 if dt is DType.int32 else pl.fp32, name="bias_bt")
+
+
 @pl.kernel
 def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, L1_M: int, L1_N: int,
                   HOLD_M: int = 0, HOLD_N: int = 0, HOLD_STAGES: int = 1, STAGES: int = 2, L0_STAGES: int = 2,
@@ -235,8 +244,9 @@ def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L
     k_pad = ceil_align(K, BASE_K)
     bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=not HOLD_M, stream_b=not HOLD_N, hold_stages=HOLD_STAGES,
-                         hold_a=(HOLD_M, k_pad) if HOLD_M else None, hold_b=(k_pad, HOLD_N) if HOLD_N else None,
-                         bias_dtype=bias.dtype if BIAS else None)
+                         hold_a=(HOLD_M, k_pad) if HOLD_M else None, hold_b=(k_pad, HOLD_N) if HOLD_N else None)
+    if BIAS:
+        alloc_bias(bufs, bias.dtype)
     grid = Swizzle(WINDOW, SNAKE).grid(M, N, L1_M, L1_N)
     k_seg = K_SEG if GRID_K > 1 else K
     with pl.section_cube():
@@ -293,7 +303,7 @@ def matmul(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", tile_shapes: 
     """C = A @ B (+ bias) on the emulated chip: a [M, K] (or [K, M] with transpose_a), b [K, N] (or [N, K]).
 
     fp16/bf16/fp32 give the input dtype (split-K: fp32), int8 gives int32. bias: [N] or [1, N], a float
-    dtype. Inputs given as pyto.spec(shape, dtype) run in timing mode (the result is then None).
+    dtype (int8 inputs: an int8 or int32 bias, added in int32 through BT). Inputs given as pyto.spec(shape, dtype) run in timing mode (the result is then None).
     Returns C, or (C, Report) with report=True. full_load: None (auto), 'A', 'B', True (= 'A') or
     False/'' (off). unit_flag=False uses software sync between the cube and Fixpipe instead.
     swizzle: 'asw' (seeds/000 sliding-window snake over the cores that run) or 'identity' (row-major).
@@ -311,17 +321,19 @@ def matmul(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", tile_shapes: 
     timing = isinstance(a, pyto.Spec) or isinstance(b, pyto.Spec)
     bias_dt = None
     if bias is not None:
-        if dt is DType.int8:
-            raise UnsupportedError("matmul: an int8 matmul takes no bias here: pyto's bias table path (L1->BT) "
-                                   "carries float rows only, there is no int32 bias")
         bias = bias if isinstance(bias, pyto.Spec) else np.asarray(bias)
         shape = tuple(bias.shape)
         if shape not in ((N,), (1, N)):
             raise ShapeError(f"matmul: bias must be [N] or [1, N] with N = {N}, got {list(shape)}")
         bias_dt = bias.dtype if isinstance(bias, pyto.Spec) else as_dtype(bias.dtype)
-        if not bias_dt.is_float:
+        if dt is DType.int8:            # int8 accumulates in int32: the bias goes through BT as int32
+            if bias_dt not in (DType.int8, DType.int32):
+                raise ShapeError(f"matmul: an int8 matmul takes an int8 or int32 bias, got {bias_dt}")
+            bias_dt = DType.int32
+        elif not bias_dt.is_float:
             raise ShapeError(f"matmul: bias must be fp16, bf16 or fp32, got {bias_dt}")
-        bias = pyto.spec((1, N), bias_dt) if isinstance(bias, pyto.Spec) else np.array(bias.reshape(1, N))
+        bias = pyto.spec((1, N), bias_dt) if isinstance(bias, pyto.Spec) else np.array(bias.reshape(1, N),
+                                                                                        bias_dt.np)
     ts = _tile_shapes(tile_shapes, M, N, K, dt, chip, bias is not None, transpose_a, transpose_b)
     plan = plan_matmul(M, N, K, dt, chip, ts, bias_dtype=bias_dt, transpose_a=transpose_a, transpose_b=transpose_b,
                        blocks=blocks, full_load=full_load, unit_flag=unit_flag, swizzle=swizzle)

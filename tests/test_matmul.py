@@ -11,7 +11,7 @@ import pyto
 from kernels import matmul
 from kernels.matmul import default_tile_shapes, plan_matmul
 from kernels.swizzle import Swizzle, TileGrid, asw_window
-from pyto.errors import PlanError, ShapeError, TilingError, UnsupportedError
+from pyto.errors import PlanError, ShapeError, TilingError
 from pyto.testing import assert_close, matmul_bound
 from pyto.tiling import cube_tile_shapes, reset_cube_tile_shapes
 
@@ -33,7 +33,12 @@ def _operands(M, N, K, name, seed=0, bias=None):
         a, b = rng.integers(-128, 128, (M, K)).astype(dt), rng.integers(-128, 128, (K, N)).astype(dt)
     else:
         a, b = rng.standard_normal((M, K)).astype(dt), rng.standard_normal((K, N)).astype(dt)
-    bias_arr = None if bias is None else rng.standard_normal(bias).astype(np.float16)
+    if bias is None:
+        bias_arr = None
+    elif name == "int8":                # int8 matmuls take an integer bias (added in int32)
+        bias_arr = rng.integers(-1000, 1000, bias).astype(np.int32)
+    else:
+        bias_arr = rng.standard_normal(bias).astype(np.float16)
     return a, b, bias_arr
 
 
@@ -48,7 +53,9 @@ def _check(c, a, b, bias=None):
     if c.dtype == np.int32:
         assert np.array_equal(c, ref.astype(np.int64).astype(np.int32))
     else:
-        assert_close(c, ref, matmul_bound(a, b, c.dtype))
+        # + half the output dtype's subnormal spacing: matmul_bound's relative term misses fp16 underflow
+        tiny = float(ml_dtypes.finfo(c.dtype).smallest_subnormal) / 2
+        assert_close(c, ref, matmul_bound(a, b, c.dtype) + tiny)
 
 
 def _run(a, b, bias=None, *, transpose_a=False, transpose_b=False, **kw):
@@ -159,7 +166,7 @@ def test_matmul_default_blocks_is_min_of_cores_and_tiles():
 
 @pytest.mark.parametrize("name", ["fp16", "int8"])
 def test_matmul_on_atlas_a2(name):
-    a, b, bias = _operands(130, 70, 200, name, seed=11, bias=None if name == "int8" else (70,))
+    a, b, bias = _operands(130, 70, 200, name, seed=11, bias=(70,))
     c, rep = matmul(a, b, bias, chip="atlas-a2", report=True)
     _check(c, a, b, bias)
     assert rep.chip == "atlas-a2" and rep.blocks <= 24
@@ -276,7 +283,7 @@ def test_forced_full_load_that_does_not_fit_is_a_plan_error():
 # ---- split-K ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["fp16", "int8"])
 def test_split_k_adds_segments_atomically(name):
-    a, b, bias = _operands(40, 40, 300, name, seed=16, bias=None if name == "int8" else (40,))
+    a, b, bias = _operands(40, 40, 300, name, seed=16, bias=(40,))
     ts = pyto.CubeTileShapes(32, 32, 32, 64, 32, 32, enable_split_k=True)
     plan = plan_matmul(40, 40, 300, name, "ascend950pr", ts)
     assert plan.params["GRID_K"] == 5 and plan.blocks == 4 * 5
@@ -310,9 +317,20 @@ def test_bad_inputs_raise_shape_error():
         matmul(a.astype(np.float64), b)
 
 
-def test_int8_bias_is_unsupported():
+@pytest.mark.parametrize("bias_dtype", [np.int32, np.int8])
+def test_int8_bias_goes_through_bt_as_int32(bias_dtype):
+    a, b, _ = _operands(40, 50, 70, "int8", seed=21)
+    bias = np.random.default_rng(22).integers(-100, 100, 50).astype(bias_dtype)
+    if bias_dtype is np.int32:
+        bias *= 10_000_000             # beyond fp32's exact integers: the bias must stay int32 all the way
+    c = matmul(a, b, bias)
+    assert c.dtype == np.int32
+    assert np.array_equal(c, (a.astype(np.int64) @ b.astype(np.int64) + bias).astype(np.int32))
+
+
+def test_int8_bias_must_be_an_integer():
     a, b, _ = _operands(8, 8, 8, "int8")
-    with pytest.raises(UnsupportedError, match="bias"):
+    with pytest.raises(ShapeError, match="bias"):
         matmul(a, b, np.zeros(8, np.float16))
 
 
@@ -340,6 +358,5 @@ def test_inputs_are_left_untouched_and_read_only_inputs_work():
        st.booleans(), st.booleans(), st.booleans(), st.sampled_from([None, 1, 3]),
        st.sampled_from(["ascend950pr", "atlas-a2"]))
 def test_matmul_property(M, N, K, name, ta, tb, with_bias, blocks, chip):
-    with_bias = with_bias and name != "int8"
     a, b, bias = _operands(M, N, K, name, seed=M * 7 + N, bias=(N,) if with_bias else None)
     _check(_run(a, b, bias, transpose_a=ta, transpose_b=tb, chip=chip, blocks=blocks), a, b, bias)
