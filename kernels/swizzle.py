@@ -7,13 +7,21 @@ tiles running at the same time touch only W row blocks of A and one band of B co
 footprint), and a window boundary never makes B's band jump back to the start.
 
 Tiles are dealt round robin: core c takes tasks c, c + blocks, c + 2 * blocks, ... of the order.
+
+L2 tiling (seeds/000 ASW 3, "工作集超过 128MB 时按 mL2TileNum x nL2TileNum 切块"): `Swizzle.tiles_l2` cuts the
+grid into l2_m x l2_n blocks, walks the blocks (block rows in order, block columns snaking), and inside each
+block runs the window snake *diagonally* ("每个 L2 块内错位分核（对角线分配）"): in a window's step q its row i
+takes column (q + i) mod cols instead of column q, so the W cores that start together read W different A
+row blocks *and* W different B column blocks (no two of them the same address), while each window still
+covers exactly its W rows x the block's columns (the same L2 footprint). A grid with `batch` > 1 repeats
+the order once per batch, batch-major (`TileGrid.task`).
 Plain Python: no DSL calls, usable by kernels, planners and tests alike.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Sequence
 
 Coord = tuple  # (mi, ni): the tile's row and column in the tile grid
@@ -55,6 +63,22 @@ class Swizzle:
             order.extend((mi, ni) for ni in cols for mi in rows)
         return order
 
+    def tiles_l2(self, m_tiles: int, n_tiles: int, l2_m: int = 1, l2_n: int = 1) -> list:
+        """Every (mi, ni) once: L2 blocks in turn (columns snaking), each walked by the diagonal window snake.
+
+        With l2_m = l2_n = 1 this is `tiles` (no L2 tiling, no diagonal).
+        """
+        return list(_l2_order(self, m_tiles, n_tiles, l2_m, l2_n))
+
+    def _block_tiles(self, rows: range, cols: list, diagonal: bool) -> list:
+        order = []
+        for w, m_start in enumerate(range(rows.start, rows.stop, self.window)):
+            win = range(m_start, min(m_start + self.window, rows.stop))
+            seq = cols[::-1] if self.snake and w % 2 else cols
+            nc = len(seq)
+            order.extend((mi, seq[(q + i) % nc if diagonal else q]) for q in range(nc) for i, mi in enumerate(win))
+        return order
+
     @staticmethod
     def assign(tiles: Sequence, blocks: int, block_idx: int) -> list:
         """The tiles core `block_idx` of `blocks` runs, in its order (round robin over `tiles`)."""
@@ -62,9 +86,24 @@ class Swizzle:
             raise ValueError(f"block_idx {block_idx} outside 0..{blocks - 1}")
         return list(tiles[block_idx::blocks])
 
-    def grid(self, m: int, n: int, tile_m: int, tile_n: int) -> "TileGrid":
-        """This order applied to an m x n output cut into tile_m x tile_n tiles."""
-        return TileGrid(m, n, tile_m, tile_n, self)
+    def grid(self, m: int, n: int, tile_m: int, tile_n: int, *, batch: int = 1, l2_m: int = 1,
+             l2_n: int = 1) -> "TileGrid":
+        """This order applied to an m x n output cut into tile_m x tile_n tiles (`batch` of them; L2 blocks)."""
+        return TileGrid(m, n, tile_m, tile_n, self, batch, l2_m, l2_n)
+
+
+@lru_cache(maxsize=64)
+def _l2_order(sw: Swizzle, m_tiles: int, n_tiles: int, l2_m: int, l2_n: int) -> tuple:
+    if l2_m <= 1 and l2_n <= 1:
+        return tuple(sw.tiles(m_tiles, n_tiles))
+    bm, bn = -(-m_tiles // max(1, l2_m)), -(-n_tiles // max(1, l2_n))
+    order = []
+    for r, m_start in enumerate(range(0, m_tiles, bm)):
+        starts = list(range(0, n_tiles, bn))
+        for n_start in (starts[::-1] if sw.snake and r % 2 else starts):
+            order += sw._block_tiles(range(m_start, min(m_start + bm, m_tiles)),
+                                     list(range(n_start, min(n_start + bn, n_tiles))), True)
+    return tuple(order)
 
 
 @dataclass(frozen=True)
@@ -72,6 +111,8 @@ class TileGrid:
     """An m x n output cut into tile_m x tile_n tiles, walked in a swizzle order.
 
     As CATLASS's swizzle: `block_coord(task)` (GetBlockCoord) and `actual_shape(coord)` (GetActualBlockShape).
+    `batch` matrices of that shape (`task(t)` -> (batch, coord), batch-major); l2_m x l2_n L2 blocks
+    (`Swizzle.tiles_l2`).
     """
 
     m: int
@@ -79,6 +120,9 @@ class TileGrid:
     tile_m: int
     tile_n: int
     swizzle: Swizzle = Swizzle()
+    batch: int = 1
+    l2_m: int = 1
+    l2_n: int = 1
 
     @property
     def m_tiles(self) -> int:
@@ -90,11 +134,21 @@ class TileGrid:
 
     @property
     def count(self) -> int:
+        """Tiles of one matrix."""
         return self.m_tiles * self.n_tiles
 
+    @property
+    def tasks(self) -> int:
+        """Tiles of all `batch` matrices."""
+        return self.batch * self.count
+
     @cached_property
-    def _order(self) -> list:
-        return self.swizzle.tiles(self.m_tiles, self.n_tiles)
+    def _order(self) -> tuple:
+        return _l2_order(self.swizzle, self.m_tiles, self.n_tiles, self.l2_m, self.l2_n)
+
+    def task(self, t: int) -> tuple:
+        """(batch, (mi, ni)) of the t-th task in execution order (batch-major)."""
+        return t // self.count, self._order[t % self.count]
 
     def order(self) -> list:
         """Every (mi, ni) once, in execution order."""
