@@ -1,0 +1,150 @@
+"""`bmm()`: Batch-Matmul with numpy.matmul semantics on the emulated chip, dispatched to the planner's branch.
+
+    c = bmm(a, b, bias=None, *, chip="ascend950pr", branch=None, transpose_a=False, transpose_b=False)
+    c, rep = bmm(a, b, report=True)              # the emulator's Report too
+    _, rep = bmm(pyto.spec(...), pyto.spec(...))  # timing mode: no data, (None, report)
+
+a [..., M, K] ([..., K, M] with transpose_a), b [..., K, N] ([..., N, K] with transpose_b); batch dims
+broadcast as numpy.matmul's; bias [..., 1, N], [1, N] or [N]. fp16, bf16, fp32 give the input dtype
+(accumulated in fp32), int8 gives int32. The flow is plan -> operands -> `kernels.bmm.<branch>.launch`
+(the launch convention of kernels/bmm/common.py); BRANCH_MODULES names each branch's module.
+
+`check(c, a, b, bias, ...)` compares a result with a float64 numpy reference (int8 exactly, the others
+within pyto.testing.matmul_bound with the bias as one more exact term): the `pyto bmm` command and the
+tests use it.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Optional
+
+import ml_dtypes
+import numpy as np
+
+import pyto
+from pyto.chip import Chip
+from pyto.dtypes import DType, as_dtype
+from pyto.errors import PytoError, ShapeError, UnsupportedError
+from pyto.testing import assert_close, matmul_bound
+
+from .common import mode_of, operands
+from .conditions import BRANCHES
+from .planner import Plan, plan
+
+BRANCH_MODULES = {b: f"kernels.bmm.{b}" for b in BRANCHES}
+
+
+def launcher(branch: str):
+    """The `launch(plan, ops, *, mode)` of a branch; UnsupportedError when its module does not exist yet."""
+    name = BRANCH_MODULES[branch]
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != name:
+            raise
+        raise UnsupportedError(f"bmm: branch '{branch}' has no kernel yet (module {name} does not exist); "
+                               f"force another branch with branch=...") from None
+    return module.launch
+
+
+def _operand(x, name: str):
+    """A numpy array (or pyto.spec) and its DType; ShapeError for anything bmm cannot take."""
+    if isinstance(x, pyto.Spec):
+        return x, x.dtype
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    try:
+        dt = as_dtype(x.dtype)
+    except PytoError as e:
+        raise ShapeError(f"bmm: {name} has dtype {x.dtype}: {e}") from None
+    return x, dt
+
+
+def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional[str] = None,
+        transpose_a: bool = False, transpose_b: bool = False, report: bool = False):
+    """C = A @ B (+ bias) with numpy.matmul semantics, run by the branch kernel the planner picks.
+
+    branch forces a branch (PlanError when its structural preconditions fail; UnsupportedError when its
+    kernel is not built). Inputs given as pyto.spec run in timing mode and return (None, report).
+    Returns C, or (C, Report) with report=True.
+    """
+    a, dt = _operand(a, "a")
+    b, dtb = _operand(b, "b")
+    if dtb is not dt:
+        raise ShapeError(f"bmm: a and b must have one dtype, got {dt} and {dtb}")
+    if bias is not None:
+        bias, _ = _operand(bias, "bias")
+    p = plan(a.shape, b.shape, dtype=dt, chip=chip, bias=bias is not None, transpose_a=transpose_a,
+             transpose_b=transpose_b, branch=branch)
+    ops = operands(p.problem, a, b, bias)
+    mode = mode_of(ops)
+    rep = launcher(p.branch)(p, ops, mode=mode)
+    if mode == "timing":
+        return None, rep
+    return (ops.out, rep) if report else ops.out
+
+
+def run_plan(p: Plan, a, b, bias=None):
+    """Run an existing plan (from `plan(...)`) on operands: (C or None in timing mode, Report)."""
+    ops = operands(p.problem, a, b, bias)
+    mode = mode_of(ops)
+    rep = launcher(p.branch)(p, ops, mode=mode)
+    return (None if mode == "timing" else ops.out), rep
+
+
+# ---- the numpy reference -------------------------------------------------------------------------------
+def _logical(x, transpose: bool) -> np.ndarray:
+    x = np.asarray(x)
+    return np.swapaxes(x, -1, -2) if transpose else x
+
+
+def reference(a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False) -> np.ndarray:
+    """A @ B (+ bias) in float64 (int64 for int8 inputs), numpy.matmul broadcasting."""
+    a, b = _logical(a, transpose_a), _logical(b, transpose_b)
+    wide = np.int64 if a.dtype == np.int8 else np.float64
+    out = a.astype(wide) @ b.astype(wide)
+    if bias is not None:
+        out = out + np.asarray(bias).astype(wide)
+    return out
+
+
+def check(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False) -> str:
+    """'' when c matches the reference (int8: exactly as int32; floats: within matmul_bound), else why not.
+
+    The float bound is pyto.testing.matmul_bound of [A, 1] @ [B; bias] (the bias is one more fp32 term of
+    the accumulation, then the result is rounded once to the output dtype) plus half the output dtype's
+    smallest subnormal, which matmul_bound's relative rounding term misses for results that underflow.
+    """
+    al, bl = _logical(a, transpose_a), _logical(b, transpose_b)
+    ref = reference(a, b, bias, transpose_a=transpose_a, transpose_b=transpose_b)
+    c = np.asarray(c)
+    if c.shape != ref.shape:
+        return f"shape {c.shape}, expected {ref.shape}"
+    if al.dtype == np.int8:
+        want = ref.astype(np.int32)
+        if c.dtype != np.int32:
+            return f"dtype {c.dtype}, expected int32"
+        if not np.array_equal(c, want):
+            bad = np.argwhere(c != want)
+            i = tuple(bad[0])
+            return f"{len(bad)} of {c.size} elements differ; first at {i}: got {c[i]}, expected {want[i]}"
+        return ""
+    if c.dtype != al.dtype:
+        return f"dtype {c.dtype}, expected {al.dtype}"
+    batch = ref.shape[:-2]
+    M, N, K = ref.shape[-2], ref.shape[-1], al.shape[-1]
+    a_full = np.broadcast_to(al.astype(np.float64), batch + (M, K))
+    b_full = np.broadcast_to(bl.astype(np.float64), batch + (K, N))
+    bias_full = np.zeros(batch + (1, N)) if bias is None else np.broadcast_to(
+        np.asarray(bias, np.float64).reshape((1,) * (len(batch) + 2 - np.ndim(bias)) + np.shape(bias)), batch + (1, N))
+    a_aug = np.concatenate([a_full, np.ones(batch + (M, 1))], axis=-1)
+    b_aug = np.concatenate([b_full, bias_full], axis=-2)
+    tiny = float(ml_dtypes.finfo(c.dtype).smallest_subnormal) / 2     # rounding in the output's underflow range
+    try:
+        assert_close(c, ref, matmul_bound(a_aug, b_aug, as_dtype(c.dtype)) + tiny, "bmm result")
+    except AssertionError as e:
+        return str(e)
+    return ""
+
+
+__all__ = ["BRANCH_MODULES", "bmm", "check", "launcher", "reference", "run_plan"]

@@ -1,0 +1,152 @@
+"""ToMatmul (seeds/000 可转 Matmul): a BMM with a batch-1 side, run as a matmul.
+
+What the kernel does for each fold of `ToMatmulTiling` (tile sizes always from `tiling.matmul`, turned
+into static parameters by kernels/matmul.py's `plan_matmul`):
+
+* plain (no batch on either side) and fold_m (BatchB = 1, A ND): A [*batch, M, K] has batch and M
+  adjacent, so its GM array *is* [B*M, K], and C [*batch, M, N] *is* [B*M, N]. Both are reshaped
+  (numpy views: no data moves) and kernels/matmul.py's multi-core matmul runs on [B*M, K] @ [K, N].
+* fold_m that is not free — A stored DN ([*batch, K, M]: batch and M not adjacent) or a bias that
+  differs between batches — runs the batched walk below instead: every task is one output tile of
+  one batch, B is shared by all batches (its re-reads hit L2), no rewrite of A is needed.
+* a_resident (BatchA = 1, M̄K̄*dtype <= L1): every core loads A into L1 once and keeps it; the cores
+  share the B x tiles_m x tiles_n output tiles of B's batches and stream only B's tiles. A is held
+  when it fits twice into L1 (kernels/matmul.py's full-load rule, which leaves L1 room for B's
+  double buffer); a larger A is streamed per tile like fold_n.
+* fold_n (BatchA = 1, A too big for L1): the seed folds B to [K, B*N] (a transpose pass) and scatters
+  the [M, B*N] output back; pyto runs the broadcast problem instead (A's batch broadcast to B) with
+  the same batched walk — the same result without the two passes (A's re-reads hit L2).
+
+The batched walk: task t = (batch, tile) with tile in the ASW swizzle order of one batch's grid, dealt
+round robin over the cores; each tile goes through the shared cube pipeline (kernels/bmm/block.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import pyto
+import pyto.language as pl
+from pyto.errors import PlanError
+from pyto.tiling import CubeTileShapes, ceil_align
+
+from ..matmul import alloc_bias, matmul_kernel, plan_matmul
+from ..swizzle import Swizzle
+from .block import alloc_buffers, held_a, mmad_tile
+from .common import Operands, batch_offsets
+
+_BATCHED_PARAMS = ("BASE_M", "BASE_N", "BASE_K", "K_L1", "HOLD_M", "HOLD_STAGES", "STAGES", "L0_STAGES",
+                   "L0C_STAGES", "WINDOW", "SNAKE", "TRANSPOSE_A", "TRANSPOSE_B", "BIAS", "UNIT_FLAG")
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+@pl.kernel
+def to_matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, HOLD_M: int = 0,
+                     HOLD_STAGES: int = 1, STAGES: int = 2, L0_STAGES: int = 2, L0C_STAGES: int = 2,
+                     WINDOW: int = 1, SNAKE: bool = False, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
+                     BIAS: bool = False, UNIT_FLAG: bool = True):
+    """out [*batch, M, N] = a [*a_batch, M, K] @ b [*b_batch, K, N] (+ bias [*bias_batch, 1, N] when BIAS).
+
+    Every tensor has the same number of batch dims; a batch dim of 1 is broadcast. a is [..., K, M] with
+    TRANSPOSE_A, b [..., N, K] with TRANSPOSE_B. HOLD_M > 0: A (batch 1) is held in L1 as one slab of
+    HOLD_M rows (a multiple of BASE_M) x all K, loaded once per core.
+    """
+    batch = tuple(out.shape[:-2])
+    M, N = out.shape[-2], out.shape[-1]
+    K = a.shape[-2] if TRANSPOSE_A else a.shape[-1]
+    assert (a.shape[-1] if TRANSPOSE_A else a.shape[-2]) == M, f"a {a.shape} vs out {out.shape}"
+    assert (b.shape[-1] if TRANSPOSE_B else b.shape[-2]) == K, f"b {b.shape} vs K = {K}"
+    assert (b.shape[-2] if TRANSPOSE_B else b.shape[-1]) == N, f"b {b.shape} vs out {out.shape}"
+    assert a.ndim == b.ndim == out.ndim == bias.ndim, "operands must share their number of batch dims"
+    assert not HOLD_M or _prod(a.shape[:-2]) == 1, "a held A has batch 1"
+    k_pad = ceil_align(K, BASE_K)
+    bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
+                         l0c_stages=L0C_STAGES, stream_a=not HOLD_M, hold_stages=HOLD_STAGES,
+                         hold_a=(HOLD_M, k_pad) if HOLD_M else None)
+    if BIAS:
+        alloc_bias(bufs, bias.dtype)
+    grid = Swizzle(WINDOW, SNAKE).grid(M, N, BASE_M, BASE_N)
+    with pl.section_cube():
+        for task in pl.range(pl.block_idx(), _prod(batch) * grid.count, pl.block_num()):
+            flat, t = divmod(task, grid.count)
+            m0, n0 = grid.offset(grid.block_coord(t))
+            a_bat = batch_offsets(flat, batch, tuple(a.shape[:-2]))
+            b_bat = batch_offsets(flat, batch, tuple(b.shape[:-2]))
+            c_bat = batch_offsets(flat, batch, batch)
+            a_l1 = held_a(bufs, a, [*a_bat, m0], transpose=TRANSPOSE_A) if HOLD_M else None
+            bias_off = [*batch_offsets(flat, batch, tuple(bias.shape[:-2])), 0, n0]
+            mmad_tile(bufs, a, b, out, [*a_bat, m0], [*b_bat, n0], [*c_bat, m0, n0], K, a_l1=a_l1,
+                      bias=bias if BIAS else None, bias_off=bias_off, transpose_a=TRANSPOSE_A,
+                      transpose_b=TRANSPOSE_B, use_unit_flag=UNIT_FLAG)
+
+
+def _reshape(x, shape: tuple):
+    """A GM operand seen with another shape: a numpy view (no copy) or a new spec."""
+    if isinstance(x, pyto.Spec):
+        return pyto.spec(shape, x.dtype)
+    v = x.reshape(shape)
+    assert np.shares_memory(v, x), "a fold view must not copy"
+    return v
+
+
+def _tiles(plan) -> CubeTileShapes:
+    t = plan.tiling.matmul
+    return CubeTileShapes(t.base_m, t.base_m, t.base_k, t.k_l1, t.base_n, t.base_n)
+
+
+def is_view(plan, ops: Operands) -> bool:
+    """True when the fold is a free GM view run by kernels/matmul.py's kernel (plain, or fold_m with ND A
+    and one bias row for every batch)."""
+    p, t = plan.problem, plan.tiling
+    if t.fold == "plain":
+        return True
+    one_bias = _prod(tuple(ops.bias.shape[:-2])) == 1
+    return t.fold == "fold_m" and not p.transpose_a and one_bias
+
+
+def _launch_view(plan, ops: Operands, mode: str) -> pyto.Report:
+    p = plan.problem
+    rows = _prod(ops.batch) * p.M
+    a = _reshape(ops.a, (p.K, p.M) if p.transpose_a else (rows, p.K))      # DN only when there is no batch
+    b = _reshape(ops.b, (p.N, p.K) if p.transpose_b else (p.K, p.N))
+    bias = _reshape(ops.bias, tuple(ops.bias.shape[-2:]))
+    out = _reshape(ops.out, (rows, p.N))
+    mp = plan_matmul(rows, p.N, p.K, p.dtype, plan.chip_spec or plan.chip, _tiles(plan),
+                     bias_dtype=bias.dtype if ops.has_bias else None, transpose_a=p.transpose_a,
+                     transpose_b=p.transpose_b, full_load=plan.tiling.matmul.full_load)
+    return pyto.run(matmul_kernel, a, b, bias, out, chip=plan.chip_spec or plan.chip, blocks=mp.blocks, mode=mode,
+                    **mp.params)
+
+
+def batched_params(plan, ops: Operands) -> tuple[int, dict]:
+    """(blocks, static parameters) of `to_matmul_kernel` for this plan: plan_matmul on one batch's
+    [M, K] @ [K, N] with the tiling's tile shapes; A held (full load) for a_resident when it fits."""
+    p, t = plan.problem, plan.tiling.matmul
+    chip = plan.chip_spec or pyto.load_chip(plan.chip)
+    tasks = _prod(ops.batch) * -(-p.M // t.base_m) * -(-p.N // t.base_n)
+    blocks = min(chip.aic, tasks)
+    kw = dict(bias_dtype=ops.bias.dtype if ops.has_bias else None, transpose_a=p.transpose_a,
+              transpose_b=p.transpose_b, blocks=blocks)
+    mp = None
+    if plan.tiling.fold == "a_resident":
+        try:
+            mp = plan_matmul(p.M, p.N, p.K, p.dtype, chip, _tiles(plan), full_load="A", **kw)
+        except PlanError:
+            mp = None                   # A fits L1 but not twice: streamed per tile (see the module doc)
+    if mp is None:
+        mp = plan_matmul(p.M, p.N, p.K, p.dtype, chip, _tiles(plan), full_load="", **kw)
+    return blocks, {k: mp.params[k] for k in _BATCHED_PARAMS}
+
+
+def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
+    """Run the ToMatmul branch (the launch convention of kernels/bmm/common.py)."""
+    if is_view(plan, ops):
+        return _launch_view(plan, ops, mode)
+    blocks, params = batched_params(plan, ops)
+    return pyto.run(to_matmul_kernel, ops.a, ops.b, ops.bias, ops.out, chip=plan.chip_spec or plan.chip,
+                    blocks=blocks, mode=mode, **params)
