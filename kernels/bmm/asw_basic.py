@@ -1,0 +1,141 @@
+"""ASW_Basic (seeds/000): output tiles over (B, M, N) split between the cores, in the ASW sliding-window order.
+
+    out[*batch, M, N] = a[*a_batch, M, K] @ b[*b_batch, K, N] (+ bias[*bias_batch, 1, N])
+
+Every batch dimension of size 1 is broadcast (`common.batch_offsets`), so BatchA = 1, BatchB = 1 and the
+cross broadcast of seeds/000 ("交叉广播 case 也落入本分支") all run here; a / b may be DN (transpose flags).
+
+What the kernel does, step by step as the seed's 实现方案 lists it:
+1. Split: the task space is batch x tiles_m x tiles_n base tiles (base_m x base_n); B first (batch-major
+   order), then M/N. Task t runs on core t mod cores_used (round robin, the seed's "多轮").
+2. Swizzle: inside each batch, the tiles follow the ASW sliding-window snake (`kernels.swizzle`, W = the
+   tiling's window): W tile rows walked along N, odd windows backwards, so the cores running together share
+   W row blocks of A and one band of B columns, which stay in L2.
+3. L2 tiling: when tiling.l2_tiles_m x l2_tiles_n > 1 (one batch's A + B exceeds L2), the grid is cut into
+   that many L2 blocks, walked one after another, and each block's window snake is diagonal (staggered core
+   assignment, see `Swizzle.tiles_l2`).
+4. Core tiling: each tile is the shared pipeline of `block.py` (double-buffered L1 k_L1 slices, L0 base_k
+   steps, unit_flag between MMAD and Fixpipe, bias through BT on the first MMAD).
+5. L1 full load: tiling.full_load 'A' ('B') holds the whole of A (B) in L1, loaded once per core (the side
+   has no batch and fits one base tile; `block.held_a`); broadcast batches otherwise come back through L2.
+
+`asw_walk` is the tile walk itself; `kernels/matmul.py` (a 2-D matmul is ASW with batch 1) uses it too.
+"""
+from __future__ import annotations
+
+import math
+
+import pyto
+import pyto.language as pl
+from pyto.chip import Chip
+from pyto.dtypes import DType
+from pyto.tiling import ceil_align
+
+from ..swizzle import Swizzle, TileGrid
+from .block import Buffers, alloc_buffers, held_a, held_b, mmad_tile
+from .common import Operands, batch_offsets
+
+
+def asw_walk(bufs: Buffers, a, b, bias, out, grid: TileGrid, *, hold_a: bool = False, hold_b: bool = False,
+             grid_k: int = 1, k_seg: int = 0, transpose_a: bool = False, transpose_b: bool = False,
+             unit_flag: bool = True) -> None:
+    """This core's share of `grid`'s tasks (call inside pl.section_cube()).
+
+    Task t (of grid.tasks * grid_k) runs on core t mod block_num: the (batch, tile) grid.task(t // grid_k),
+    each of its base_m x base_n sub-tiles through `mmad_tile`. Batch offsets of a, b, bias and out come from
+    the flat batch number with size-1 dims broadcast. hold_a / hold_b: read A / B from a slab held in L1
+    (`held_a`/`held_b`: loaded when its rows / columns change). grid_k > 1: split-K, K segment k_seg per
+    task, atomically added into out (zeroed), bias on segment 0 only. bias None: no bias.
+    """
+    K = a.shape[-2] if transpose_a else a.shape[-1]
+    out_b, a_b, b_b = tuple(out.shape[:-2]), tuple(a.shape[:-2]), tuple(b.shape[:-2])
+    bias_b = tuple(bias.shape[:-2]) if bias is not None else ()
+    seg = k_seg if grid_k > 1 else K
+    for task in pl.range(pl.block_idx(), grid.tasks * grid_k, pl.block_num()):
+        flat, coord = grid.task(task // grid_k)
+        k_start = task % grid_k * seg
+        a_off, b_off = batch_offsets(flat, out_b, a_b), batch_offsets(flat, out_b, b_b)
+        c_off = batch_offsets(flat, out_b, out_b)
+        (m1, n1), (rows, cols) = grid.offset(coord), grid.actual_shape(coord)
+        for m0 in pl.range(m1, m1 + rows, bufs.base_m):
+            for n0 in pl.range(n1, n1 + cols, bufs.base_n):
+                a_l1 = held_a(bufs, a, [*a_off, m0], transpose=transpose_a) if hold_a else None
+                b_l1 = held_b(bufs, b, [*b_off, n0], transpose=transpose_b) if hold_b else None
+                with_bias = bias is not None and k_start == 0
+                mmad_tile(bufs, a, b, out, [*a_off, m0], [*b_off, n0], [*c_off, m0, n0], min(seg, K - k_start),
+                          k_start=k_start, a_l1=a_l1, b_l1=b_l1, bias=bias if with_bias else None,
+                          bias_off=[*batch_offsets(flat, out_b, bias_b), 0, n0] if with_bias else None,
+                          transpose_a=transpose_a, transpose_b=transpose_b, use_unit_flag=unit_flag,
+                          atomic="add" if grid_k > 1 else None)
+
+
+@pl.kernel
+def asw_basic_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, STAGES: int = 2,
+                     L0_STAGES: int = 2, L0C_STAGES: int = 2, WINDOW: int = 1, L2_M: int = 1, L2_N: int = 1,
+                     FULL_LOAD_A: bool = False, FULL_LOAD_B: bool = False, TRANSPOSE_A: bool = False,
+                     TRANSPOSE_B: bool = False, BIAS: bool = False):
+    """out [*batch, M, N] = a [*a_batch, M, K] @ b [*b_batch, K, N] (+ bias [*bias_batch, 1, N] when BIAS).
+
+    All four tensors have the same rank; a batch dim of 1 is broadcast. a is [.., K, M] with TRANSPOSE_A,
+    b [.., N, K] with TRANSPOSE_B. FULL_LOAD_A / _B: that operand (no batch, one base tile wide) is held in L1.
+    """
+    M, K = (a.shape[-1], a.shape[-2]) if TRANSPOSE_A else (a.shape[-2], a.shape[-1])
+    N, Kb = (b.shape[-2], b.shape[-1]) if TRANSPOSE_B else (b.shape[-1], b.shape[-2])
+    assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
+    assert a.ndim == b.ndim == out.ndim == bias.ndim, f"ranks differ: a {a.shape}, b {b.shape}, out {out.shape}"
+    assert tuple(out.shape[-2:]) == (M, N), f"out {out.shape}, expected [..., {M}, {N}]"
+    assert not BIAS or tuple(bias.shape[-2:]) == (1, N), f"bias {bias.shape}, expected [..., 1, {N}]"
+    assert not (FULL_LOAD_A and math.prod(a.shape[:-2]) > 1), "FULL_LOAD_A needs an A without batch"
+    assert not (FULL_LOAD_B and math.prod(b.shape[:-2]) > 1), "FULL_LOAD_B needs a B without batch"
+    k_pad = ceil_align(K, BASE_K)
+    bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
+                         l0c_stages=L0C_STAGES, stream_a=not FULL_LOAD_A, stream_b=not FULL_LOAD_B,
+                         hold_a=(ceil_align(M, BASE_M), k_pad) if FULL_LOAD_A else None,
+                         hold_b=(k_pad, ceil_align(N, BASE_N)) if FULL_LOAD_B else None,
+                         bias_dtype=bias.dtype if BIAS else None)
+    grid = Swizzle(WINDOW, True).grid(M, N, BASE_M, BASE_N, batch=math.prod(out.shape[:-2]), l2_m=L2_M, l2_n=L2_N)
+    with pl.section_cube():
+        asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=FULL_LOAD_A, hold_b=FULL_LOAD_B,
+                 transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
+
+
+# ---- plan -> static parameters -> launch ------------------------------------------------------------
+def _l1_bytes(rows: int, cols: int, dt: DType) -> int:
+    a = 32 if dt.itemsize == 1 else 16
+    return ceil_align(rows, a) * ceil_align(cols, a) * dt.itemsize
+
+
+def l1_use(params: dict, M: int, N: int, K: int, dt: DType, bias_dt) -> int:
+    """L1 bytes asw_basic_kernel allocates with `params` (as pl.alloc charges them)."""
+    bm, bn, bk, k_l1, st = params["BASE_M"], params["BASE_N"], params["BASE_K"], params["K_L1"], params["STAGES"]
+    k_pad = ceil_align(K, bk)
+    used = 0 if params["FULL_LOAD_A"] else st * _l1_bytes(bm, k_l1, dt)
+    used += 0 if params["FULL_LOAD_B"] else st * _l1_bytes(k_l1, bn, dt)
+    used += _l1_bytes(ceil_align(M, bm), k_pad, dt) if params["FULL_LOAD_A"] else 0
+    used += _l1_bytes(k_pad, ceil_align(N, bn), dt) if params["FULL_LOAD_B"] else 0
+    if bias_dt is not None:
+        used += 2 * _l1_bytes(1, bn, bias_dt)
+    return used
+
+
+def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
+    """asw_basic_kernel's static parameters from an AswTiling (L1 stages trimmed if the kernel's padded
+    allocation would not fit: the tiling budgets K aligned to 16, the kernel's held slab to base_k)."""
+    t, dt = tiling, problem.dtype
+    params = dict(BASE_M=t.base_m, BASE_N=t.base_n, BASE_K=t.base_k, K_L1=t.k_l1, STAGES=t.l1_buffers,
+                  L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers, WINDOW=t.window, L2_M=t.l2_tiles_m,
+                  L2_N=t.l2_tiles_n, FULL_LOAD_A=t.full_load == "A", FULL_LOAD_B=t.full_load == "B",
+                  TRANSPOSE_A=problem.transpose_a, TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias))
+    bias_dt = dt.acc if bias else None
+    while params["STAGES"] > 1 and l1_use(params, t.m, t.n, t.k, dt, bias_dt) > chip.buffers["L1"]:
+        params["STAGES"] //= 2
+    return params
+
+
+def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
+    """Run ASW_Basic for `plan` (branch asw_basic) on the operands `ops` (see common.py)."""
+    chip = plan.chip_spec or pyto.load_chip(plan.chip)
+    t = plan.tiling
+    params = params_of(t, plan.problem, chip, bias=ops.has_bias)
+    return pyto.run(asw_basic_kernel, ops.a, ops.b, ops.bias, ops.out, chip=chip, blocks=t.cores_used, mode=mode,
+                    **params)
