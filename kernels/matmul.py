@@ -33,7 +33,8 @@ from pyto.dtypes import DType, as_dtype
 from pyto.errors import PlanError, PytoError, ShapeError, UnsupportedError
 from pyto.tiling import CubeTileShapes, ceil_align
 
-from .bmm.block import Buffers, alloc_buffers, held_a, held_b, mmad_tile
+from .bmm.asw_basic import asw_walk
+from .bmm.block import Buffers, alloc_buffers
 from .swizzle import Swizzle
 
 CUBE_DTYPES = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
@@ -248,20 +249,9 @@ def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L
     if BIAS:
         alloc_bias(bufs, bias.dtype)
     grid = Swizzle(WINDOW, SNAKE).grid(M, N, L1_M, L1_N)
-    k_seg = K_SEG if GRID_K > 1 else K
-    with pl.section_cube():
-        for task in pl.range(pl.block_idx(), grid.count * GRID_K, pl.block_num()):
-            coord = grid.block_coord(task // GRID_K)
-            k_start = task % GRID_K * k_seg
-            (m1, n1), (rows, cols) = grid.offset(coord), grid.actual_shape(coord)
-            for m0 in pl.range(m1, m1 + rows, BASE_M):
-                for n0 in pl.range(n1, n1 + cols, BASE_N):
-                    a_l1 = held_a(bufs, a, [m0], transpose=TRANSPOSE_A) if HOLD_M else None
-                    b_l1 = held_b(bufs, b, [n0], transpose=TRANSPOSE_B) if HOLD_N else None
-                    mmad_tile(bufs, a, b, out, [m0], [n0], [m0, n0], min(k_seg, K - k_start), k_start=k_start,
-                              a_l1=a_l1, b_l1=b_l1, bias=bias if BIAS and k_start == 0 else None,
-                              transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, use_unit_flag=UNIT_FLAG,
-                              atomic="add" if GRID_K > 1 else None)
+    with pl.section_cube():          # the ASW_Basic tile walk with batch 1 (kernels/bmm/asw_basic.py)
+        asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=bool(HOLD_M), hold_b=bool(HOLD_N),
+                 grid_k=GRID_K, k_seg=K_SEG, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, unit_flag=UNIT_FLAG)
 
 
 # ---- the public function -------------------------------------------------------------------------
