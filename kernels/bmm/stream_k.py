@@ -1,0 +1,220 @@
+"""StreamK (seeds/000): K split between cores when B x M x N cannot fill them, partial sums reduced after.
+
+    out[*batch, M, N] = a[*a_batch, M, K] @ b[*b_batch, K, N] (+ bias[*bias_batch, 1, N])
+
+Work units (the seed's 核间组织): output block (batch, mi, ni) of single_m x single_n, m_cnt x n_cnt blocks
+per batch, each computed by a reduction group of grid_k cores; core c of a group takes the K segment
+[c * singleCoreK, (c + 1) * singleCoreK). Unit u = ((batch * m_cnt + mi) * n_cnt + ni) * grid_k + c runs on
+core u mod cores_used, so a group's cores are neighbours. Inside a unit, the block is cut into
+base_m x base_n tiles, each the shared pipeline of `block.py` over the unit's K segment (L0C accumulates
+in place; the segment leaves the core once, through Fixpipe).
+
+Reduction, tiling.reduce:
+* "workspace" (deterministic, the default): Fixpipe writes each unit's fp32 partial block (int32 for int8)
+  to its own slot of a GM workspace [units, single_m, single_n]; `pl.sync_all()`; then the AIVs of the
+  launch (2 per block) share the output in row chunks: each chunk's grid_k partials are loaded and added in
+  the fixed order c = 0, 1, ..., grid_k - 1, the bias row added, the sum cast to the output dtype and
+  stored. Same inputs -> the same bits, run after run (no atomics, no order that depends on timing).
+* "atomic" (AtomicAdd, not deterministic on hardware: the order the adds land in is timing's): the AIVs
+  first zero the target, `pl.sync_all()`, then every unit's Fixpipe adds its partial into it with
+  atomic="add" (the bias comes in once, through BT on segment 0). The target is the output itself for
+  fp32 and int32 (int8 inputs) outputs. fp16/bf16 outputs would be rounded on every add (grid_k roundings,
+  and an fp16 atomic add is not offered by our Fixpipe model), so for them the target is an fp32 GM
+  workspace [B, M, N] and, after a second `pl.sync_all()`, the AIVs cast it to the output: one rounding,
+  as in workspace mode, for one more pass over the output in fp32.
+
+Empty units are skipped: a K segment past K (only with a forced grid_k), a block past M or N (when the
+aligned block size times m_cnt overshoots) — the reducer then sums only the segments that exist.
+"""
+from __future__ import annotations
+
+import math
+
+import pyto
+import pyto.language as pl
+from pyto.chip import Chip
+from pyto.dtypes import DType
+from pyto.tiling import ceil_align
+
+from .block import accumulate, alloc_buffers, store_tile
+from .common import Operands, batch_offsets
+
+VEC_ALIGN = 16     # UB view columns: 16 elements = 32B of fp16/bf16, a whole 32B block of fp32/int32 too
+
+
+def _cdiv(x: int, y: int) -> int:
+    return -(-x // y)
+
+
+def units_of(nb: int, m_cnt: int, n_cnt: int, grid_k: int) -> list:
+    """(flat batch, mi, ni, c) of every unit u, in u order."""
+    return [(f, mi, ni, c) for f in range(nb) for mi in range(m_cnt) for ni in range(n_cnt) for c in range(grid_k)]
+
+
+def chunks(nb: int, m_cnt: int, n_cnt: int, sm: int, sn: int, M: int, N: int, rows: int, cols: int) -> list:
+    """Reduction items: (flat batch, mi, ni, r0, c0, nrows, ncols) covering each non-empty block's real extent
+    in row x column chunks of at most rows x cols (block coordinates)."""
+    out = []
+    for f in range(nb):
+        for mi in range(m_cnt):
+            bm = min(sm, M - mi * sm)
+            for ni in range(n_cnt):
+                bn = min(sn, N - ni * sn)
+                if bm <= 0 or bn <= 0:
+                    continue
+                out += [(f, mi, ni, r0, c0, min(rows, bm - r0), min(cols, bn - c0))
+                        for r0 in range(0, bm, rows) for c0 in range(0, bn, cols)]
+    return out
+
+
+@pl.kernel
+def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SINGLE_M: int, SINGLE_N: int,
+                    SINGLE_K: int, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, STAGES: int = 2,
+                    L0_STAGES: int = 2, L0C_STAGES: int = 2, ATOMIC: bool = False, RED_ROWS: int = 16,
+                    RED_COLS: int = 16, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False, BIAS: bool = False):
+    """out [*batch, M, N] = a @ b (+ bias) with K split GRID_K ways (shapes as asw_basic_kernel).
+
+    RED_ROWS x RED_COLS: the UB chunk one AIV reduces (or zeroes / casts) at a time, RED_COLS a multiple of 16.
+    """
+    M, K = (a.shape[-1], a.shape[-2]) if TRANSPOSE_A else (a.shape[-2], a.shape[-1])
+    N, Kb = (b.shape[-2], b.shape[-1]) if TRANSPOSE_B else (b.shape[-1], b.shape[-2])
+    assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
+    assert a.ndim == b.ndim == out.ndim == bias.ndim, f"ranks differ: a {a.shape}, b {b.shape}, out {out.shape}"
+    assert tuple(out.shape[-2:]) == (M, N), f"out {out.shape}, expected [..., {M}, {N}]"
+    assert RED_COLS % VEC_ALIGN == 0, f"RED_COLS={RED_COLS} must be a multiple of {VEC_ALIGN}"
+    acc = a.dtype.acc
+    out_b, a_b, b_b = tuple(out.shape[:-2]), tuple(a.shape[:-2]), tuple(b.shape[:-2])
+    bias_b = tuple(bias.shape[:-2])
+    nb = math.prod(out_b)
+    units = units_of(nb, M_CNT, N_CNT, GRID_K)
+    cast_out = out.dtype is not acc
+
+    bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
+                         l0c_stages=L0C_STAGES, bias_dtype=bias.dtype if BIAS and ATOMIC else None)
+    if ATOMIC:
+        target = pl.workspace([nb, M, N], acc) if cast_out else out
+        zero_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, name="zero_ub")
+        if cast_out:
+            part_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, buffers=2, name="part_ub")
+    else:
+        ws = pl.workspace([len(units), SINGLE_M, SINGLE_N], acc)
+        sum_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, buffers=2, name="sum_ub")
+        part_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, buffers=2, name="part_ub")
+        if BIAS:
+            bias_ub = pl.alloc(pl.UB, [1, RED_COLS], acc, buffers=2, name="bias_ub")
+    if cast_out:
+        out_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], out.dtype, buffers=2, name="out_ub")
+    aiv, naiv = 2 * pl.block_idx() + pl.subblock_idx(), 2 * pl.block_num()
+
+    if ATOMIC:       # the target starts at zero: every AIV zeroes its share of [B, M, N]
+        with pl.section_vector():
+            pl.duplicate(zero_ub, 0.0)
+            for f, _, _, r0, c0, rows, cols in chunks(nb, 1, 1, M, N, M, N, RED_ROWS, RED_COLS)[aiv::naiv]:
+                t_off = [f] if cast_out else batch_offsets(f, out_b, out_b)
+                pl.store(target, zero_ub[0:rows, 0:ceil_align(cols, VEC_ALIGN)], [*t_off, r0, c0])
+        pl.sync_all()
+
+    with pl.section_cube():
+        for u in pl.range(pl.block_idx(), len(units), pl.block_num()):
+            f, mi, ni, c = units[u]
+            rows_blk, cols_blk = min(SINGLE_M, M - mi * SINGLE_M), min(SINGLE_N, N - ni * SINGLE_N)
+            k_start = c * SINGLE_K
+            if rows_blk <= 0 or cols_blk <= 0 or k_start >= K:
+                continue
+            a_off, b_off = batch_offsets(f, out_b, a_b), batch_offsets(f, out_b, b_b)
+            for m0 in pl.range(0, rows_blk, BASE_M):
+                for n0 in pl.range(0, cols_blk, BASE_N):
+                    m_abs, n_abs = mi * SINGLE_M + m0, ni * SINGLE_N + n0
+                    with_bias = ATOMIC and BIAS and c == 0
+                    c_l0c = accumulate(bufs, a, b, [*a_off, m_abs], [*b_off, n_abs], min(SINGLE_K, K - k_start),
+                                       min(BASE_M, rows_blk - m0), min(BASE_N, cols_blk - n0), k_start=k_start,
+                                       bias=bias if with_bias else None,
+                                       bias_off=[*batch_offsets(f, out_b, bias_b), 0, n_abs] if with_bias else None,
+                                       transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
+                    if ATOMIC:
+                        t_off = [f] if cast_out else batch_offsets(f, out_b, out_b)
+                        store_tile(target, c_l0c, [*t_off, m_abs, n_abs], atomic="add")
+                    else:
+                        store_tile(ws, c_l0c, [u, m0, n0])
+
+    if ATOMIC and not cast_out:
+        return
+    pl.sync_all()
+    with pl.section_vector():
+        if ATOMIC:   # cast the fp32 target to the output
+            for f, _, _, r0, c0, rows, cols in chunks(nb, 1, 1, M, N, M, N, RED_ROWS, RED_COLS)[aiv::naiv]:
+                w = ceil_align(cols, VEC_ALIGN)
+                sum_v = part_ub.next()[0:rows, 0:w]
+                pl.load(sum_v, target, [f, r0, c0])
+                out_v = out_ub.next()[0:rows, 0:w]
+                pl.cast(out_v, sum_v)
+                pl.store(out, out_v, [*batch_offsets(f, out_b, out_b), r0, c0])
+            return
+        items = chunks(nb, M_CNT, N_CNT, SINGLE_M, SINGLE_N, M, N, RED_ROWS, RED_COLS)
+        for f, mi, ni, r0, c0, rows, cols in items[aiv::naiv]:
+            w = ceil_align(cols, VEC_ALIGN)
+            u0 = ((f * M_CNT + mi) * N_CNT + ni) * GRID_K
+            m_abs, n_abs = mi * SINGLE_M + r0, ni * SINGLE_N + c0
+            sum_v = sum_ub.next()[0:rows, 0:w]
+            pl.load(sum_v, ws, [u0, r0, c0])
+            for c in pl.range(1, min(GRID_K, _cdiv(K, SINGLE_K))):      # fixed order: segment 1, 2, ...
+                part_v = part_ub.next()[0:rows, 0:w]
+                pl.load(part_v, ws, [u0 + c, r0, c0])
+                pl.add(sum_v, sum_v, part_v)
+            if BIAS:
+                bias_v = bias_ub.next()[0:1, 0:w]
+                pl.load(bias_v, bias, [*batch_offsets(f, out_b, bias_b), 0, n_abs])
+                pl.expand_add(sum_v, sum_v, bias_v, dim=0)
+            res = sum_v
+            if cast_out:
+                res = out_ub.next()[0:rows, 0:w]
+                pl.cast(res, sum_v)
+            pl.store(out, res, [*batch_offsets(f, out_b, out_b), m_abs, n_abs])
+
+
+# ---- plan -> static parameters -> launch ------------------------------------------------------------
+def reduce_chunk(t, problem, chip: Chip, blocks: int, *, bias: bool) -> tuple[int, int]:
+    """(rows, cols) of the AIVs' UB chunk: columns up to the block width (a multiple of 16), rows so that
+    the UB rings fit one AIV's UB and the output is spread over all 2 x blocks AIVs."""
+    acc, out_isz = 4, (4 if problem.dtype is DType.int8 else problem.dtype.itemsize)
+    cast = problem.dtype not in (DType.fp32, DType.int8)
+    atomic = t.reduce == "atomic"
+    if atomic:
+        m, n, groups = problem.M, problem.N, problem.batch
+    else:
+        m, n, groups = min(t.single_m, problem.M), min(t.single_n, problem.N), problem.batch * t.m_cnt * t.n_cnt
+    ub = chip.buffers["UB"]
+    cols = ceil_align(n, VEC_ALIGN)
+
+    def per_row(c: int) -> int:
+        if atomic:
+            return c * acc + (2 * c * acc + 2 * c * out_isz if cast else 0)
+        return 4 * c * acc + (2 * c * out_isz if cast else 0)
+
+    fixed = 2 * cols * acc if bias and not atomic else 0
+    while cols > VEC_ALIGN and per_row(cols) + fixed > ub:
+        cols = ceil_align(cols // 2, VEC_ALIGN)
+        fixed = 2 * cols * acc if bias and not atomic else 0
+    rows_ub = max(1, (ub - fixed) // per_row(cols))
+    want = max(1, _cdiv(groups * m * _cdiv(n, cols), 2 * blocks))
+    return max(1, min(rows_ub, m, want)), cols
+
+
+def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
+    """stream_k_kernel's static parameters from a StreamKTiling."""
+    t = tiling
+    rows, cols = reduce_chunk(t, problem, chip, t.cores_used, bias=bias)
+    return dict(GRID_K=t.grid_k, M_CNT=t.m_cnt, N_CNT=t.n_cnt, SINGLE_M=t.single_m, SINGLE_N=t.single_n,
+                SINGLE_K=t.single_core_k, BASE_M=t.base_m, BASE_N=t.base_n, BASE_K=t.base_k, K_L1=t.k_l1,
+                STAGES=t.l1_buffers, L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers, ATOMIC=t.reduce == "atomic",
+                RED_ROWS=rows, RED_COLS=cols, TRANSPOSE_A=problem.transpose_a, TRANSPOSE_B=problem.transpose_b,
+                BIAS=bool(bias))
+
+
+def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
+    """Run StreamK for `plan` (branch stream_k, tiling.reduce 'workspace' or 'atomic') on `ops` (common.py)."""
+    chip = plan.chip_spec or pyto.load_chip(plan.chip)
+    t = plan.tiling
+    params = params_of(t, plan.problem, chip, bias=ops.has_bias)
+    return pyto.run(stream_k_kernel, ops.a, ops.b, ops.bias, ops.out, chip=chip, blocks=t.cores_used, mode=mode,
+                    **params)
