@@ -38,8 +38,12 @@ from .block import alloc_buffers, mmad_l1
 from .common import Operands, batch_offsets
 
 
+def _cdiv(x: int, y: int) -> int:
+    return -(-x // y)
+
+
 def _ceil(x: int, a: int) -> int:
-    return -(-x // a) * a
+    return _cdiv(x, a) * a
 
 
 def _prod(xs) -> int:
@@ -50,14 +54,14 @@ def _prod(xs) -> int:
 
 
 @pl.kernel
-def merge_batch_kernel(a, b, bias, out, *, B_L0: int, SLOT: int, M_PAD: int, N_PAD: int, BASE_K: int, K_L1: int,
-                       BPC: int, L1_STAGES: int = 2, L0_STAGES: int = 2, L0C_STAGES: int = 2,
-                       TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False, BIAS: bool = False):
+def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BASE_K: int, K_L1: int, BPC: int,
+                       L1_STAGES: int = 2, L0_STAGES: int = 2, L0C_STAGES: int = 2, TRANSPOSE_A: bool = False,
+                       TRANSPOSE_B: bool = False, BIAS: bool = False):
     """out [*batch, M, N] = a [*ba, M, K] @ b [*bb, K, N] (+ bias [*bbias, 1, N]), batch i of each.
 
     a is [*ba, K, M] with TRANSPOSE_A, b [*bb, N, K] with TRANSPOSE_B; a batch dim of 1 is broadcast.
-    B_L0 batches per merged MMAD, SLOT batches per L1 slot (a multiple of B_L0; B_L0 when K > K_L1),
-    M_PAD/N_PAD each batch's block in the merged tile, BPC consecutive batches per core.
+    B_L0 batches per merged MMAD (and per L1 slot, L1_STAGES slots), M_PAD/N_PAD each batch's block in
+    the merged tile, K_L1 the K depth of one L1 slot, BPC consecutive batches per core.
     """
     batch = tuple(out.shape[:-2])
     M, N = out.shape[-2], out.shape[-1]
@@ -65,45 +69,34 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, SLOT: int, M_PAD: int, N_P
     Kb = b.shape[-1] if TRANSPOSE_B else b.shape[-2]
     assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
     assert M <= M_PAD and N <= N_PAD, f"M, N = {M}, {N} exceed the block {M_PAD} x {N_PAD}"
-    assert SLOT % B_L0 == 0 and (SLOT == B_L0 or K <= K_L1), f"SLOT {SLOT}, B_L0 {B_L0}, K {K}, K_L1 {K_L1}"
-    B = _prod(batch)
     steps = -(-K // BASE_K)
     bufs = alloc_buffers(a.dtype, B_L0 * M_PAD, B_L0 * N_PAD, BASE_K, K_L1, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=False, stream_b=False,
                          bias_dtype=bias.dtype if BIAS else None)
-    a_l1 = pl.alloc(pl.L1, [SLOT * M_PAD, K_L1], a.dtype, buffers=L1_STAGES)
-    b_l1 = pl.alloc(pl.L1, [K_L1, SLOT * N_PAD], b.dtype, buffers=L1_STAGES)
+    a_l1 = pl.alloc(pl.L1, [B_L0 * M_PAD, K_L1], a.dtype, buffers=L1_STAGES)
+    b_l1 = pl.alloc(pl.L1, [K_L1, B_L0 * N_PAD], b.dtype, buffers=L1_STAGES)
     with pl.section_cube():
         first = pl.block_idx() * BPC
-        last = min(B, first + BPC)
-        for s0 in pl.range(first, last, SLOT):
-            ns = min(SLOT, last - s0)
-            c_l0c, done = {}, {}
+        last = min(_prod(batch), first + BPC)
+        for g0 in pl.range(first, last, B_L0):
+            ng = min(B_L0, last - g0)
+            c_l0c = bufs.c_l0c.next()[0:ng * M_PAD, 0:ng * N_PAD]
+            bias_bt = _bias_row(bufs, bias, batch, g0, ng, N_PAD) if BIAS else None
+            step = 0
             for k1 in pl.range(0, K, K_L1):
-                kl = min(K_L1, K - k1)
                 a_slot, b_slot = a_l1.next(), b_l1.next()
-                for i in pl.range(ns):                      # one GM load per batch into its block of the slot
-                    a_off = batch_offsets(s0 + i, batch, a.shape[:-2])
-                    b_off = batch_offsets(s0 + i, batch, b.shape[:-2])
+                for i in pl.range(ng):                      # one GM load per batch into its block of the slot
+                    a_off = batch_offsets(g0 + i, batch, a.shape[:-2])
+                    b_off = batch_offsets(g0 + i, batch, b.shape[:-2])
                     pl.load(a_slot[i * M_PAD:(i + 1) * M_PAD, :], a,
                             a_off + ([k1, 0] if TRANSPOSE_A else [0, k1]), transpose=TRANSPOSE_A)
                     pl.load(b_slot[:, i * N_PAD:(i + 1) * N_PAD], b,
                             b_off + ([0, k1] if TRANSPOSE_B else [k1, 0]), transpose=TRANSPOSE_B)
-                for g0 in pl.range(0, ns, B_L0):
-                    ng = min(B_L0, ns - g0)
-                    bias_bt = None
-                    if k1 == 0:
-                        c_l0c[g0] = bufs.c_l0c.next()[0:ng * M_PAD, 0:ng * N_PAD]
-                        done[g0] = 0
-                        if BIAS:
-                            bias_bt = _bias_row(bufs, bias, batch, s0 + g0, ng, N_PAD)
-                    done[g0] = mmad_l1(bufs, c_l0c[g0], a_slot[g0 * M_PAD:(g0 + ng) * M_PAD, :],
-                                       b_slot[:, g0 * N_PAD:(g0 + ng) * N_PAD], kl, step=done[g0], steps=steps,
-                                       bias_bt=bias_bt, use_unit_flag=False)
-                    if k1 + K_L1 >= K:                      # the group's last K slice: its diagonal out
-                        for i in pl.range(ng):
-                            c_ii = c_l0c[g0][i * M_PAD:(i + 1) * M_PAD, i * N_PAD:(i + 1) * N_PAD]
-                            pl.store(out, c_ii, batch_offsets(s0 + g0 + i, batch, batch) + [0, 0])
+                step = mmad_l1(bufs, c_l0c, a_slot[0:ng * M_PAD, :], b_slot[:, 0:ng * N_PAD], min(K_L1, K - k1),
+                               step=step, steps=steps, bias_bt=bias_bt if k1 == 0 else None, use_unit_flag=False)
+            for i in pl.range(ng):                          # the block diagonal out; cross terms dropped
+                c_ii = c_l0c[i * M_PAD:(i + 1) * M_PAD, i * N_PAD:(i + 1) * N_PAD]
+                pl.store(out, c_ii, batch_offsets(g0 + i, batch, batch) + [0, 0])
 
 
 def _bias_row(bufs, bias, batch: tuple, g: int, ng: int, n_pad: int):
@@ -118,27 +111,28 @@ def _bias_row(bufs, bias, batch: tuple, g: int, ng: int, n_pad: int):
 
 
 # ---- host side -------------------------------------------------------------------------------------
-def _l1_bytes(slot: int, m_pad: int, n_pad: int, k_l1: int, isz: int, stages: int, bias: bool, b: int) -> int:
+def _l1_bytes(b: int, m_pad: int, n_pad: int, k_l1: int, isz: int, stages: int, bias: bool) -> int:
     """L1 the kernel allocates (tiles are already on the fractal grid; the bias row pads to 16 rows)."""
-    use = stages * slot * (m_pad + n_pad) * k_l1 * isz
+    use = stages * b * (m_pad + n_pad) * k_l1 * isz
     return use + (2 * 16 * _ceil(b * n_pad, 16) * 4 if bias else 0)
 
 
 def kernel_params(plan) -> tuple[dict, int]:
-    """The kernel's static parameters from plan.tiling (MergeBatchTiling), and the block count."""
+    """The kernel's static parameters from plan.tiling (MergeBatchTiling), and the block count.
+
+    The tiling's l1_buffers copies of b_L1 batches become a ring of l1_buffers * b_L1 / b slots of b
+    batches when K fits one L1 slice (same bytes), else l1_buffers slots of b batches.
+    """
     t, p, chip = plan.tiling, plan.problem, plan.chip_spec or pyto.load_chip(plan.chip)
-    slot = t.b_l1 if p.K <= t.k_l1 else t.b
-    stages = t.l1_buffers
+    stages = t.l1_buffers * (t.b_l1 // t.b if p.K <= t.k_l1 else 1)
+    stages = max(1, min(stages, _cdiv(t.batches_per_core, t.b) + 1))    # no slot that is never used
     cap = chip.buffers["L1"]
-    while _l1_bytes(slot, t.m_pad, t.n_pad, t.k_l1, p.isz, stages, p.bias, t.b) > cap:
-        if slot > t.b:                        # the bias rows take a little L1 the tiling did not count
-            slot -= t.b
-        elif stages > 1:
-            stages -= 1
-        else:
-            raise PlanError(f"merge_batch: L1 slot of {slot} batches x k_L1 {t.k_l1} does not fit L1 {cap} B")
-    params = dict(B_L0=t.b, SLOT=slot, M_PAD=t.m_pad, N_PAD=t.n_pad, BASE_K=t.base_k, K_L1=t.k_l1,
-                  BPC=t.batches_per_core, L1_STAGES=stages, L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers,
+    while _l1_bytes(t.b, t.m_pad, t.n_pad, t.k_l1, p.isz, stages, p.bias) > cap:
+        if stages == 1:                       # the bias rows take a little L1 the tiling did not count
+            raise PlanError(f"merge_batch: one L1 slot of {t.b} batches x k_L1 {t.k_l1} does not fit L1 {cap} B")
+        stages -= 1
+    params = dict(B_L0=t.b, M_PAD=t.m_pad, N_PAD=t.n_pad, BASE_K=t.base_k, K_L1=t.k_l1, BPC=t.batches_per_core,
+                  L1_STAGES=stages, L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers,
                   TRANSPOSE_A=p.transpose_a, TRANSPOSE_B=p.transpose_b, BIAS=p.bias)
     return params, t.cores_used
 

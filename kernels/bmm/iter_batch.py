@@ -1,0 +1,158 @@
+"""IterBatch (seeds/000): batches split over cores, each batch one ordinary matmul tiled per the L1 case.
+
+Core c takes batches c, c + C, c + 2C, ... (C = cores used) and runs each as BaseM x BaseN output tiles
+through the shared cube pipeline (block.mmad_tile), M tiles outer, N tiles inner. What stays in L1 is the
+seed's condition 3, read from plan.tiling (IterBatchTiling):
+
+  (a) resident 'AB', one batch per core: A [M̄, K̄] and B [K̄, N̄] loaded whole once (block.held_a/held_b),
+      every output tile reads L1 views of them; nothing is read twice.
+  (b) resident 'AB', several batches per core: the same with two L1 slots per side, so batch i+1's
+      A and B load while batch i computes (held_a/held_b switch slot when the batch changes).
+  (c) resident 'A' (or 'B'), one batch: that side held whole; the other streamed per output tile in
+      K segments of k_L1_b rows of B (or in M segments of A, each over the whole K), double-buffered
+      when L1 has room. Fixpipe with unit_flag (tiling.unit_flag), as the seed asks.
+  (d) (c) with two L1 slots for the resident side (batches ping-pong, half the L1 budget each).
+  (e) resident '': A and B both streamed in K segments of k_L1 (= K/Step), double-buffered when L1 has
+      room: the standard K loop of a matmul.
+
+A side with batch dim 1 (broadcast) is read through `batch_offsets`; a held broadcast side keeps its L1
+key across batches, so it is loaded once per core.
+
+Choices where the seed leaves room:
+* A held slab must be a whole number of base tiles (block.held_a/held_b). BaseM/BaseN are rebalanced to
+  the same tile count with the least padding (ceil(M / tiles) rounded to the fractal), which keeps the
+  slab within the planner's M̄ x K̄ budget wherever possible; L1 slots are then reduced (stream slots
+  first, then hold slots) if the kernel's real allocation, bias row included, would exceed L1.
+* In (c)/(d) with B resident, A's M segments are streamed per output tile (re-read once per N tile when
+  BaseN < N); with A resident, B's K segments are streamed per output tile (re-read once per M tile): the
+  seed's "切分侧重复读".
+"""
+from __future__ import annotations
+
+import pyto
+import pyto.language as pl
+from pyto.errors import PlanError
+
+from .block import alloc_buffers, held_a, held_b, mmad_tile
+from .common import Operands, batch_offsets
+
+
+def _cdiv(x: int, y: int) -> int:
+    return -(-x // y)
+
+
+def _ceil(x: int, a: int) -> int:
+    return _cdiv(x, a) * a
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+@pl.kernel
+def iter_batch_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, HOLD_M: int = 0,
+                      HOLD_N: int = 0, HOLD_STAGES: int = 1, STAGES: int = 2, L0_STAGES: int = 2,
+                      L0C_STAGES: int = 2, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
+                      BIAS: bool = False, UNIT_FLAG: bool = True):
+    """out [*batch, M, N] = a [*ba, M, K] @ b [*bb, K, N] (+ bias [*bbias, 1, N]), batch by batch.
+
+    a is [*ba, K, M] with TRANSPOSE_A, b [*bb, N, K] with TRANSPOSE_B; a batch dim of 1 is broadcast.
+    HOLD_M / HOLD_N: rows of A / columns of B held in L1 over the whole K (0: streamed in K_L1 slices).
+    """
+    batch = tuple(out.shape[:-2])
+    M, N = out.shape[-2], out.shape[-1]
+    K = a.shape[-2] if TRANSPOSE_A else a.shape[-1]
+    Kb = b.shape[-1] if TRANSPOSE_B else b.shape[-2]
+    assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
+    k_hold = _ceil(K, BASE_K)
+    bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
+                         l0c_stages=L0C_STAGES, stream_a=not HOLD_M, stream_b=not HOLD_N,
+                         hold_a=(HOLD_M, k_hold) if HOLD_M else None, hold_b=(k_hold, HOLD_N) if HOLD_N else None,
+                         hold_stages=HOLD_STAGES, bias_dtype=bias.dtype if BIAS else None)
+    with pl.section_cube():
+        for bi in pl.range(pl.block_idx(), _prod(batch), pl.block_num()):
+            a_b = batch_offsets(bi, batch, a.shape[:-2])
+            b_b = batch_offsets(bi, batch, b.shape[:-2])
+            c_b = batch_offsets(bi, batch, batch)
+            bias_b = batch_offsets(bi, batch, bias.shape[:-2])
+            for m0 in pl.range(0, M, BASE_M):
+                for n0 in pl.range(0, N, BASE_N):
+                    a_l1 = held_a(bufs, a, a_b + [m0], transpose=TRANSPOSE_A) if HOLD_M else None
+                    b_l1 = held_b(bufs, b, b_b + [n0], transpose=TRANSPOSE_B) if HOLD_N else None
+                    mmad_tile(bufs, a, b, out, a_b + [m0], b_b + [n0], c_b + [m0, n0], K, a_l1=a_l1, b_l1=b_l1,
+                              bias=bias if BIAS else None, bias_off=bias_b + [0, n0], transpose_a=TRANSPOSE_A,
+                              transpose_b=TRANSPOSE_B, use_unit_flag=UNIT_FLAG)
+
+
+# ---- host side -------------------------------------------------------------------------------------
+def _balanced(size: int, base: int, align: int) -> int:
+    """The same number of base tiles over `size`, as even as the fractal allows (never larger than base)."""
+    return min(base, _ceil(_cdiv(size, _cdiv(size, base)), align))
+
+
+def _l1_bytes(q: dict, isz: int, align: int, bias: bool) -> int:
+    """L1 the kernel allocates, padded as pl.alloc charges it."""
+    use = 0
+    if q["HOLD_M"]:
+        use += q["HOLD_STAGES"] * q["HOLD_M"] * _ceil(q["k_hold"], align)
+    else:
+        use += q["STAGES"] * _ceil(q["BASE_M"], align) * _ceil(q["K_L1"], align)
+    if q["HOLD_N"]:
+        use += q["HOLD_STAGES"] * _ceil(q["k_hold"], align) * q["HOLD_N"]
+    else:
+        use += q["STAGES"] * _ceil(q["K_L1"], align) * _ceil(q["BASE_N"], align)
+    use *= isz
+    return use + (2 * 16 * _ceil(q["BASE_N"], 16) * 4 if bias else 0)
+
+
+def _fit_l1(q: dict, p, t, cap: int, *, hold: bool, stream: bool) -> None:
+    """Shrink the kernel's L1 use to `cap` (the planner's budget leaves out the bias row and the padding of
+    a held K to a multiple of BaseK): one stream slot, then a BaseK dividing K̄ (no held padding), then a
+    shallower streamed K slice, then one hold slot. PlanError if even that does not fit."""
+    al, ka = p.mn_align, p.k_align
+
+    def over() -> bool:
+        return _l1_bytes(q, p.isz, al, p.bias) > cap
+
+    if over() and stream and q["STAGES"] > 1:
+        q["STAGES"] = 1
+    if over() and hold and q["k_hold"] > p.Kp:
+        bk = next(d for d in range(q["BASE_K"] // ka * ka, 0, -ka) if p.Kp % d == 0)
+        whole = q["K_L1"] >= q["k_hold"]          # the streamed side (if any) takes all of K at once
+        q.update(BASE_K=bk, k_hold=p.Kp, K_L1=p.Kp if whole else max(bk, q["K_L1"] // bk * bk))
+    while over() and stream and q["K_L1"] > q["BASE_K"]:
+        q["K_L1"] = max(q["BASE_K"], (q["K_L1"] // 2) // q["BASE_K"] * q["BASE_K"])
+    if over() and q["HOLD_STAGES"] > 1:
+        q["HOLD_STAGES"] = 1
+    if over():
+        raise PlanError(f"iter_batch case ({t.case}): the kernel's L1 tiles ({_l1_bytes(q, p.isz, al, p.bias)} B "
+                        f"with {q}) do not fit L1 {cap} B")
+
+
+def kernel_params(plan) -> tuple[dict, int]:
+    """The kernel's static parameters from plan.tiling (IterBatchTiling), and the block count."""
+    t, p, chip = plan.tiling, plan.problem, plan.chip_spec or pyto.load_chip(plan.chip)
+    al = p.mn_align
+    bm, bn = _balanced(p.M, t.base_m, al), _balanced(p.N, t.base_n, al)
+    k_hold = _ceil(p.K, t.base_k)
+    hold_a = t.resident in ("AB", "A")
+    hold_b = t.resident in ("AB", "B")
+    k_l1 = {"AB": k_hold, "A": t.k_l1_b, "B": k_hold}.get(t.resident, t.k_l1_a)
+    q = dict(BASE_M=bm, BASE_N=bn, BASE_K=t.base_k, K_L1=k_l1, k_hold=k_hold,
+             HOLD_M=_ceil(p.M, bm) if hold_a else 0, HOLD_N=_ceil(p.N, bn) if hold_b else 0,
+             HOLD_STAGES=t.l1_buffers, STAGES=2)
+    _fit_l1(q, p, t, chip.buffers["L1"], hold=hold_a or hold_b, stream=not (hold_a and hold_b))
+    del q["k_hold"]
+    q.update(L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers, TRANSPOSE_A=p.transpose_a,
+             TRANSPOSE_B=p.transpose_b, BIAS=p.bias, UNIT_FLAG=t.unit_flag)
+    return q, t.cores_used
+
+
+def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
+    """Run IterBatch for `plan` on `ops` (the launch convention of kernels/bmm/common.py)."""
+    params, blocks = kernel_params(plan)
+    return pyto.run(iter_batch_kernel, ops.a, ops.b, ops.bias, ops.out, chip=plan.chip_spec or plan.chip,
+                    blocks=blocks, mode=mode, **params)
