@@ -17,10 +17,13 @@ into static parameters by kernels/matmul.py's `plan_matmul`):
   the [M, B*N] output back; pyto runs the broadcast problem instead (A's batch broadcast to B) with
   the same batched walk — the same result without the two passes (A's re-reads hit L2).
 
-The batched walk: task t = (batch, tile) with tile in the ASW swizzle order of one batch's grid, dealt
-round robin over the cores; each tile goes through the shared cube pipeline (kernels/bmm/block.py).
+The batched walk is ASW_Basic's (`asw_basic.asw_walk`): task t = (batch, tile), the tiles of a batch in
+the ASW window snake, dealt round robin over the cores; each tile goes through the shared cube pipeline
+(kernels/bmm/block.py).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -31,18 +34,12 @@ from pyto.tiling import CubeTileShapes, ceil_align
 
 from ..matmul import alloc_bias, matmul_kernel, plan_matmul
 from ..swizzle import Swizzle
-from .block import alloc_buffers, held_a, mmad_tile
-from .common import Operands, batch_offsets
+from .asw_basic import asw_walk
+from .block import alloc_buffers
+from .common import Operands
 
 _BATCHED_PARAMS = ("BASE_M", "BASE_N", "BASE_K", "K_L1", "HOLD_M", "HOLD_STAGES", "STAGES", "L0_STAGES",
                    "L0C_STAGES", "WINDOW", "SNAKE", "TRANSPOSE_A", "TRANSPOSE_B", "BIAS", "UNIT_FLAG")
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 @pl.kernel
@@ -56,33 +53,22 @@ def to_matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, 
     TRANSPOSE_A, b [..., N, K] with TRANSPOSE_B. HOLD_M > 0: A (batch 1) is held in L1 as one slab of
     HOLD_M rows (a multiple of BASE_M) x all K, loaded once per core.
     """
-    batch = tuple(out.shape[:-2])
     M, N = out.shape[-2], out.shape[-1]
     K = a.shape[-2] if TRANSPOSE_A else a.shape[-1]
     assert (a.shape[-1] if TRANSPOSE_A else a.shape[-2]) == M, f"a {a.shape} vs out {out.shape}"
     assert (b.shape[-1] if TRANSPOSE_B else b.shape[-2]) == K, f"b {b.shape} vs K = {K}"
     assert (b.shape[-2] if TRANSPOSE_B else b.shape[-1]) == N, f"b {b.shape} vs out {out.shape}"
     assert a.ndim == b.ndim == out.ndim == bias.ndim, "operands must share their number of batch dims"
-    assert not HOLD_M or _prod(a.shape[:-2]) == 1, "a held A has batch 1"
-    k_pad = ceil_align(K, BASE_K)
+    assert not HOLD_M or math.prod(a.shape[:-2]) == 1, "a held A has batch 1"
     bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=not HOLD_M, hold_stages=HOLD_STAGES,
-                         hold_a=(HOLD_M, k_pad) if HOLD_M else None)
+                         hold_a=(HOLD_M, ceil_align(K, BASE_K)) if HOLD_M else None)
     if BIAS:
         alloc_bias(bufs, bias.dtype)
-    grid = Swizzle(WINDOW, SNAKE).grid(M, N, BASE_M, BASE_N)
-    with pl.section_cube():
-        for task in pl.range(pl.block_idx(), _prod(batch) * grid.count, pl.block_num()):
-            flat, t = divmod(task, grid.count)
-            m0, n0 = grid.offset(grid.block_coord(t))
-            a_bat = batch_offsets(flat, batch, tuple(a.shape[:-2]))
-            b_bat = batch_offsets(flat, batch, tuple(b.shape[:-2]))
-            c_bat = batch_offsets(flat, batch, batch)
-            a_l1 = held_a(bufs, a, [*a_bat, m0], transpose=TRANSPOSE_A) if HOLD_M else None
-            bias_off = [*batch_offsets(flat, batch, tuple(bias.shape[:-2])), 0, n0]
-            mmad_tile(bufs, a, b, out, [*a_bat, m0], [*b_bat, n0], [*c_bat, m0, n0], K, a_l1=a_l1,
-                      bias=bias if BIAS else None, bias_off=bias_off, transpose_a=TRANSPOSE_A,
-                      transpose_b=TRANSPOSE_B, use_unit_flag=UNIT_FLAG)
+    grid = Swizzle(WINDOW, SNAKE).grid(M, N, BASE_M, BASE_N, batch=math.prod(out.shape[:-2]))
+    with pl.section_cube():          # ASW_Basic's (batch, tile) walk: B first, the window snake inside a batch
+        asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=bool(HOLD_M), transpose_a=TRANSPOSE_A,
+                 transpose_b=TRANSPOSE_B, unit_flag=UNIT_FLAG)
 
 
 def _reshape(x, shape: tuple):
@@ -105,13 +91,13 @@ def is_view(plan, ops: Operands) -> bool:
     p, t = plan.problem, plan.tiling
     if t.fold == "plain":
         return True
-    one_bias = _prod(tuple(ops.bias.shape[:-2])) == 1
+    one_bias = math.prod(tuple(ops.bias.shape[:-2])) == 1
     return t.fold == "fold_m" and not p.transpose_a and one_bias
 
 
 def _launch_view(plan, ops: Operands, mode: str) -> pyto.Report:
     p = plan.problem
-    rows = _prod(ops.batch) * p.M
+    rows = math.prod(ops.batch) * p.M
     a = _reshape(ops.a, (p.K, p.M) if p.transpose_a else (rows, p.K))      # DN only when there is no batch
     b = _reshape(ops.b, (p.N, p.K) if p.transpose_b else (p.K, p.N))
     bias = _reshape(ops.bias, tuple(ops.bias.shape[-2:]))
@@ -128,7 +114,7 @@ def batched_params(plan, ops: Operands) -> tuple[int, dict]:
     [M, K] @ [K, N] with the tiling's tile shapes; A held (full load) for a_resident when it fits."""
     p, t = plan.problem, plan.tiling.matmul
     chip = plan.chip_spec or pyto.load_chip(plan.chip)
-    tasks = _prod(ops.batch) * -(-p.M // t.base_m) * -(-p.N // t.base_n)
+    tasks = math.prod(ops.batch) * -(-p.M // t.base_m) * -(-p.N // t.base_n)
     blocks = min(chip.aic, tasks)
     kw = dict(bias_dtype=ops.bias.dtype if ops.has_bias else None, transpose_a=p.transpose_a,
               transpose_b=p.transpose_b, blocks=blocks)
