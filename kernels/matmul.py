@@ -34,7 +34,7 @@ from pyto.errors import PlanError, PytoError, ShapeError, UnsupportedError
 from pyto.tiling import CubeTileShapes, ceil_align
 
 from .bmm.asw_basic import asw_walk
-from .bmm.block import Buffers, alloc_buffers
+from .bmm.block import alloc_buffers
 from .swizzle import Swizzle
 
 CUBE_DTYPES = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
@@ -215,15 +215,6 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
 
 
 # ---- the kernel ------------------------------------------------------------------------------------
-def alloc_bias(bufs: Buffers, bias_dtype) -> None:
-    """The bias row (L1, two slots) and bias table (BT) of a pipeline: the BT tile is fp32 for a float bias
-    and int32 for an int32 one (int8 matmuls accumulate in int32; the MMAD bias is the accumulator dtype).
-    Call right after `alloc_buffers` (without its bias_dtype, whose BT is fp32 only)."""
-    dt = as_dtype(bias_dtype)
-    bufs.bias_l1 = pl.alloc(pl.L1, [1, bufs.base_n], dt, buffers=2, name="bias_l1")
-    bufs.bias_bt = pl.alloc(pl.BT, [1, bufs.base_n], pl.int32 if dt is DType.int32 else pl.fp32, name="bias_bt")
-
-
 @pl.kernel
 def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, L1_M: int, L1_N: int,
                   HOLD_M: int = 0, HOLD_N: int = 0, HOLD_STAGES: int = 1, STAGES: int = 2, L0_STAGES: int = 2,
@@ -245,9 +236,8 @@ def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L
     k_pad = ceil_align(K, BASE_K)
     bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=not HOLD_M, stream_b=not HOLD_N, hold_stages=HOLD_STAGES,
-                         hold_a=(HOLD_M, k_pad) if HOLD_M else None, hold_b=(k_pad, HOLD_N) if HOLD_N else None)
-    if BIAS:
-        alloc_bias(bufs, bias.dtype)
+                         hold_a=(HOLD_M, k_pad) if HOLD_M else None, hold_b=(k_pad, HOLD_N) if HOLD_N else None,
+                         bias_dtype=bias.dtype if BIAS else None)
     grid = Swizzle(WINDOW, SNAKE).grid(M, N, L1_M, L1_N)
     with pl.section_cube():          # the ASW_Basic tile walk with batch 1 (kernels/bmm/asw_basic.py)
         asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=bool(HOLD_M), hold_b=bool(HOLD_N),
