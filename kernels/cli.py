@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from pyto.errors import ShapeError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the kernels' subcommands to the `pyto` parser."""
     register_plan(sub)
+    register_bmm(sub)
 
 
 def plan_shapes(B: int, M: int, N: int, K: int, batch_a: int | None = None, batch_b: int | None = None,
@@ -40,6 +43,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def register_plan(sub: argparse._SubParsersAction) -> None:
     """`pyto plan B M N K ...`: choose a BMM branch (seeds/000) and explain every condition."""
     p = sub.add_parser("plan", help="choose a BMM branch (seeds/000) and explain the decision")
+    _shared_args(p)
+    p.set_defaults(func=cmd_plan)
+
+
+def _shared_args(p: argparse.ArgumentParser) -> None:
+    """The problem arguments `pyto plan` and `pyto bmm` share."""
     for dim in ("B", "M", "N", "K"):
         p.add_argument(dim, type=int, help=f"{dim} of C[B, M, N] = A[B, M, K] @ B[B, K, N]")
     p.add_argument("--batch-a", type=int, default=None, help="BatchA (default B)")
@@ -51,4 +60,64 @@ def register_plan(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--transpose-b", action="store_true", help="B stored (B, N, K)")
     p.add_argument("--branch", default=None, help="force a branch (only its structural preconditions are checked)")
     p.add_argument("--reduce", default="workspace", choices=("workspace", "atomic"), help="StreamK reduction")
-    p.set_defaults(func=cmd_plan)
+
+
+def _random(shape: tuple, dt, rng: np.random.Generator, integer_dtype=None) -> np.ndarray:
+    """Random operand: standard normal in a float dtype, uniform [-128, 128) for int8 (int32 for a bias)."""
+    if integer_dtype is not None:
+        return rng.integers(-128, 128, shape).astype(integer_dtype)
+    return rng.standard_normal(shape).astype(dt)
+
+
+def cmd_bmm(args: argparse.Namespace) -> int:
+    """Plan, run on the emulator, check against numpy; exit 0 when the check passes (or in timing mode)."""
+    import pyto
+    from kernels.bmm import plan
+    from kernels.bmm.api import check, run_plan
+    from kernels.bmm.cost import roofline_us
+    from pyto.dtypes import DType, as_dtype
+
+    a_shape, b_shape = plan_shapes(args.B, args.M, args.N, args.K, args.batch_a, args.batch_b,
+                                   args.transpose_a, args.transpose_b)
+    p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
+             transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce)
+    print(p.explain())
+    pr, dt = p.problem, as_dtype(args.dtype)
+    bias_shape = tuple(pr.batch_shape) + (1, pr.N)
+    int8 = dt is DType.int8
+    if args.timing:
+        a, b = pyto.spec(a_shape, dt), pyto.spec(b_shape, dt)
+        bias = pyto.spec(bias_shape, DType.int32 if int8 else dt) if args.bias else None
+    else:
+        rng = np.random.default_rng(args.seed)
+        a = _random(a_shape, dt.np, rng, np.int8 if int8 else None)
+        b = _random(b_shape, dt.np, rng, np.int8 if int8 else None)
+        bias = _random(bias_shape, dt.np, rng, np.int32 if int8 else None) if args.bias else None
+    c, rep = run_plan(p, a, b, bias)
+    chip = p.chip_spec or pyto.load_chip(p.chip)
+    roof = roofline_us(pr, chip)
+    print("\nRun on the emulator:")
+    print(rep.summary())
+    print(f"  roofline    max(FLOPs/peak, compulsory bytes/W_GM) = {roof:,.3f} us; simulated {rep.time_us:,.3f} us "
+          f"= {roof / rep.time_us:.1%} of roofline speed" if rep.time_us else f"  roofline    {roof:,.3f} us")
+    print(f"  estimate    {p.estimate.t_total:,.3f} us (planner, {p.branch})")
+    if args.trace:
+        rep.save_trace(args.trace)
+        print(f"  trace       written to {args.trace} (Chrome / Perfetto trace-event JSON)")
+    if args.timing:
+        print("check: skipped (timing mode: no data)")
+        return 0
+    why = check(c, a, b, bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b)
+    what = "exact int32" if int8 else "float64 numpy within matmul_bound"
+    print(f"check: PASS ({what})" if not why else f"check: FAIL ({what}): {why}")
+    return 0 if not why else 1
+
+
+def register_bmm(sub: argparse._SubParsersAction) -> None:
+    """`pyto bmm B M N K ...`: plan, run on the emulator and check against numpy."""
+    p = sub.add_parser("bmm", help="run a BMM on the emulator (planned branch), check it against numpy")
+    _shared_args(p)
+    p.add_argument("--trace", default=None, metavar="FILE", help="write a Chrome/Perfetto trace of the run")
+    p.add_argument("--timing", action="store_true", help="timing mode: shapes only, no data, no check")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the inputs (default 0)")
+    p.set_defaults(func=cmd_bmm)
