@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 from pyto.errors import ShapeError
 
 
@@ -62,18 +60,11 @@ def _shared_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reduce", default="workspace", choices=("workspace", "atomic"), help="StreamK reduction")
 
 
-def _random(shape: tuple, dt, rng: np.random.Generator, integer_dtype=None) -> np.ndarray:
-    """Random operand: standard normal in a float dtype, uniform [-128, 128) for int8 (int32 for a bias)."""
-    if integer_dtype is not None:
-        return rng.integers(-128, 128, shape).astype(integer_dtype)
-    return rng.standard_normal(shape).astype(dt)
-
-
 def cmd_bmm(args: argparse.Namespace) -> int:
     """Plan, run on the emulator, check against numpy; exit 0 when the check passes (or in timing mode)."""
     import pyto
     from kernels.bmm import plan
-    from kernels.bmm.api import check, run_plan
+    from kernels.bmm.api import check, random_inputs, run_plan
     from kernels.bmm.cost import roofline_us
     from pyto.dtypes import DType, as_dtype
 
@@ -89,10 +80,7 @@ def cmd_bmm(args: argparse.Namespace) -> int:
         a, b = pyto.spec(a_shape, dt), pyto.spec(b_shape, dt)
         bias = pyto.spec(bias_shape, DType.int32 if int8 else dt) if args.bias else None
     else:
-        rng = np.random.default_rng(args.seed)
-        a = _random(a_shape, dt.np, rng, np.int8 if int8 else None)
-        b = _random(b_shape, dt.np, rng, np.int8 if int8 else None)
-        bias = _random(bias_shape, dt.np, rng, np.int32 if int8 else None) if args.bias else None
+        a, b, bias = random_inputs(a_shape, b_shape, dt, bias_shape if args.bias else None, seed=args.seed)
     c, rep = run_plan(p, a, b, bias)
     chip = p.chip_spec or pyto.load_chip(p.chip)
     roof = roofline_us(pr, chip)

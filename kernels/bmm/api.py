@@ -93,6 +93,23 @@ def run_plan(p: Plan, a, b, bias=None):
 
 
 # ---- the numpy reference -------------------------------------------------------------------------------
+def random_inputs(a_shape, b_shape, dtype, bias_shape=None, seed: int = 0):
+    """(a, b, bias) for trying bmm: standard normal in a float dtype; int8 uniform in [-128, 128) with an
+    int32 bias in the same range. bias_shape None: no bias."""
+    dt = as_dtype(dtype)
+    rng = np.random.default_rng(seed)
+    if dt is DType.int8:
+        def make(shape, np_dt):
+            return rng.integers(-128, 128, shape).astype(np_dt)
+        bias_dt = np.int32
+    else:
+        def make(shape, np_dt):
+            return rng.standard_normal(shape).astype(np_dt)
+        bias_dt = dt.np
+    a, b = make(tuple(a_shape), dt.np), make(tuple(b_shape), dt.np)
+    return a, b, (None if bias_shape is None else make(tuple(bias_shape), bias_dt))
+
+
 def _logical(x, transpose: bool) -> np.ndarray:
     x = np.asarray(x)
     return np.swapaxes(x, -1, -2) if transpose else x
@@ -147,4 +164,4 @@ def check(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = 
     return ""
 
 
-__all__ = ["BRANCH_MODULES", "bmm", "check", "launcher", "reference", "run_plan"]
+__all__ = ["BRANCH_MODULES", "bmm", "check", "launcher", "random_inputs", "reference", "run_plan"]
