@@ -121,11 +121,13 @@ def kernel_params(plan) -> tuple[dict, int]:
     """The kernel's static parameters from plan.tiling (MergeBatchTiling), and the block count.
 
     The tiling's l1_buffers copies of b_L1 batches become a ring of l1_buffers * b_L1 / b slots of b
-    batches when K fits one L1 slice (same bytes), else l1_buffers slots of b batches.
+    batches (at most one per group the core runs) when K fits one L1 slice, else l1_buffers slots of b
+    batches.
     """
     t, p, chip = plan.tiling, plan.problem, plan.chip_spec or pyto.load_chip(plan.chip)
-    stages = t.l1_buffers * (t.b_l1 // t.b if p.K <= t.k_l1 else 1)
-    stages = max(1, min(stages, _cdiv(t.batches_per_core, t.b) + 1))    # no slot that is never used
+    stages = t.l1_buffers
+    if p.K <= t.k_l1:                         # no more slots than the core has groups: each would stay unused
+        stages = max(stages, min(t.l1_buffers * t.b_l1 // t.b, t.groups_per_core))
     cap = chip.buffers["L1"]
     while _l1_bytes(t.b, t.m_pad, t.n_pad, t.k_l1, p.isz, stages, p.bias) > cap:
         if stages == 1:                       # the bias rows take a little L1 the tiling did not count
