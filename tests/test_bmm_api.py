@@ -1,0 +1,201 @@
+"""kernels.bmm.bmm (numpy.matmul semantics over the planner's branch) and the `pyto bmm` command.
+
+Results are checked with kernels.bmm.api.check: int8 exactly (as int32), floats against float64 numpy
+within pyto.testing.matmul_bound (the bias one more exact term).
+"""
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import pyto
+from kernels.bmm import api, bmm, legal_branches, plan
+from kernels.bmm.api import check, random_inputs, reference
+from kernels.bmm.cost import roofline_us
+from pyto.cli import main
+from pyto.errors import PlanError, ShapeError, UnsupportedError
+
+CHIP = pyto.load_chip("ascend950pr")
+DTYPES = ["fp16", "bf16", "fp32", "int8"]
+OUT = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32, "int8": np.int32}   # numpy.matmul's,
+# but int8 accumulates and returns int32 (the cube's)
+
+
+def _ok(a_shape, b_shape, dt="fp16", bias_shape=None, seed=0, **kw):
+    a, b, bias = random_inputs(a_shape, b_shape, dt, bias_shape, seed=seed)
+    c, rep = bmm(a, b, bias, report=True, **kw)
+    why = check(c, a, b, bias, transpose_a=kw.get("transpose_a", False), transpose_b=kw.get("transpose_b", False))
+    assert not why, f"{a_shape} @ {b_shape} {dt} bias {bias_shape} {kw}: {why}"
+    return c, rep
+
+
+# ---- numpy.matmul semantics ----------------------------------------------------------------------------
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("a_shape,b_shape", [((40, 50), (50, 30)),                  # 2-D
+                                             ((3, 40, 50), (3, 50, 30)),            # equal batches
+                                             ((2, 1, 17, 40), (3, 40, 33)),         # cross broadcast, 2 batch dims
+                                             ((1, 17, 40), (4, 40, 33))])           # BatchA = 1
+def test_matches_numpy_matmul(dt, a_shape, b_shape):
+    c, _ = _ok(a_shape, b_shape, dt)
+    want = np.matmul(np.zeros(a_shape, np.float32), np.zeros(b_shape, np.float32))
+    assert c.shape == want.shape and c.dtype == OUT[dt]
+
+
+@pytest.mark.parametrize("bias_shape", [(33,), (1, 33), (4, 1, 33), (2, 4, 1, 33), (2, 1, 1, 33)])
+def test_bias_shapes(bias_shape):
+    _ok((2, 4, 17, 40), (2, 4, 40, 33), "fp16", bias_shape)
+
+
+def test_transpose_flags_read_dn_operands():
+    a, b, bias = random_inputs((3, 40, 17), (3, 33, 40), "bf16", (33,), seed=3)    # A [B, K, M], B [B, N, K]
+    c = bmm(a, b, bias, transpose_a=True, transpose_b=True)
+    assert c.shape == (3, 17, 33)
+    assert not check(c, a, b, bias, transpose_a=True, transpose_b=True)
+
+
+def test_inputs_untouched_and_read_only_inputs_work():
+    a, b, bias = random_inputs((2, 20, 30), (2, 30, 25), "fp16", (25,))
+    copies = [x.copy() for x in (a, b, bias)]
+    for x in (a, b, bias):
+        x.flags.writeable = False
+    c = bmm(a, b, bias)
+    assert not check(c, a, b, bias)
+    assert all(np.array_equal(x, y) for x, y in zip((a, b, bias), copies))
+
+
+# ---- every legal branch: correct, and no faster than the roofline ----------------------------------------
+@pytest.mark.parametrize("a_shape,b_shape,dt", [((4, 48, 64), (4, 64, 40), "fp16"),
+                                                ((1, 30, 96), (3, 96, 20), "int8"),
+                                                ((64, 2, 1), (64, 1, 3), "bf16")])
+def test_every_legal_branch_is_correct_and_respects_the_roofline(a_shape, b_shape, dt):
+    p0 = plan(a_shape, b_shape, dt, bias=True)
+    roof = roofline_us(p0.problem, CHIP)
+    ran = []
+    for branch in legal_branches(a_shape, b_shape, dt, bias=True):
+        try:
+            _, rep = _ok(a_shape, b_shape, dt, (b_shape[-1],), branch=branch)
+        except UnsupportedError:         # a branch whose kernel is not built yet
+            continue
+        assert rep.time_us >= roof * (1 - 1e-9), f"{branch}: {rep.time_us} us beats the roofline {roof} us"
+        ran.append(branch)
+    assert p0.branch in ran
+
+
+def test_timing_mode_on_specs_returns_none_and_a_report():
+    a, b = pyto.spec((8, 256, 512), "fp16"), pyto.spec((512, 256), "fp16")
+    c, rep = bmm(a, b)
+    assert c is None and isinstance(rep, pyto.Report) and rep.mode == "timing"
+    c, rep2 = bmm(a, b, pyto.spec((256,), "fp16"), report=True)
+    assert c is None and rep2.mode == "timing"
+    p = plan(a.shape, b.shape, "fp16")
+    assert rep.time_us >= roofline_us(p.problem, CHIP) and rep.cycles == pytest.approx(rep.time_us * CHIP.clock_ghz * 1e3)
+
+
+# ---- errors --------------------------------------------------------------------------------------------
+def test_bad_input_raises_shape_error():
+    a, b, _ = random_inputs((2, 8, 16), (2, 16, 8), "fp16")
+    with pytest.raises(ShapeError, match="K mismatch"):
+        bmm(a, b[:, :5])
+    with pytest.raises(ShapeError, match="one dtype"):
+        bmm(a, b.astype(np.float32))
+    with pytest.raises(ShapeError, match="float64"):
+        bmm(a.astype(np.float64), b.astype(np.float64))
+    with pytest.raises(ShapeError, match="1-D"):
+        bmm(a[0, 0], b)
+    with pytest.raises(ShapeError, match="broadcast"):
+        bmm(np.zeros((2, 8, 16), np.float16), np.zeros((3, 16, 8), np.float16))
+    with pytest.raises(ShapeError, match="bias"):
+        bmm(a, b, np.zeros((2, 2, 8), np.float16))
+    with pytest.raises(ShapeError, match="bias"):
+        bmm(a, b, np.zeros(9, np.float16))
+    ai, bi, _ = random_inputs((2, 8, 16), (2, 16, 8), "int8")
+    with pytest.raises(ShapeError, match="bias"):
+        bmm(ai, bi, np.zeros(8, np.float16))            # an int8 bmm takes an integer bias
+
+
+def test_forcing_a_branch_whose_preconditions_fail_raises_plan_error():
+    a, b, _ = random_inputs((2, 8, 64), (2, 64, 8), "fp16")
+    with pytest.raises(PlanError, match="K = 0 or K = 1"):
+        bmm(a, b, branch="special")
+    with pytest.raises(PlanError, match="BatchA = 1 or BatchB = 1"):
+        bmm(a, b, branch="to_matmul")
+    with pytest.raises(PlanError, match="unknown branch"):
+        bmm(a, b, branch="fastest")
+    e, f, _ = random_inputs((2, 8, 0), (2, 0, 8), "fp16")
+    with pytest.raises(PlanError, match="use special"):
+        bmm(e, f, branch="asw_basic")
+
+
+def test_a_branch_without_a_kernel_raises_unsupported_error(monkeypatch):
+    monkeypatch.setitem(api.BRANCH_MODULES, "asw_basic", "kernels.bmm._asw_basic_not_built")
+    a, b, _ = random_inputs((2, 8, 64), (2, 64, 8), "fp16")
+    with pytest.raises(UnsupportedError, match="'asw_basic' has no kernel yet"):
+        bmm(a, b, branch="asw_basic")
+    monkeypatch.setitem(api.BRANCH_MODULES, "asw_basic", "kernels._no_such_package.asw_basic")
+    with pytest.raises(ModuleNotFoundError):       # a broken import inside a branch is not hidden
+        bmm(a, b, branch="asw_basic")
+
+
+def test_check_finds_wrong_results():
+    a, b, bias = random_inputs((2, 8, 16), (2, 16, 8), "fp16", (8,))
+    c = bmm(a, b, bias)
+    assert check(c, a, b, bias) == ""
+    bad = c.copy()
+    bad[1, 2, 3] += np.float16(0.5)
+    assert "beyond the bound" in check(bad, a, b, bias)
+    assert "dtype" in check(c.astype(np.float32), a, b, bias)
+    assert "shape" in check(c[0], a, b, bias)
+    ai, bi, _ = random_inputs((8, 16), (16, 8), "int8")
+    ci = bmm(ai, bi)
+    assert check(ci, ai, bi) == "" and np.array_equal(ci, reference(ai, bi))
+    ci[0, 0] += 1
+    assert "differ" in check(ci, ai, bi)
+
+
+# ---- the `pyto bmm` command ----------------------------------------------------------------------------
+def test_cli_bmm_runs_checks_and_explains(capsys):
+    assert main(["bmm", "3", "40", "50", "60", "--batch-b", "1", "--dtype", "fp16", "--bias"]) == 0
+    out = capsys.readouterr().out
+    for part in ("Chosen branch: to_matmul", "T_total", "bottleneck", "roofline", "achieved", "check: PASS"):
+        assert part in out, part
+
+
+def test_cli_bmm_int8_transposes_and_trace(capsys, tmp_path):
+    trace = tmp_path / "bmm.json"
+    assert main(["bmm", "2", "17", "33", "1", "--dtype", "int8", "--branch", "special", "--transpose-a",
+                 "--transpose-b", "--bias", "--trace", str(trace), "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "check: PASS (exact int32)" in out and "Chosen branch: special" in out
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+def test_cli_bmm_timing_mode(capsys):
+    assert main(["bmm", "64", "256", "256", "1024", "--batch-a", "1", "--timing"]) == 0
+    out = capsys.readouterr().out
+    assert "timing mode" in out and "check: skipped" in out
+
+
+def test_cli_bmm_failing_check_and_errors_exit_1(capsys, monkeypatch):
+    monkeypatch.setattr(api, "check", lambda *a, **k: "wrong on purpose")
+    assert main(["bmm", "2", "16", "16", "16", "--dtype", "fp32"]) == 1
+    assert "check: FAIL" in capsys.readouterr().out
+    assert main(["bmm", "2", "16", "16", "16", "--branch", "special"]) == 1
+    assert "PlanError" in capsys.readouterr().err
+    assert main(["bmm", "4", "16", "16", "16", "--batch-a", "3"]) == 1
+    assert "ShapeError" in capsys.readouterr().err
+
+
+# ---- property test: whatever the planner picks matches numpy ---------------------------------------------
+@settings(max_examples=12)
+@given(kind=st.sampled_from(["same", "a1", "b1", "cross", "2d"]), B=st.integers(1, 4), M=st.integers(1, 48),
+       N=st.integers(1, 48), K=st.sampled_from([0, 1, 15, 16, 33, 70]), dt=st.sampled_from(DTYPES),
+       ta=st.booleans(), tb=st.booleans(), with_bias=st.booleans())
+def test_bmm_property(kind, B, M, N, K, dt, ta, tb, with_bias):
+    batch_a, batch_b = {"same": ((B,), (B,)), "a1": ((1,), (B,)), "b1": ((B,), ()), "cross": ((B, 1), (1, 2)),
+                        "2d": ((), ())}[kind]
+    a_shape = batch_a + ((K, M) if ta else (M, K))
+    b_shape = batch_b + ((N, K) if tb else (K, N))
+    c, _ = _ok(a_shape, b_shape, dt, (N,) if with_bias else None, seed=M + 7 * N, transpose_a=ta, transpose_b=tb)
+    assert c.shape == np.broadcast_shapes(batch_a, batch_b) + (M, N)
