@@ -101,11 +101,13 @@ def _launch_view(plan, ops: Operands, mode: str) -> pyto.Report:
     b = _reshape(ops.b, (p.N, p.K) if p.transpose_b else (p.K, p.N))
     bias = _reshape(ops.bias, tuple(ops.bias.shape[-2:]))
     out = _reshape(ops.out, (rows, p.N))
-    mp = plan_matmul(rows, p.N, p.K, p.dtype, plan.chip_spec or plan.chip, _tiles(plan),
-                     bias_dtype=bias.dtype if ops.has_bias else None, transpose_a=p.transpose_a,
-                     transpose_b=p.transpose_b, full_load=plan.tiling.matmul.full_load)
-    return pyto.run(matmul_kernel, a, b, bias, out, chip=plan.chip_spec or plan.chip, blocks=mp.blocks, mode=mode,
-                    **mp.params)
+    kw = dict(bias_dtype=bias.dtype if ops.has_bias else None, transpose_a=p.transpose_a, transpose_b=p.transpose_b)
+    chip = plan.chip_spec or plan.chip
+    try:
+        mp = plan_matmul(rows, p.N, p.K, p.dtype, chip, _tiles(plan), full_load=plan.tiling.matmul.full_load, **kw)
+    except PlanError:               # the kernel's held slab is padded to base_k: it may not fit where the tiling's does
+        mp = plan_matmul(rows, p.N, p.K, p.dtype, chip, _tiles(plan), full_load="", **kw)
+    return pyto.run(matmul_kernel, a, b, bias, out, chip=chip, blocks=mp.blocks, mode=mode, **mp.params)
 
 
 def batched_params(plan, ops: Operands) -> tuple[int, dict]:
