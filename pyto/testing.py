@@ -1,8 +1,9 @@
 """Helpers for kernel authors' own test suites: expected failures, numpy comparisons, strategies.
 
 Tolerances are justified by the arithmetic: a result rounded to the output dtype is off by at most
-half an ulp (u = 2^-11 fp16, 2^-8 bf16, 2^-24 fp32) of its value, and fp32 accumulation of K
-products is off by at most K * 2^-24 * sum|a_i b_i| (the standard worst-case summation bound).
+half an ulp (u = 2^-11 fp16, 2^-8 bf16, 2^-24 fp32) of its value, or half the smallest subnormal
+near zero, and fp32 accumulation of K products is off by at most K * 2^-24 * sum|a_i b_i| (the
+standard worst-case summation bound).
 """
 from __future__ import annotations
 
@@ -52,7 +53,10 @@ def matmul_bound(a: np.ndarray, b: np.ndarray, out_dtype, k_chunks: int = 1) -> 
     u = UNIT_ROUNDOFF[as_dtype(out_dtype)]
     k = a64.shape[-1]
     acc = k * 2.0 ** -24 * absprod
-    return u * np.abs(ref) + (1 + u) * acc + np.finfo(np.float32).tiny
+    # half the output dtype's smallest subnormal: rounding near zero is absolute, not relative
+    dt = as_dtype(out_dtype)
+    sub = float(np.finfo(dt.np).smallest_subnormal) / 2 if dt.is_float else 0.0
+    return u * np.abs(ref) + (1 + u) * acc + max(sub, float(np.finfo(np.float32).tiny))
 
 
 def assert_close(actual: np.ndarray, expected: np.ndarray, bound: np.ndarray, what: str = "result") -> None:
