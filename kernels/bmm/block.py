@@ -131,16 +131,43 @@ def _bias_bt(bufs: Buffers, bias, bias_off: Sequence[int], nt: int):
     return bias_bt
 
 
+def _stream_l1(bufs: Buffers, slot, src, batch: list, pos: int, k1: int, k_len: int, extent: int, pieces: int,
+               transpose: bool, is_a: bool) -> None:
+    """GM -> one streamed L1 slot for the L1 step [k1, k1 + k_len) of the tile at row (A) / column (B) `pos`.
+
+    pieces 0: the whole slot in one load (rows/columns and K past the tile's own are read too, clipped only at
+    the tensor's edge). pieces n >= 1: only the `extent` rows of A / columns of B and the K the step uses
+    (aligned), in n loads along K (multiples of base_k): MTE1 and the cube start on the first piece while the
+    rest arrive, and a K segment that ends inside the slot (split-K, StreamK) reads nothing past its end.
+    """
+    if pieces <= 0:
+        off = ([*batch, k1, pos] if transpose else [*batch, pos, k1]) if is_a else \
+              ([*batch, pos, k1] if transpose else [*batch, k1, pos])
+        pl.load(slot, src, off, transpose=transpose)
+        return
+    k_all = _ceil(k_len, bufs.align)
+    step = _ceil(-(-k_all // pieces), bufs.base_k)
+    for kp in pl.range(0, k_all, step):
+        kw = min(step, k_all - kp)
+        if is_a:
+            view, off = slot[0:extent, kp:kp + kw], ([*batch, k1 + kp, pos] if transpose else [*batch, pos, k1 + kp])
+        else:
+            view, off = slot[kp:kp + kw, 0:extent], ([*batch, pos, k1 + kp] if transpose else [*batch, k1 + kp, pos])
+        pl.load(view, src, off, transpose=transpose)
+
+
 def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], K: int, rows: int, cols: int, *,
                k_start: int = 0, a_l1=None, b_l1=None, bias=None, bias_off: Optional[Sequence[int]] = None,
-               transpose_a: bool = False, transpose_b: bool = False, use_unit_flag: bool = True):
+               transpose_a: bool = False, transpose_b: bool = False, use_unit_flag: bool = True,
+               l1_pieces: int = 0):
     """The K loop of one tile: returns the L0C view holding A[m0:, k_start:k_start+K] @ B[.., n0:] (+ bias).
 
     a_off = [*batch, m0], b_off = [*batch, n0] (GM offsets of the tile's origin, K apart); rows/cols: the
     tile's real extent (<= base_m/base_n). a_l1 / b_l1: held L1 views (see held_a/held_b) covering K from
     0, used instead of streaming that operand. bias: a GM row tensor read at bias_off (default
     [0, ..., 0, n0]), added by the first MMAD. With use_unit_flag the last MMAD carries AccPhase.Final;
-    store the result with `store_tile` (STPhase.Final).
+    store the result with `store_tile` (STPhase.Final). l1_pieces: how streamed L1 slots are filled
+    (`_stream_l1`: 0 = one load of the whole slot; n >= 1 = the tile's own extent in n pieces along K).
     """
     base_m, base_n, base_k, k_l1 = bufs.base_m, bufs.base_n, bufs.base_k, bufs.k_l1
     assert 0 < rows <= base_m and 0 < cols <= base_n and K > 0, f"tile {rows}x{cols}, K={K}"
@@ -158,12 +185,13 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
     step = 0
     for k1 in pl.range(k_start, k_end, k_l1):
         a1, b1, k_base = a_l1, b_l1, 0          # held views are indexed by absolute k
+        k_len = min(k_l1, k_end - k1)
         if a_l1 is None:
             a1 = bufs.a_l1.next()
-            pl.load(a1, a, [*a_batch, k1, m0] if transpose_a else [*a_batch, m0, k1], transpose=transpose_a)
+            _stream_l1(bufs, a1, a, a_batch, m0, k1, k_len, mt, l1_pieces, transpose_a, True)
         if b_l1 is None:
             b1 = bufs.b_l1.next()
-            pl.load(b1, b, [*b_batch, n0, k1] if transpose_b else [*b_batch, k1, n0], transpose=transpose_b)
+            _stream_l1(bufs, b1, b, b_batch, n0, k1, k_len, nt, l1_pieces, transpose_b, False)
         for kk in pl.range(k1, min(k1 + k_l1, k_end), base_k):
             kt = min(base_k, _ceil(k_end - kk, bufs.align))
             ka = kk if a_l1 is not None else kk - k1
@@ -218,7 +246,7 @@ def store_tile(out, c_l0c, c_off: Sequence[int], *, use_unit_flag: bool = True, 
 def mmad_tile(bufs: Buffers, a, b, out, a_off: Sequence[int], b_off: Sequence[int], c_off: Sequence[int], K: int, *,
               k_start: int = 0, a_l1=None, b_l1=None, bias=None, bias_off: Optional[Sequence[int]] = None,
               transpose_a: bool = False, transpose_b: bool = False, use_unit_flag: bool = True,
-              atomic: Optional[str] = None) -> None:
+              atomic: Optional[str] = None, l1_pieces: int = 0) -> None:
     """out[c_off tile] = A @ B (+ bias) for one output tile: `accumulate`, then `store_tile`.
 
     c_off = [*batch, m0, n0]; the tile's real extent is clipped to out's last two dims. Arguments as
@@ -228,5 +256,5 @@ def mmad_tile(bufs: Buffers, a, b, out, a_off: Sequence[int], b_off: Sequence[in
     cols = min(bufs.base_n, out.shape[-1] - c_off[-1])
     c_l0c = accumulate(bufs, a, b, a_off, b_off, K, rows, cols, k_start=k_start, a_l1=a_l1, b_l1=b_l1, bias=bias,
                        bias_off=bias_off, transpose_a=transpose_a, transpose_b=transpose_b,
-                       use_unit_flag=use_unit_flag)
+                       use_unit_flag=use_unit_flag, l1_pieces=l1_pieces)
     store_tile(out, c_l0c, c_off, use_unit_flag=use_unit_flag, atomic=atomic)
