@@ -132,8 +132,9 @@ def _bias_bt(bufs: Buffers, bias, bias_off: Sequence[int], nt: int):
 
 
 def _stream_l1(bufs: Buffers, slot, src, batch: list, pos: int, k1: int, k_len: int, extent: int, pieces: int,
-               transpose: bool, is_a: bool) -> None:
-    """GM -> one streamed L1 slot for the L1 step [k1, k1 + k_len) of the tile at row (A) / column (B) `pos`.
+               transpose: bool, is_a: bool) -> list:
+    """The GM -> L1 loads (view of `slot`, GM offsets) for the L1 step [k1, k1 + k_len) of the tile at row (A)
+    / column (B) `pos`.
 
     pieces 0: the whole slot in one load (rows/columns and K past the tile's own are read too, clipped only at
     the tensor's edge). pieces n >= 1: only the `extent` rows of A / columns of B and the K the step uses
@@ -143,17 +144,17 @@ def _stream_l1(bufs: Buffers, slot, src, batch: list, pos: int, k1: int, k_len: 
     if pieces <= 0:
         off = ([*batch, k1, pos] if transpose else [*batch, pos, k1]) if is_a else \
               ([*batch, pos, k1] if transpose else [*batch, k1, pos])
-        pl.load(slot, src, off, transpose=transpose)
-        return
+        return [(slot, off)]
     k_all = _ceil(k_len, bufs.align)
     step = _ceil(-(-k_all // pieces), bufs.base_k)
-    for kp in pl.range(0, k_all, step):
+    loads = []
+    for kp in range(0, k_all, step):
         kw = min(step, k_all - kp)
         if is_a:
-            view, off = slot[0:extent, kp:kp + kw], ([*batch, k1 + kp, pos] if transpose else [*batch, pos, k1 + kp])
+            loads.append((slot[0:extent, kp:kp + kw], [*batch, k1 + kp, pos] if transpose else [*batch, pos, k1 + kp]))
         else:
-            view, off = slot[kp:kp + kw, 0:extent], ([*batch, pos, k1 + kp] if transpose else [*batch, k1 + kp, pos])
-        pl.load(view, src, off, transpose=transpose)
+            loads.append((slot[kp:kp + kw, 0:extent], [*batch, pos, k1 + kp] if transpose else [*batch, k1 + kp, pos]))
+    return loads
 
 
 def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], K: int, rows: int, cols: int, *,
@@ -186,12 +187,18 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
     for k1 in pl.range(k_start, k_end, k_l1):
         a1, b1, k_base = a_l1, b_l1, 0          # held views are indexed by absolute k
         k_len = min(k_l1, k_end - k1)
+        a_loads = b_loads = []
         if a_l1 is None:
             a1 = bufs.a_l1.next()
-            _stream_l1(bufs, a1, a, a_batch, m0, k1, k_len, mt, l1_pieces, transpose_a, True)
+            a_loads = _stream_l1(bufs, a1, a, a_batch, m0, k1, k_len, mt, l1_pieces, transpose_a, True)
         if b_l1 is None:
             b1 = bufs.b_l1.next()
-            _stream_l1(bufs, b1, b, b_batch, n0, k1, k_len, nt, l1_pieces, transpose_b, False)
+            b_loads = _stream_l1(bufs, b1, b, b_batch, n0, k1, k_len, nt, l1_pieces, transpose_b, False)
+        for i in range(max(len(a_loads), len(b_loads))):        # A and B pieces interleaved: K order
+            if i < len(a_loads):
+                pl.load(a_loads[i][0], a, a_loads[i][1], transpose=transpose_a)
+            if i < len(b_loads):
+                pl.load(b_loads[i][0], b, b_loads[i][1], transpose=transpose_b)
         for kk in pl.range(k1, min(k1 + k_l1, k_end), base_k):
             kt = min(base_k, _ceil(k_end - kk, bufs.align))
             ka = kk if a_l1 is not None else kk - k1
