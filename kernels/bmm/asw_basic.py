@@ -38,14 +38,15 @@ from .common import Operands, batch_offsets
 
 def asw_walk(bufs: Buffers, a, b, bias, out, grid: TileGrid, *, hold_a: bool = False, hold_b: bool = False,
              grid_k: int = 1, k_seg: int = 0, transpose_a: bool = False, transpose_b: bool = False,
-             unit_flag: bool = True) -> None:
+             unit_flag: bool = True, l1_pieces: int = 0) -> None:
     """This core's share of `grid`'s tasks (call inside pl.section_cube()).
 
     Task t (of grid.tasks * grid_k) runs on core t mod block_num: the (batch, tile) grid.task(t // grid_k),
     each of its base_m x base_n sub-tiles through `mmad_tile`. Batch offsets of a, b, bias and out come from
     the flat batch number with size-1 dims broadcast. hold_a / hold_b: read A / B from a slab held in L1
     (`held_a`/`held_b`: loaded when its rows / columns change). grid_k > 1: split-K, K segment k_seg per
-    task, atomically added into out (zeroed), bias on segment 0 only. bias None: no bias.
+    task, atomically added into out (zeroed), bias on segment 0 only. bias None: no bias. l1_pieces: how
+    streamed L1 slots are filled (`block.accumulate`).
     """
     K = a.shape[-2] if transpose_a else a.shape[-1]
     out_b, a_b, b_b = tuple(out.shape[:-2]), tuple(a.shape[:-2]), tuple(b.shape[:-2])
@@ -66,14 +67,14 @@ def asw_walk(bufs: Buffers, a, b, bias, out, grid: TileGrid, *, hold_a: bool = F
                           k_start=k_start, a_l1=a_l1, b_l1=b_l1, bias=bias if with_bias else None,
                           bias_off=[*batch_offsets(flat, out_b, bias_b), 0, n0] if with_bias else None,
                           transpose_a=transpose_a, transpose_b=transpose_b, use_unit_flag=unit_flag,
-                          atomic="add" if grid_k > 1 else None)
+                          atomic="add" if grid_k > 1 else None, l1_pieces=l1_pieces)
 
 
 @pl.kernel
 def asw_basic_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, STAGES: int = 2,
                      L0_STAGES: int = 2, L0C_STAGES: int = 2, WINDOW: int = 1, L2_M: int = 1, L2_N: int = 1,
                      FULL_LOAD_A: bool = False, FULL_LOAD_B: bool = False, TRANSPOSE_A: bool = False,
-                     TRANSPOSE_B: bool = False, BIAS: bool = False):
+                     TRANSPOSE_B: bool = False, BIAS: bool = False, L1_PIECES: int = 0):
     """out [*batch, M, N] = a [*a_batch, M, K] @ b [*b_batch, K, N] (+ bias [*bias_batch, 1, N] when BIAS).
 
     All four tensors have the same rank; a batch dim of 1 is broadcast. a is [.., K, M] with TRANSPOSE_A,
@@ -96,7 +97,7 @@ def asw_basic_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, 
     grid = Swizzle(WINDOW, True).grid(M, N, BASE_M, BASE_N, batch=math.prod(out.shape[:-2]), l2_m=L2_M, l2_n=L2_N)
     with pl.section_cube():
         asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=FULL_LOAD_A, hold_b=FULL_LOAD_B,
-                 transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
+                 transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, l1_pieces=L1_PIECES)
 
 
 # ---- plan -> static parameters -> launch ------------------------------------------------------------
@@ -118,6 +119,15 @@ def l1_use(params: dict, M: int, N: int, K: int, dt: DType, bias_dt) -> int:
     return used
 
 
+def l1_pieces_for(base_m: int, base_n: int, base_k: int, k_l1: int, dt: DType, chip: Chip) -> int:
+    """GM->L1 pieces per L1 step (`block.accumulate`'s l1_pieces): one per base_k step, as long as every A
+    and B piece stays >= 2 x min_TileSize (seeds/000: below 16KB a move loses efficiency; measured on the
+    emulator, pieces of 16-32KB already lose more in MTE2 time than the earlier start of the cube wins)."""
+    steps = max(1, k_l1 // base_k)
+    smallest = min(base_m, base_n) * k_l1 * dt.itemsize
+    return max(1, min(steps, smallest // (2 * chip.min_tile_bytes)))
+
+
 def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
     """asw_basic_kernel's static parameters from an AswTiling (L1 stages trimmed if the kernel's padded
     allocation would not fit: the tiling budgets K aligned to 16, the kernel's held slab to base_k)."""
@@ -125,7 +135,8 @@ def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
     params = dict(BASE_M=t.base_m, BASE_N=t.base_n, BASE_K=t.base_k, K_L1=t.k_l1, STAGES=t.l1_buffers,
                   L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers, WINDOW=t.window, L2_M=t.l2_tiles_m,
                   L2_N=t.l2_tiles_n, FULL_LOAD_A=t.full_load == "A", FULL_LOAD_B=t.full_load == "B",
-                  TRANSPOSE_A=problem.transpose_a, TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias))
+                  TRANSPOSE_A=problem.transpose_a, TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias),
+                  L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, dt, chip))
     bias_dt = dt.acc if bias else None
     while params["STAGES"] > 1 and l1_use(params, t.m, t.n, t.k, dt, bias_dt) > chip.buffers["L1"]:
         params["STAGES"] //= 2

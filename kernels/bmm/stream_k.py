@@ -36,6 +36,7 @@ from pyto.chip import Chip
 from pyto.dtypes import DType
 from pyto.tiling import ceil_align
 
+from .asw_basic import l1_pieces_for
 from .block import accumulate, alloc_buffers, store_tile
 from .common import Operands, batch_offsets
 
@@ -71,10 +72,12 @@ def chunks(nb: int, m_cnt: int, n_cnt: int, sm: int, sn: int, M: int, N: int, ro
 def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SINGLE_M: int, SINGLE_N: int,
                     SINGLE_K: int, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, STAGES: int = 2,
                     L0_STAGES: int = 2, L0C_STAGES: int = 2, ATOMIC: bool = False, RED_ROWS: int = 16,
-                    RED_COLS: int = 16, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False, BIAS: bool = False):
+                    RED_COLS: int = 16, PART_BUFS: int = 2, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
+                    BIAS: bool = False, L1_PIECES: int = 1):
     """out [*batch, M, N] = a @ b (+ bias) with K split GRID_K ways (shapes as asw_basic_kernel).
 
     RED_ROWS x RED_COLS: the UB chunk one AIV reduces (or zeroes / casts) at a time, RED_COLS a multiple of 16.
+    PART_BUFS: UB slots for partial chunks (grid_K - 1 lets every partial of a chunk be in flight at once).
     """
     M, K = (a.shape[-1], a.shape[-2]) if TRANSPOSE_A else (a.shape[-2], a.shape[-1])
     N, Kb = (b.shape[-2], b.shape[-1]) if TRANSPOSE_B else (b.shape[-1], b.shape[-2])
@@ -99,7 +102,7 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
     else:
         ws = pl.workspace([len(units), SINGLE_M, SINGLE_N], acc)
         sum_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, buffers=2, name="sum_ub")
-        part_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, buffers=2, name="part_ub")
+        part_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, buffers=PART_BUFS, name="part_ub")
         if BIAS:
             bias_ub = pl.alloc(pl.UB, [1, RED_COLS], acc, buffers=2, name="bias_ub")
     if cast_out:
@@ -130,7 +133,7 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
                                        min(BASE_M, rows_blk - m0), min(BASE_N, cols_blk - n0), k_start=k_start,
                                        bias=bias if with_bias else None,
                                        bias_off=[*batch_offsets(f, out_b, bias_b), 0, n_abs] if with_bias else None,
-                                       transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
+                                       transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, l1_pieces=L1_PIECES)
                     if ATOMIC:
                         t_off = [f] if cast_out else batch_offsets(f, out_b, out_b)
                         store_tile(target, c_l0c, [*t_off, m_abs, n_abs], atomic="add")
@@ -173,6 +176,11 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
 
 
 # ---- plan -> static parameters -> launch ------------------------------------------------------------
+def part_buffers(grid_k: int) -> int:
+    """UB slots for the partials of one chunk: all grid_K - 1 after the first in flight (2 to 8)."""
+    return max(2, min(grid_k - 1, 8))
+
+
 def reduce_chunk(t, problem, chip: Chip, blocks: int, *, bias: bool) -> tuple[int, int]:
     """(rows, cols) of the AIVs' UB chunk: columns up to the block width (a multiple of 16), rows so that
     the UB rings fit one AIV's UB and the output is spread over all 2 x blocks AIVs."""
@@ -189,7 +197,7 @@ def reduce_chunk(t, problem, chip: Chip, blocks: int, *, bias: bool) -> tuple[in
     def per_row(c: int) -> int:
         if atomic:
             return c * acc + (2 * c * acc + 2 * c * out_isz if cast else 0)
-        return 4 * c * acc + (2 * c * out_isz if cast else 0)
+        return (2 + part_buffers(t.grid_k)) * c * acc + (2 * c * out_isz if cast else 0)
 
     fixed = 2 * cols * acc if bias and not atomic else 0
     while cols > VEC_ALIGN and per_row(cols) + fixed > ub:
@@ -207,8 +215,9 @@ def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
     return dict(GRID_K=t.grid_k, M_CNT=t.m_cnt, N_CNT=t.n_cnt, SINGLE_M=t.single_m, SINGLE_N=t.single_n,
                 SINGLE_K=t.single_core_k, BASE_M=t.base_m, BASE_N=t.base_n, BASE_K=t.base_k, K_L1=t.k_l1,
                 STAGES=t.l1_buffers, L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers, ATOMIC=t.reduce == "atomic",
-                RED_ROWS=rows, RED_COLS=cols, TRANSPOSE_A=problem.transpose_a, TRANSPOSE_B=problem.transpose_b,
-                BIAS=bool(bias))
+                RED_ROWS=rows, RED_COLS=cols, PART_BUFS=part_buffers(t.grid_k), TRANSPOSE_A=problem.transpose_a,
+                TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias),
+                L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, problem.dtype, chip))
 
 
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
