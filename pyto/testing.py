@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from .dtypes import DType, as_dtype
@@ -55,7 +56,7 @@ def matmul_bound(a: np.ndarray, b: np.ndarray, out_dtype, k_chunks: int = 1) -> 
     acc = k * 2.0 ** -24 * absprod
     # half the output dtype's smallest subnormal: rounding near zero is absolute, not relative
     dt = as_dtype(out_dtype)
-    sub = float(np.finfo(dt.np).smallest_subnormal) / 2 if dt.is_float else 0.0
+    sub = float(ml_dtypes.finfo(dt.np).smallest_subnormal) / 2 if dt.is_float else 0.0
     return u * np.abs(ref) + (1 + u) * acc + max(sub, float(np.finfo(np.float32).tiny))
 
 
