@@ -108,17 +108,30 @@ def _l1_bytes(q: dict, isz: int, align: int, bias: bool) -> int:
     return use + (2 * 16 * _ceil(q["BASE_N"], 16) * 4 if bias else 0)
 
 
-def _fit_l1(q: dict, p, t, cap: int, *, hold: bool, stream: bool) -> None:
-    """Shrink the kernel's L1 use to `cap` (the planner's budget leaves out the bias row and the padding of
-    a held K to a multiple of BaseK): one stream slot, then a BaseK dividing K̄ (no held padding), then a
-    shallower streamed K slice, then one hold slot. PlanError if even that does not fit."""
+def _fit_l1(q: dict, p, t, cap: int, min_tile: int, *, hold: bool, stream: bool) -> None:
+    """Shrink the kernel's L1 use to `cap`. The planner's budget is one copy of the streamed slice and
+    leaves out the bias row and the padding of a held K to a multiple of BaseK. In order: keep two
+    stream slots with a shallower K slice (halved while each streamed tile stays >= min_TileSize: double
+    buffering hides the transfer, a deeper single slice does not); else one stream slot; a BaseK dividing
+    K̄ (no held padding); a shallower slice again; one hold slot. PlanError if even that does not fit."""
     al, ka = p.mn_align, p.k_align
 
     def over() -> bool:
         return _l1_bytes(q, p.isz, al, p.bias) > cap
 
-    if over() and stream and q["STAGES"] > 1:
-        q["STAGES"] = 1
+    def smallest_tile(k: int) -> int:
+        rows = [r for r, held in ((q["BASE_M"], q["HOLD_M"]), (q["BASE_N"], q["HOLD_N"])) if not held]
+        return min(rows) * k * p.isz
+
+    if over() and stream:
+        k_l1 = q["K_L1"]
+        while over() and q["K_L1"] > q["BASE_K"]:
+            k = max(q["BASE_K"], q["K_L1"] // 2 // q["BASE_K"] * q["BASE_K"])
+            if smallest_tile(k) < min_tile:
+                break
+            q["K_L1"] = k
+        if over():
+            q.update(K_L1=k_l1, STAGES=1)
     if over() and hold and q["k_hold"] > p.Kp:
         bk = next(d for d in range(q["BASE_K"] // ka * ka, 0, -ka) if p.Kp % d == 0)
         whole = q["K_L1"] >= q["k_hold"]          # the streamed side (if any) takes all of K at once
@@ -144,7 +157,7 @@ def kernel_params(plan) -> tuple[dict, int]:
     q = dict(BASE_M=bm, BASE_N=bn, BASE_K=t.base_k, K_L1=k_l1, k_hold=k_hold,
              HOLD_M=_ceil(p.M, bm) if hold_a else 0, HOLD_N=_ceil(p.N, bn) if hold_b else 0,
              HOLD_STAGES=t.l1_buffers, STAGES=2)
-    _fit_l1(q, p, t, chip.buffers["L1"], hold=hold_a or hold_b, stream=not (hold_a and hold_b))
+    _fit_l1(q, p, t, chip.buffers["L1"], chip.min_tile_bytes, hold=hold_a or hold_b, stream=not (hold_a and hold_b))
     del q["k_hold"]
     q.update(L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers, TRANSPOSE_A=p.transpose_a,
              TRANSPOSE_B=p.transpose_b, BIAS=p.bias, UNIT_FLAG=t.unit_flag)
