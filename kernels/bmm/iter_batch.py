@@ -21,8 +21,12 @@ key across batches, so it is loaded once per core.
 Choices where the seed leaves room:
 * A held slab must be a whole number of base tiles (block.held_a/held_b). BaseM/BaseN are rebalanced to
   the same tile count with the least padding (ceil(M / tiles) rounded to the fractal), which keeps the
-  slab within the planner's M̄ x K̄ budget wherever possible; L1 slots are then reduced (stream slots
-  first, then hold slots) if the kernel's real allocation, bias row included, would exceed L1.
+  slab within the planner's M̄ x K̄ budget wherever possible.
+* The planner budgets one copy of a streamed slice; the kernel double-buffers it, with a shallower K
+  slice when both copies would not fit (as long as each transfer stays >= min_TileSize), and fits the
+  bias row and any held padding the budget leaves out (`_fit_l1` gives the order).
+* unit_flag where the tiling asks for it (case (c)); the other cases use the framework's software sync
+  (timing within 0.1% either way on the shapes measured).
 * In (c)/(d) with B resident, A's M segments are streamed per output tile (re-read once per N tile when
   BaseN < N); with A resident, B's K segments are streamed per output tile (re-read once per M tile): the
   seed's "切分侧重复读".

@@ -13,10 +13,11 @@ The off-diagonal blocks (batch i's A times batch j's B) are computed and dropped
 work is wasted, which is the point of the branch — its home ground is bandwidth bound (seed condition 5).
 
 Choices where the seed leaves room:
-* L1 slot = b_L1 batches when K fits one L1 slice (k_L1 >= K): the slot is loaded once and its b_L1/b
-  groups run from views of it. When K needs several slices, each group streams its own K slices and the
-  slot holds b batches (several groups live across K slices would need more L0C tiles than the two the
-  tiling has).
+* L1: the tiling's l1_buffers copies of b_L1 batches are run as a ring of slots of b batches (one group
+  each): l1_buffers * b_L1 / b slots when K fits one L1 slice (the same bytes; the cube starts once b
+  batches have landed rather than b_L1, and after the last load only one group is left to compute),
+  l1_buffers slots when each group streams several K slices (b_L1 is then b: more groups live across K
+  slices would need more L0C tiles than the tiling's two).
 * Bias: one BT row [1, b*N̄] built from each batch's bias row (batch i's row loaded into L1 columns
   [i*N̄, (i+1)*N̄)), added by the first MMAD. Row block i of the merged tile then gets every batch's bias
   in its column blocks, so the kept diagonal block (i, i) gets exactly batch i's bias. The tiling
