@@ -95,6 +95,13 @@ def test_bias(dt, bias_shape, reduce):
     _ok((2, 40, 300), (2, 300, 50), dt, bias_shape=bias_shape, reduce=reduce)
 
 
+def test_atomic_bias_row_fits_beside_four_l1_buffers():
+    """The tiling fills L1 with 4 streamed buffers; atomic mode's bias row then takes the kernel to 2."""
+    p = plan((2, 97, 513), (2, 513, 193), "fp16", CHIP, bias=True, branch="stream_k", reduce="atomic")
+    assert p.tiling.l1_buffers == 4 and stream_k.params_of(p.tiling, p.problem, CHIP, bias=True)["STAGES"] == 2
+    _ok((2, 97, 513), (2, 513, 193), "fp16", bias_shape=(193,), reduce="atomic")
+
+
 @pytest.mark.parametrize("reduce", REDUCE)
 @pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
 def test_transposes(ta, tb, reduce):

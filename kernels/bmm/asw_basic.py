@@ -15,7 +15,9 @@ What the kernel does, step by step as the seed's 实现方案 lists it:
    that many L2 blocks, walked one after another, and each block's window snake is diagonal (staggered core
    assignment, see `Swizzle.tiles_l2`).
 4. Core tiling: each tile is the shared pipeline of `block.py` (double-buffered L1 k_L1 slices, L0 base_k
-   steps, unit_flag between MMAD and Fixpipe, bias through BT on the first MMAD).
+   steps, unit_flag between MMAD and Fixpipe, bias through BT on the first MMAD). Each L1 slice arrives in
+   `l1_pieces_for` pieces along K, so the cube starts before the whole slice is in (one tile per core
+   otherwise runs load, then compute, then store, one after the other).
 5. L1 full load: tiling.full_load 'A' ('B') holds the whole of A (B) in L1, loaded once per core (the side
    has no batch and fits one base tile; `block.held_a`); broadcast batches otherwise come back through L2.
 
@@ -107,13 +109,15 @@ def _l1_bytes(rows: int, cols: int, dt: DType) -> int:
 
 
 def l1_use(params: dict, M: int, N: int, K: int, dt: DType, bias_dt) -> int:
-    """L1 bytes asw_basic_kernel allocates with `params` (as pl.alloc charges them)."""
+    """L1 bytes asw_basic_kernel (or stream_k_kernel: no FULL_LOAD keys) allocates with `params`, as pl.alloc
+    charges them (the bias row of bias_dt padded to 16 rows, two slots)."""
     bm, bn, bk, k_l1, st = params["BASE_M"], params["BASE_N"], params["BASE_K"], params["K_L1"], params["STAGES"]
     k_pad = ceil_align(K, bk)
-    used = 0 if params["FULL_LOAD_A"] else st * _l1_bytes(bm, k_l1, dt)
-    used += 0 if params["FULL_LOAD_B"] else st * _l1_bytes(k_l1, bn, dt)
-    used += _l1_bytes(ceil_align(M, bm), k_pad, dt) if params["FULL_LOAD_A"] else 0
-    used += _l1_bytes(k_pad, ceil_align(N, bn), dt) if params["FULL_LOAD_B"] else 0
+    full_a, full_b = params.get("FULL_LOAD_A", False), params.get("FULL_LOAD_B", False)
+    used = 0 if full_a else st * _l1_bytes(bm, k_l1, dt)
+    used += 0 if full_b else st * _l1_bytes(k_l1, bn, dt)
+    used += _l1_bytes(ceil_align(M, bm), k_pad, dt) if full_a else 0
+    used += _l1_bytes(k_pad, ceil_align(N, bn), dt) if full_b else 0
     if bias_dt is not None:
         used += 2 * _l1_bytes(1, bn, bias_dt)
     return used

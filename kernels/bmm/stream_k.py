@@ -36,7 +36,7 @@ from pyto.chip import Chip
 from pyto.dtypes import DType
 from pyto.tiling import ceil_align
 
-from .asw_basic import l1_pieces_for
+from .asw_basic import l1_pieces_for, l1_use
 from .block import accumulate, alloc_buffers, store_tile
 from .common import Operands, batch_offsets
 
@@ -78,6 +78,7 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
 
     RED_ROWS x RED_COLS: the UB chunk one AIV reduces (or zeroes / casts) at a time, RED_COLS a multiple of 16.
     PART_BUFS: UB slots for partial chunks (grid_K - 1 lets every partial of a chunk be in flight at once).
+    L1_PIECES (>= 1): GM->L1 pieces per L1 step; a unit loads only its own rows, columns and K segment.
     """
     M, K = (a.shape[-1], a.shape[-2]) if TRANSPOSE_A else (a.shape[-2], a.shape[-1])
     N, Kb = (b.shape[-2], b.shape[-1]) if TRANSPOSE_B else (b.shape[-1], b.shape[-2])
@@ -209,15 +210,21 @@ def reduce_chunk(t, problem, chip: Chip, blocks: int, *, bias: bool) -> tuple[in
 
 
 def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
-    """stream_k_kernel's static parameters from a StreamKTiling."""
+    """stream_k_kernel's static parameters from a StreamKTiling (L1 stages halved while the streamed rings and,
+    in atomic mode, the bias row do not fit L1: the tiling budgets the rings alone)."""
     t = tiling
     rows, cols = reduce_chunk(t, problem, chip, t.cores_used, bias=bias)
-    return dict(GRID_K=t.grid_k, M_CNT=t.m_cnt, N_CNT=t.n_cnt, SINGLE_M=t.single_m, SINGLE_N=t.single_n,
-                SINGLE_K=t.single_core_k, BASE_M=t.base_m, BASE_N=t.base_n, BASE_K=t.base_k, K_L1=t.k_l1,
-                STAGES=t.l1_buffers, L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers, ATOMIC=t.reduce == "atomic",
-                RED_ROWS=rows, RED_COLS=cols, PART_BUFS=part_buffers(t.grid_k), TRANSPOSE_A=problem.transpose_a,
-                TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias),
-                L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, problem.dtype, chip))
+    params = dict(GRID_K=t.grid_k, M_CNT=t.m_cnt, N_CNT=t.n_cnt, SINGLE_M=t.single_m, SINGLE_N=t.single_n,
+                  SINGLE_K=t.single_core_k, BASE_M=t.base_m, BASE_N=t.base_n, BASE_K=t.base_k, K_L1=t.k_l1,
+                  STAGES=t.l1_buffers, L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers, ATOMIC=t.reduce == "atomic",
+                  RED_ROWS=rows, RED_COLS=cols, PART_BUFS=part_buffers(t.grid_k), TRANSPOSE_A=problem.transpose_a,
+                  TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias),
+                  L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, problem.dtype, chip))
+    bias_dt = problem.dtype.acc if bias and params["ATOMIC"] else None
+    while params["STAGES"] > 1 and l1_use(params, t.single_m, t.single_n, t.single_core_k, problem.dtype,
+                                          bias_dt) > chip.buffers["L1"]:
+        params["STAGES"] //= 2
+    return params
 
 
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
