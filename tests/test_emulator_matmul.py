@@ -101,3 +101,27 @@ def test_int8_matmul_with_int32_bias_and_read_only_inputs():
     out.flags.writeable = False
     with pytest.raises(pyto.ShapeError, match="read-only"):
         pyto.run(int8_bias, a, b, bias, out)
+
+
+@pl.kernel
+def nd_num_load(a, out, *, NB, M, K, AXIS):
+    """NB batches of a [B, M, K] tensor in one Nd2Nz load: stacked (AXIS 0) or side by side (AXIS 1)."""
+    shape = [NB * M, K] if AXIS == 0 else [M, NB * K]
+    t = pl.alloc(pl.UB, shape, a.dtype)
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            pl.load(t, a, [1, 0, 0], nd_num=NB, nd_axis=AXIS)
+            pl.store(out, t)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_nd_num_loads_several_batches_in_one_instruction(axis):
+    a = np.arange(5 * 16 * 16, dtype=np.float32).reshape(5, 16, 16)
+    want = np.concatenate(list(a[1:4]), axis=axis)
+    out = np.zeros_like(want)
+    rep = pyto.run(nd_num_load, a, out, NB=3, M=16, K=16, AXIS=axis)
+    assert np.array_equal(out, want)
+    assert rep.instructions == 2
+    with pytest.raises(pyto.OutOfBoundsError, match="nd_num reaches batch 5"):
+        pyto.run(nd_num_load, a, np.zeros((16 * 5, 16) if axis == 0 else (16, 80), np.float32), NB=5, M=16, K=16,
+                 AXIS=axis)

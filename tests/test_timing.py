@@ -49,23 +49,37 @@ def one_load(a, out, *, R, C):
     pl.load(t, a)
 
 
-@pytest.mark.parametrize("R,C", [(128, 128), (64, 16), (16, 64)])
-def test_one_transfer_costs_what_the_formula_says(R, C):
-    """occupancy = rows * max(row bytes, 128B burst minimum) / bandwidth; done = + path and GM latency."""
-    a = np.ones((R, C), np.float16)
+@pytest.mark.parametrize("R,C,W", [(128, 128, 128), (64, 16, 64), (16, 64, 512), (64, 16, 16)])
+def test_one_transfer_costs_what_the_formula_says(R, C, W):
+    """occupancy = setup + charged bytes / bandwidth, where a region of full-width rows is one contiguous
+    burst and otherwise each row is a burst charged at least 128B; done = + path and GM latency."""
+    a = np.ones((R, W), np.float16)
     rep = pyto.run(one_load, a, a.copy(), R=R, C=C)
     path = CHIP.path("GM", "L1")
-    charged = R * max(C * 2, CHIP.burst_min_bytes)
-    occ = max(charged / path.bytes_per_cycle, charged / CHIP.gm_bytes_per_cycle)
+    charged = R * C * 2 if C == W else R * max(C * 2, CHIP.burst_min_bytes)
+    occ = max(CHIP.dma_setup_cycles + charged / path.bytes_per_cycle, charged / CHIP.gm_bytes_per_cycle)
     assert rep.pipe_cycles["MTE2"] == pytest.approx(occ)
     assert rep.cycles == pytest.approx(occ + path.latency + CHIP.gm_latency_cycles)
 
 
 def test_small_bursts_lose_efficiency():
-    """The same bytes in 32-byte rows cost 4x the 128-byte rows (seeds/000: dValue >= 128B)."""
-    narrow = pyto.run(one_load, np.ones((256, 16), np.float16), np.ones((256, 16), np.float16), R=256, C=16)
-    wide = pyto.run(one_load, np.ones((64, 64), np.float16), np.ones((64, 64), np.float16), R=64, C=64)
-    assert narrow.pipe_cycles["MTE2"] == pytest.approx(4 * wide.pipe_cycles["MTE2"])
+    """The same bytes in 32-byte rows of a wide tensor cost 4x the 128-byte rows (seeds/000: dValue >= 128B)."""
+    wide_tensor = np.ones((256, 256), np.float16)
+    narrow = pyto.run(one_load, wide_tensor, wide_tensor.copy(), R=256, C=16)
+    wide = pyto.run(one_load, wide_tensor, wide_tensor.copy(), R=64, C=64)
+    setup = CHIP.dma_setup_cycles
+    assert narrow.pipe_cycles["MTE2"] - setup == pytest.approx(4 * (wide.pipe_cycles["MTE2"] - setup))
+
+
+def test_small_tiles_lose_efficiency():
+    """Per-transfer setup: a 16KB transfer reaches ~90% of the path bandwidth, a 1KB one far less."""
+    path = CHIP.path("GM", "L1")
+    eff = {}
+    for rows in (8, 128):       # 1KB and 16KB transfers of full 64-element fp16 rows
+        a = np.ones((rows, 64), np.float16)
+        rep = pyto.run(one_load, a, a.copy(), R=rows, C=64)
+        eff[rows] = (rows * 128 / path.bytes_per_cycle) / rep.pipe_cycles["MTE2"]
+    assert eff[128] >= 0.85 and eff[8] < 0.5
 
 
 def test_double_buffering_a_balanced_k_loop_is_at_least_1_5x_faster():

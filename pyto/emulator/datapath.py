@@ -13,17 +13,20 @@ from .memory import Memory
 
 
 def _load(ins: Instr, mem: Memory) -> None:
-    src, dst = ins.srcs[0], ins.dsts[0]
+    dst = ins.dsts[0]
     out = mem.view(dst)
     a = ins.attrs
     if "batch" in a:  # from GM: clip to the tensor, zero-fill the rest of the tile (fractal padding)
-        block = mem.gm_array(src.obj)[a["batch"], a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
-        if a["transpose"]:
-            block = block.T
         out[...] = 0
-        out[:block.shape[0], :block.shape[1]] = block
+        d = dst.rect
+        for src, (batch, rect) in zip(ins.srcs, a.get("parts", ((a["batch"], d),))):
+            block = mem.gm_array(src.obj)[batch, a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
+            if a["transpose"]:
+                block = block.T
+            r, c = rect[0] - d[0], rect[2] - d[2]
+            out[r:r + block.shape[0], c:c + block.shape[1]] = block
         return
-    block = mem.view(src)
+    block = mem.view(ins.srcs[0])
     if a.get("transpose"):
         block = block.T
     out[...] = block.astype(out.dtype) if block.dtype != out.dtype else block

@@ -162,14 +162,16 @@ class Encoder:
         self.gmb.append(c.gm_bytes)
         self.l2b.append(c.l2_bytes)
         if ins.op in (Op.LOAD, Op.STORE):
-            for acc, read in ((ins.srcs[0], True), (ins.dsts[0], False)):
-                if isinstance(acc.obj, GMTensor):
-                    nbytes = burst_bytes(self.chip, ins.attrs)
-                    stream.append((ins.index, hash((acc.obj.uid, acc.batch, acc.rect)), nbytes, read))
-                    if read:
-                        self.gm_read += nbytes
-                    else:
-                        self.gm_write += nbytes
+            gm = [(acc, True) for acc in ins.srcs if isinstance(acc.obj, GMTensor)]
+            gm += [(acc, False) for acc in ins.dsts if isinstance(acc.obj, GMTensor)]
+            if gm:
+                nbytes = burst_bytes(self.chip, ins.attrs) / len(gm)
+                key = hash(tuple((acc.obj.uid, acc.batch, acc.rect) for acc, _ in gm))
+                stream.append((ins.index, key, nbytes * len(gm), gm[0][1]))
+                if gm[0][1]:
+                    self.gm_read += nbytes * len(gm)
+                else:
+                    self.gm_write += nbytes * len(gm)
         self.core_i.append(self.core_of[prog.id])
         self.pipe_i.append(int(ins.pipe))
         self.name_i.append(self.names.setdefault(ins.name, len(self.names)))

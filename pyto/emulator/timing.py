@@ -4,7 +4,9 @@ COSTS maps each Op to its static cost (occupancy of its pipe, latency after leav
 moves over the chip-wide GM and L2 channels); a test checks the table covers all of Op. The event
 loop (simulate.py) adds the dynamic part: waiting for the shared GM/L2 channels and for sync.
 Transfers occupy their pipe for bytes / per-core path bandwidth, each contiguous burst charged at
-least `burst_min_bytes` (seeds/000: dValue >= 128B); an MMAD costs its fractal steps plus a head.
+least `burst_min_bytes` (seeds/000: dValue >= 128B), GM transfers plus a per-instruction setup
+(`dma_setup_cycles`: tiles under seeds/000's 16KB min_TileSize lose efficiency); an MMAD costs its
+fractal steps plus a head.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def _transfer(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
         nbytes = burst_bytes(chip, ins.attrs)
         hit = min(l2_hit, nbytes)
         lat = path.latency + (chip.l2_latency_cycles if hit >= nbytes else chip.gm_latency_cycles)
-        return Cost(nbytes / path.bytes_per_cycle, lat, nbytes - hit, hit)
+        return Cost(chip.dma_setup_cycles + nbytes / path.bytes_per_cycle, lat, nbytes - hit, hit)
     return Cost(ins.attrs["bytes"] / path.bytes_per_cycle, path.latency, 0.0, 0.0)
 
 

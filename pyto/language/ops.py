@@ -56,16 +56,59 @@ def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc
     return Access(gm, (r0, r0 + vr, c0, c0 + vc), batch), batch, r0, c0, vr, vc
 
 
+def _nd_parts(dst: Tile, nd_num: int, nd_axis: int, loc: Loc) -> list:
+    """`dst` split into nd_num equal views along nd_axis (each on the fractal grid)."""
+    if not isinstance(nd_num, int) or nd_num < 1 or nd_axis not in (0, 1):
+        raise KernelError(f"{loc}: nd_num must be a positive int and nd_axis 0 or 1, got {nd_num!r}, {nd_axis!r}")
+    if nd_num == 1:
+        return [dst]
+    size = dst.shape[nd_axis]
+    if size % nd_num:
+        raise ShapeError(f"{loc}: {dst!r} has {size} along axis {nd_axis}, not a multiple of nd_num = {nd_num}")
+    step = size // nd_num
+    return [dst[j * step:(j + 1) * step, :] if nd_axis == 0 else dst[:, j * step:(j + 1) * step]
+            for j in range(nd_num)]
+
+
+def _next_batch(gm: GMTensor, offsets, j: int, loc: Loc) -> list:
+    """`offsets` moved on by j matrices in the flattened batch order of `gm`."""
+    dims = gm.shape[:-2]
+    flat = 0
+    for o, d in zip(offsets[:-2], dims):
+        flat = flat * d + o
+    flat += j
+    total = 1
+    for d in dims:
+        total *= d
+    if flat >= total:
+        raise OutOfBoundsError(f"{loc}: nd_num reaches batch {flat} of {gm!r}, which has {total}")
+    idx = []
+    for d in reversed(dims):
+        idx.append(flat % d)
+        flat //= d
+    return idx[::-1] + list(offsets[-2:])
+
+
+def _bursts(gm: GMTensor, vr: int, vc: int) -> tuple:
+    """(bytes per contiguous burst, bursts) of a GM region: full-width rows are one contiguous block."""
+    isz = gm.dtype.itemsize
+    return (vr * vc * isz, 1) if vc == gm.shape[-1] else (vc * isz, vr)
+
+
 def _emit(op: Op, pipe: Pipe, role: Role, srcs: tuple, dsts: tuple, attrs: dict, loc: Loc, name: str):
     tr = current()
     return tr.emit(Instr(op, pipe, srcs, dsts, attrs, loc, name=name), role)
 
 
-def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: bool = False) -> None:
+def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: bool = False, nd_num: int = 1,
+         nd_axis: int = 0) -> None:
     """GM->L1 (Nd2Nz, or Dn2Nz with transpose), GM->UB (MTE2); L1->L0A/L0B/BT (MTE1).
 
     A GM region running past the tensor's edge is clipped and the rest of `dst` zero-filled (fractal
-    padding). With `transpose`, dst[r, c] = src[c, r] (a DN operand).
+    padding). With `transpose`, dst[r, c] = src[c, r] (a DN operand). With `nd_num` > 1 (Nd2Nz's
+    ndNum: several matrices in one instruction, as MergeBatch fetches batches), `dst` is split into
+    nd_num equal parts along `nd_axis` (0: stacked rows, 1: side by side) and part j receives the
+    matrix of batch (offsets' batch + j), at the same row/column offsets.
     """
     loc = caller_loc()
     tr = current()
@@ -79,13 +122,23 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
             raise ShapeError(f"{loc}: pl.load does not convert: {src!r} is {src.dtype}, {dst!r} is {dst.dtype}")
         if offsets is None:
             offsets = [0] * src.ndim
-        acc, batch, r0, c0, vr, vc = _gm_region(src, offsets, *dst.shape, transpose, loc)
-        attrs = {"batch": batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
-                 "bytes": vr * vc * src.dtype.itemsize, "burst": vc * src.dtype.itemsize, "nburst": vr,
+        parts = _nd_parts(dst, nd_num, nd_axis, loc)
+        accs, vr, vc = [], 0, 0
+        for j, part in enumerate(parts):
+            offs = offsets if j == 0 else _next_batch(src, offsets, j, loc)
+            acc, batch, r0, c0, vr, vc = _gm_region(src, offs, *part.shape, transpose, loc)
+            accs.append(acc)
+        burst, nburst = _bursts(src, vr, vc)
+        attrs = {"batch": accs[0].batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
+                 "bytes": len(parts) * vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst * len(parts),
                  "path": ("GM", dst.buffer.name)}
+        if len(parts) > 1:
+            attrs["parts"] = tuple((a.batch, p.rect) for a, p in zip(accs, parts))
         role = Role.AIC if dst.buffer is Buf.L1 else Role.AIV0
-        _emit(Op.LOAD, Pipe.MTE2, role, (acc,), (_acc(dst),), attrs, loc, "pl.load")
+        _emit(Op.LOAD, Pipe.MTE2, role, tuple(accs), (_acc(dst),), attrs, loc, "pl.load")
         return
+    if nd_num != 1:
+        raise KernelError(f"{loc}: nd_num applies to GM loads only")
     src = _need_tile(src, "pl.load source", (Buf.L1,), loc)
     if dst.buffer not in (Buf.L0A, Buf.L0B, Buf.BT):
         raise ShapeError(f"{loc}: an L1 tile loads into L0A, L0B or BT, not {dst.buffer.name}")
@@ -138,8 +191,9 @@ def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, 
     if offsets is None:
         offsets = [0] * dst.ndim
     acc, batch, r0, c0, vr, vc = _gm_region(dst, offsets, *src.shape, False, loc)
+    burst, nburst = _bursts(dst, vr, vc)
     attrs = {"batch": batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "phase": phase, "atomic": atomic,
-             "bytes": vr * vc * dst.dtype.itemsize, "burst": vc * dst.dtype.itemsize, "nburst": vr,
+             "bytes": vr * vc * dst.dtype.itemsize, "burst": burst, "nburst": nburst,
              "path": (src.buffer.name, "GM")}
     _emit(Op.STORE, pipe, role, (_acc(src),), (acc,), attrs, loc, "pl.store")
 
