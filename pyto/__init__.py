@@ -10,7 +10,7 @@ from .dtypes import DType
 from .errors import (AlignmentError, CapacityError, DeadlockError, OutOfBoundsError, PlanError, PytoError,
                      RaceError, ShapeError, TilingError, UninitializedReadError, UnsupportedError,
                      KernelError, SyncError)
-from .emulator import Spec, run, spec
+from .emulator import Spec, run, run_options, spec
 from .report import Report
 from .tiling import CubeTileShapes, set_cube_tile_shapes, get_cube_tile_shapes
 

@@ -54,3 +54,14 @@ def test_streaming_still_detects_deadlock_but_not_races():
         pyto.run(phases.misuse2, a, b, out, mode="timing", K_SQ=64, TILE_SQ=32)
     with pytest.raises(pyto.KernelError, match="timing"):
         pyto.run(phases.misuse2, a, b, out, check=False, K_SQ=64, TILE_SQ=32)
+
+
+def test_run_options_reach_library_calls():
+    a, b, out = phases._inputs(32, 32, 64)
+    specs = [pyto.spec(x.shape, x.dtype) for x in (a, b, out)]
+    with pyto.run_options(check=False):
+        pyto.run(phases.misuse2, *specs, mode="timing", K_SQ=64, TILE_SQ=32)       # race not checked
+        with pytest.raises(pyto.RaceError):
+            pyto.run(phases.misuse2, a, b, out, K_SQ=64, TILE_SQ=32)               # full mode always checks
+    with pytest.raises(pyto.RaceError):
+        pyto.run(phases.misuse2, *specs, mode="timing", K_SQ=64, TILE_SQ=32)       # default restored

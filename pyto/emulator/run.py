@@ -4,7 +4,9 @@ This is the only module that chains the emulator's stages.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -122,8 +124,24 @@ def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks
         yield progs
 
 
+_OPTIONS: dict = {"check": True}
+
+
+@contextlib.contextmanager
+def run_options(*, check: bool = True):
+    """Defaults for the `pyto.run` calls inside the block, including those a library (kernels.bmm)
+    makes: `with pyto.run_options(check=False): bmm(spec_a, spec_b)` runs big timing-mode schedules
+    without race checks and with bounded memory."""
+    old = dict(_OPTIONS)
+    _OPTIONS["check"] = check
+    try:
+        yield
+    finally:
+        _OPTIONS.update(old)
+
+
 def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int = 1, mode: str = "full",
-        auto_sync: bool = True, check: bool = True, **params) -> Report:
+        auto_sync: bool = True, check: Optional[bool] = None, **params) -> Report:
     """Run `kernel` on the emulated chip; outputs are written into the arrays given (only on success).
 
     `auto_sync=False` turns off the framework's inserted synchronisation: the kernel orders its pipes
@@ -136,6 +154,8 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
         raise KernelError(f"pyto.run takes a @pl.kernel function, got {kernel!r}")
     if mode not in ("full", "timing"):
         raise KernelError(f"mode must be 'full' or 'timing', got {mode!r}")
+    if check is None:
+        check = _OPTIONS["check"] or mode == "full"
     if not check and mode == "full":
         raise KernelError("check=False is for mode='timing': full mode computes data in checked order")
     chip = load_chip(chip)
