@@ -10,7 +10,7 @@ import numpy as np
 
 from ..chip import Chip
 from ..errors import SyncError
-from ..ir import AccPhase, GMTensor, Instr, Op, Pipe, Role, STPhase
+from ..ir import AccPhase, GMTensor, Instr, Op, STPhase
 from .l2 import l2_hits
 from .timing import burst_bytes, cost
 
@@ -82,7 +82,8 @@ class Encoded:
     pipe_i: np.ndarray
     name_i: np.ndarray
     loc_i: np.ndarray
-    waits: dict           # instruction index -> its flag condition as text, for deadlock messages
+    waits: dict           # wait_flag / sync_all index -> its condition as text, for deadlock messages
+    region_names: list    # unit_flag region id -> "L0C tile 'ac'[0:32, 0:32]"
     gm_read_bytes: float
     gm_write_bytes: float
     flops: float
@@ -100,7 +101,9 @@ class Encoder:
         self.queues: list = []
         self.pipe_of = array("q")
         self.dep_ptr, self.dep_idx = array("q", [0]), array("q")
-        self.uf_ptr, self.uf_blk = array("q", [0]), array("q")
+        self.uf_rid, self.rg_ptr, self.rg_blk = array("q"), array("q", [0]), array("q")
+        self.regions: dict = {}    # (store id, rect) -> region id: phased instructions share regions
+        self.region_names: list = []
         self.uf_wait, self.uf_set, self.kind = array("b"), array("b"), array("b")
         self.fkey, self.fkeys = array("q"), {}
         self.occ, self.lat, self.gmb, self.l2b = array("d"), array("d"), array("d"), array("d")
@@ -143,13 +146,21 @@ class Encoder:
         self.dep_ptr.append(len(self.dep_idx))
         uf = unit_flag_access(ins)
         if uf is not None:
-            self.uf_blk.extend(self.blocks.of(uf[0]).tolist())
+            acc = uf[0]
+            rid = self.regions.get((id(acc.obj), acc.rect))
+            if rid is None:
+                rid = self.regions[(id(acc.obj), acc.rect)] = len(self.region_names)
+                self.rg_blk.extend(self.blocks.of(acc).tolist())
+                self.rg_ptr.append(len(self.rg_blk))
+                r0, r1, c0, c1 = acc.rect
+                self.region_names.append(f"L0C tile '{acc.obj.name}'[{r0}:{r1}, {c0}:{c1}]")
+            self.uf_rid.append(rid)
             self.uf_wait.append(uf[1])
             self.uf_set.append(uf[2])
         else:
+            self.uf_rid.append(-1)
             self.uf_wait.append(-1)
             self.uf_set.append(-1)
-        self.uf_ptr.append(len(self.uf_blk))
         k = _KIND.get(ins.op, 0)
         self.kind.append(k)
         self.fkey.append(self.fkeys.setdefault((ins.core, ins.attrs["key"]), len(self.fkeys)) if k in (1, 2) else 0)
@@ -176,8 +187,8 @@ class Encoder:
         self.pipe_i.append(int(ins.pipe))
         self.name_i.append(self.names.setdefault(ins.name, len(self.names)))
         self.loc_i.append(self.locs.setdefault(ins.loc, len(self.locs)))
-        if uf is not None or k:
-            self.waits[ins.index] = _wait_text(ins, uf)
+        if k in (2, 3):
+            self.waits[ins.index] = _wait_text(ins)
 
     def finish(self) -> Encoded:
         n = self.n
@@ -197,28 +208,19 @@ class Encoder:
 
         arrays = dict(pipe_of=arr(self.pipe_of, np.int64), q_ptr=q_ptr, q_idx=q_idx,
                       dep_ptr=arr(self.dep_ptr, np.int64), dep_idx=arr(self.dep_idx, np.int64),
-                      uf_ptr=arr(self.uf_ptr, np.int64), uf_blk=arr(self.uf_blk, np.int64),
+                      uf_rid=arr(self.uf_rid, np.int64), rg_ptr=arr(self.rg_ptr, np.int64),
+                      rg_blk=arr(self.rg_blk, np.int64),
                       uf_wait=arr(self.uf_wait, np.int8), uf_set=arr(self.uf_set, np.int8),
                       kind=arr(self.kind, np.int8), fkey=arr(self.fkey, np.int64), occ=occ, lat=lat,
                       gm_bytes=gmb, l2_bytes=l2b)
         return Encoded(arrays, self.blocks.total, len(self.fkeys), self.participants, self.slots, self.cores,
                        list(self.names), [str(x) for x in self.locs], arr(self.core_i, np.int32),
                        arr(self.pipe_i, np.int8), arr(self.name_i, np.int32), arr(self.loc_i, np.int32),
-                       self.waits, self.gm_read, self.gm_write, self.flops, self.cube_dtype)
+                       self.waits, self.region_names, self.gm_read, self.gm_write, self.flops, self.cube_dtype)
 
 
-def _wait_text(ins: Instr, uf) -> str:
-    """The flag condition `ins` waits on, as text for a deadlock message ({is}, {arrived} filled in then)."""
-    cond = ""
-    if uf is not None:
-        acc, val, _ = uf
-        r0, r1, c0, c1 = acc.rect
-        phase = ins.attrs["phase"]
-        why = "no matmul with AccPhase.Final set it" if val == 1 else "no store/move with STPhase.Final cleared it"
-        cond = (f"unit_flag(L0C tile '{acc.obj.name}'[{r0}:{r1}, {c0}:{c1}]) == {val}, is {{is}} "
-                f"({type(phase).__name__}.{phase.name} waits for {val}; {why})")
-    elif ins.op is Op.WAIT_FLAG:
-        cond = f"event {flag_name(ins.attrs['key'])}: never set by a matching pl.set_flag"
-    elif ins.op is Op.SYNC_ALL:
-        cond = "pl.sync_all: {arrived} of {participants} cores arrived"
-    return cond
+def _wait_text(ins: Instr) -> str:
+    """The flag condition of a wait_flag or sync_all, as text for a deadlock message."""
+    if ins.op is Op.WAIT_FLAG:
+        return f"event {flag_name(ins.attrs['key'])}: never set by a matching pl.set_flag"
+    return "pl.sync_all: {arrived} of {participants} cores arrived"

@@ -38,7 +38,8 @@ def schedule(enc: Encoded, chip: Chip) -> Schedule:
     a = enc.arrays
     fn = _sim.simulate if os.environ.get("PYTO_NUMBA", "1") != "0" else _sim.simulate.py_func
     (status, now, order, begin, end, join_ptr, join_idx, busy, qpos, flags) = fn(
-        a["pipe_of"], a["q_ptr"], a["q_idx"], a["dep_ptr"], a["dep_idx"], a["uf_ptr"], a["uf_blk"], a["uf_wait"],
+        a["pipe_of"], a["q_ptr"], a["q_idx"], a["dep_ptr"], a["dep_idx"], a["uf_rid"], a["rg_ptr"], a["rg_blk"],
+        a["uf_wait"],
         a["uf_set"], enc.n_flags, a["kind"], a["fkey"], enc.n_fkeys, enc.participants, a["occ"], a["lat"],
         a["gm_bytes"], a["l2_bytes"], chip.gm_bytes_per_cycle, chip.l2_bytes_per_cycle,
         float(chip.flag_latency_cycles))
@@ -70,11 +71,15 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
         if not started[d]:
             return (f"{enc.names[enc.name_i[d]]} on PIPE_{Pipe(enc.pipe_i[d]).name} to finish (auto-sync), "
                     f"itself waiting: {enc.locs[enc.loc_i[d]]}")
-    cond = enc.waits.get(i, "")
     if a["uf_wait"][i] >= 0:
-        vals = flags[a["uf_blk"][a["uf_ptr"][i]:a["uf_ptr"][i + 1]]]
+        r = a["uf_rid"][i]
+        vals = flags[a["rg_blk"][a["rg_ptr"][r]:a["rg_ptr"][r + 1]]]
+        val = int(a["uf_wait"][i])
         is_ = str(int(vals[0])) if (vals == vals[0]).all() else f"mixed ({int(vals.sum())} of {vals.size} set)"
-        return cond.replace("{is}", is_)
+        phase = ("AccPhase" if val == 0 else "STPhase") + (".Final" if a["uf_set"][i] >= 0 else ".Partial")
+        why = "no matmul with AccPhase.Final set it" if val == 1 else "no store/move with STPhase.Final cleared it"
+        return f"unit_flag({enc.region_names[r]}) == {val}, is {is_} ({phase} waits for {val}; {why})"
+    cond = enc.waits.get(i, "")
     if a["kind"][i] == 3:
         return cond.format(arrived=arrived, participants=enc.participants)
     return cond or "an earlier instruction"

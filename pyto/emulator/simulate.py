@@ -69,12 +69,13 @@ def _wake(head, nxt, waiting, work, nw, t):
 
 
 @njit(cache=True)
-def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_ptr, uf_blk, uf_wait, uf_set, n_flags,
+def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf_wait, uf_set, n_flags,
              kind, fkey, n_fkeys, n_participants, occ, lat, gm_bytes, l2_bytes,
              gm_per_cycle, l2_per_cycle, flag_lat):
     """Run every pipe to the end or to a deadlock.
 
-    kind: 0 plain, 1 set_flag, 2 wait_flag, 3 sync_all. Returns (status 0 ok / 1 deadlock, end
+    kind: 0 plain, 1 set_flag, 2 wait_flag, 3 sync_all. A phased instruction's unit_flag blocks are
+    region uf_rid[i]: rg_blk[rg_ptr[r]:rg_ptr[r + 1]]. Returns (status 0 ok / 1 deadlock, end
     time, order, begin, end, join_ptr, join_idx, busy per pipe, next position per pipe, flags).
     """
     n = pipe_of.shape[0]
@@ -97,7 +98,7 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_ptr, uf_blk, uf_wait, u
     setter = np.full(max(n_flags, 1), -1, np.int64)
     mark = np.full(n, -1, np.int64)
     join_ptr = np.zeros(n + 1, np.int64)
-    join_idx = np.empty(uf_blk.shape[0] + n, np.int64)
+    join_idx = np.empty(n + 16, np.int64)
     n_join = 0
     # expert flags: per key a FIFO of setting instructions (each set is consumed by one wait)
     fq = np.empty(n + 1, np.int64)
@@ -144,9 +145,10 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_ptr, uf_blk, uf_wait, u
                     target = dep_idx[j]
                     break
             if target < 0 and uf_wait[i] >= 0:
-                for j in range(uf_ptr[i], uf_ptr[i + 1]):
-                    if flags[uf_blk[j]] != uf_wait[i]:
-                        target = n + uf_blk[j]
+                r = uf_rid[i]
+                for j in range(rg_ptr[r], rg_ptr[r + 1]):
+                    if flags[rg_blk[j]] != uf_wait[i]:
+                        target = n + rg_blk[j]
                         break
             if target < 0 and kind[i] == 2 and fq_head[fkey[i]] == fq_tail[fkey[i]]:
                 target = n + n_flags + fkey[i]
@@ -183,13 +185,22 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_ptr, uf_blk, uf_wait, u
                 # joins: who set the unit_flag blocks awaited, and the set_flag a wait consumes
                 join_ptr[n_order - 1] = n_join
                 if uf_wait[ii] >= 0:
-                    for j in range(uf_ptr[ii], uf_ptr[ii + 1]):
-                        w = setter[uf_blk[j]]
+                    r = uf_rid[ii]
+                    if n_join + rg_ptr[r + 1] - rg_ptr[r] + 1 > join_idx.shape[0]:
+                        grown = np.empty(2 * join_idx.shape[0] + rg_ptr[r + 1] - rg_ptr[r], np.int64)
+                        grown[:n_join] = join_idx[:n_join]
+                        join_idx = grown
+                    for j in range(rg_ptr[r], rg_ptr[r + 1]):
+                        w = setter[rg_blk[j]]
                         if w >= 0 and mark[w] != ii:
                             mark[w] = ii
                             join_idx[n_join] = w
                             n_join += 1
                 if kind[ii] == 2:
+                    if n_join + 1 > join_idx.shape[0]:
+                        grown = np.empty(2 * join_idx.shape[0], np.int64)
+                        grown[:n_join] = join_idx[:n_join]
+                        join_idx = grown
                     k = fkey[ii]
                     join_idx[n_join] = fq[fq_head[k]]
                     n_join += 1
@@ -233,10 +244,11 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_ptr, uf_blk, uf_wait, u
             work[nw] = p
             nw += 1
             if uf_set[i] >= 0:
-                for j in range(uf_ptr[i], uf_ptr[i + 1]):
-                    flags[uf_blk[j]] = uf_set[i]
-                    setter[uf_blk[j]] = i
-                    nw = _wake(head, nxt, waiting, work, nw, n + uf_blk[j])
+                r = uf_rid[i]
+                for j in range(rg_ptr[r], rg_ptr[r + 1]):
+                    flags[rg_blk[j]] = uf_set[i]
+                    setter[rg_blk[j]] = i
+                    nw = _wake(head, nxt, waiting, work, nw, n + rg_blk[j])
             if kind[i] == 1:
                 k = fkey[i]
                 fq[fq_tail[k]] = i

@@ -1,0 +1,40 @@
+"""Timing mode at BMM scale: a 32-batch bf16 BMM with M = N = K = 4096 per batch (one batch per
+block on the 950PR's 32 cores), planned and simulated without data. Prints the planner's branch, the
+simulated time, the instruction count, wall time, instructions per second and peak memory.
+
+Run: python benchmarks/timing_scale.py [B M N K] [--check]
+(--check keeps the race checks, which hold every instruction in memory; by default they are off for
+this size: pyto.run_options(check=False).)
+"""
+from __future__ import annotations
+
+import resource
+import sys
+import time
+
+import pyto
+from kernels.bmm import bmm, plan
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    B, M, N, K = (int(x) for x in args) if args else (32, 4096, 4096, 4096)
+    check = "--check" in sys.argv
+    a, b = pyto.spec((B, M, K), "bf16"), pyto.spec((B, K, N), "bf16")
+    p = plan(a.shape, b.shape, "bf16", "ascend950pr")
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.perf_counter()
+    with pyto.run_options(check=check):
+        _, rep = bmm(a, b, report=True)
+    wall = time.perf_counter() - t
+    rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
+    print(f"BMM {B} x [{M}x{K}] @ [{K}x{N}] bf16 on ascend950pr: branch {p.branch}")
+    print(rep.summary())
+    print(f"\nwall {wall:.1f} s for {rep.instructions:,} instructions = {rep.instructions / wall:,.0f} instr/s; "
+          f"peak memory +{rss:,.0f} MB ({rss * 2**20 / rep.instructions:,.0f} B/instruction); race checks "
+          f"{'on' if check else 'off'}")
+    print("target (issue 5): under 60 s on this 2-core machine")
+
+
+if __name__ == "__main__":
+    main()
