@@ -128,9 +128,14 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
         if tr is None:
             tr = tracks[id(acc.obj)] = _Track()
         rect, batch = acc.rect, acc.batch
-        for entries in (tr.writes, tr.reads):
-            dead = [k for k, e in entries.items()
-                    if e[1] == batch and _cov(rect, e[0]) and id(e[3]) not in exempt]
-            for k in dead:
-                del entries[k]
+        if isinstance(acc.obj, GMTensor):
+            # GM regions are rarely rewritten: drop only the same region (other covered entries stay
+            # tracked, which can only add a dependency that holds anyway), not a scan of every store
+            tr.writes.pop((batch, rect), None)
+        else:
+            for entries in (tr.writes, tr.reads):
+                dead = [k for k, e in entries.items()
+                        if e[1] == batch and _cov(rect, e[0]) and id(e[3]) not in exempt]
+                for k in dead:
+                    del entries[k]
         tr.writes[(batch, rect)] = (rect, batch, unit, ins)

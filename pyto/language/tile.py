@@ -66,6 +66,27 @@ class Tile:
     next = previous = current
 
     def __getitem__(self, idx) -> "Tile":
+        r0, r1, c0, c1 = self.rect
+        try:   # the common case, checked in one go: two step-less slices of ints on the grid
+            sr, sc = idx
+            a0 = 0 if sr.start is None else sr.start
+            b0 = r1 - r0 if sr.stop is None else sr.stop
+            a1 = 0 if sc.start is None else sc.start
+            b1 = c1 - c0 if sc.stop is None else sc.stop
+            g0, g1 = self.store.grid
+            e0, e1 = self.store.shape
+            n = (r0 + a0, r0 + b0, c0 + a1, c0 + b1)
+            if (sr.step is None and sc.step is None and type(a0) is int and type(b0) is int
+                    and type(a1) is int and type(b1) is int and 0 <= a0 < b0 <= r1 - r0 and 0 <= a1 < b1 <= c1 - c0
+                    and not n[0] % g0 and not n[2] % g1 and (not n[1] % g0 or n[1] == e0)
+                    and (not n[3] % g1 or n[3] == e1)):
+                return Tile(self.store, n)
+        except (TypeError, ValueError, AttributeError):
+            pass
+        return self._slow_view(idx)
+
+    def _slow_view(self, idx) -> "Tile":
+        """Slicing with every check spelled out, raising the error that names what is wrong."""
         if not (isinstance(idx, tuple) and len(idx) == 2 and all(isinstance(s, slice) for s in idx)):
             raise KernelError(f"{caller_loc()}: tiles are sliced as tile[r0:r1, c0:c1], got {idx!r}")
         r0, r1, c0, c1 = self.rect
@@ -75,7 +96,7 @@ class Tile:
                 raise KernelError(f"{caller_loc()}: tile slices take no step, got {s.step}")
             a = 0 if s.start is None else s.start
             b = hi - lo if s.stop is None else s.stop
-            if not (isinstance(a, int) and isinstance(b, int)):
+            if not (isinstance(a, int) and isinstance(b, int)) or isinstance(a, bool) or isinstance(b, bool):
                 raise KernelError(f"{caller_loc()}: tile slice bounds must be Python ints, got {a!r}:{b!r}")
             if a < 0 or b > hi - lo or a >= b:
                 raise OutOfBoundsError(f"{caller_loc()}: view [{a}:{b}] outside {self.store!r} of extent "
