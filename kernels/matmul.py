@@ -33,7 +33,7 @@ from pyto.dtypes import DType, as_dtype
 from pyto.errors import PlanError, PytoError, ShapeError, UnsupportedError
 from pyto.tiling import CubeTileShapes, ceil_align
 
-from .bmm.asw_basic import asw_walk
+from .bmm.asw_basic import asw_walk, l1_pieces_for
 from .bmm.block import alloc_buffers
 from .swizzle import Swizzle
 
@@ -160,8 +160,10 @@ def _full_load_side(M, N, K, dt, chip, ts, blocks, full_load) -> str:
 def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileShapes, *,
                 bias_dtype=None, transpose_a: bool = False, transpose_b: bool = False,
                 blocks: Optional[int] = None, full_load=None, unit_flag: bool = True,
-                swizzle: str = "asw") -> MatmulPlan:
-    """Static parameters for `matmul_kernel` from checked tile shapes: holds, stages, blocks, swizzle, split-K."""
+                swizzle: str = "asw", stages: int = 2) -> MatmulPlan:
+    """Static parameters for `matmul_kernel` from checked tile shapes: holds, stages, blocks, swizzle, split-K.
+
+    stages: L1 slots of the streamed tiles to start from (halved while L1 overflows)."""
     chip, dt = pyto.load_chip(chip), as_dtype(dtype)
     bias_dt = None if bias_dtype is None else as_dtype(bias_dtype)
     bm, bn, bk, k_l1, l1_m, l1_n = ts.mL0, ts.nL0, ts.kL0, ts.kL1, ts.mL1, ts.nL1
@@ -187,11 +189,12 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
     if grid_k == 1 and K <= k_l1 and (l1_m > bm or l1_n > bn):      # share the L1 tile between its L0 tiles
         hold_m = hold_m or (l1_m if bm % 16 == 0 else 0)
         hold_n = hold_n or l1_n
-    stages = 2
     hold_stages = 1 if side else 2          # a full-load slab is loaded once: one slot is enough
     cap = chip.buffers["L1"]
     while _l1_budget(dt, bm, bn, bk, k_l1, hold_m, hold_n, K, stages, hold_stages, bias_dt) > cap:
-        if hold_stages > 1:
+        if stages > 2:
+            stages = 2
+        elif hold_stages > 1:
             hold_stages = 1
         elif stages > 1:
             stages = 1
@@ -209,7 +212,7 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
                   HOLD_STAGES=hold_stages, STAGES=stages, L0_STAGES=2 if l0_fits else 1, L0C_STAGES=l0c_stages,
                   GRID_K=grid_k, K_SEG=k_seg, WINDOW=order.window, SNAKE=order.snake,
                   TRANSPOSE_A=bool(transpose_a), TRANSPOSE_B=bool(transpose_b), BIAS=bias_dt is not None,
-                  UNIT_FLAG=bool(unit_flag))
+                  UNIT_FLAG=bool(unit_flag), L1_PIECES=l1_pieces_for(bm, bn, bk, k_l1, dt, chip))
     out_dt = ts.resolved_out_dtype(dt)
     return MatmulPlan(chip.name, blocks, out_dt, ts, side, params)
 
@@ -220,13 +223,14 @@ def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L
                   HOLD_M: int = 0, HOLD_N: int = 0, HOLD_STAGES: int = 1, STAGES: int = 2, L0_STAGES: int = 2,
                   L0C_STAGES: int = 2,
                   GRID_K: int = 1, K_SEG: int = 0, WINDOW: int = 1, SNAKE: bool = False, TRANSPOSE_A: bool = False,
-                  TRANSPOSE_B: bool = False, BIAS: bool = False, UNIT_FLAG: bool = True):
+                  TRANSPOSE_B: bool = False, BIAS: bool = False, UNIT_FLAG: bool = True, L1_PIECES: int = 0):
     """out [M, N] = a [M, K] @ b [K, N] (+ bias [1, N] when BIAS; any [1, 1] array otherwise).
 
     a is [K, M] with TRANSPOSE_A and b [N, K] with TRANSPOSE_B (DN operands). The output is cut into
     L1_M x L1_N tiles dealt round robin in the swizzle order (WINDOW, SNAKE), each computed as
     BASE_M x BASE_N L0 tiles. HOLD_M / HOLD_N: rows of A / columns of B held in L1 per slab (0: stream).
     GRID_K > 1: split-K, K_SEG per task, results atomically added (out must hold zeros).
+    L1_PIECES: GM->L1 pieces per streamed L1 step (`block.accumulate`; 0 = one load of the whole slot).
     """
     M, K = (a.shape[1], a.shape[0]) if TRANSPOSE_A else a.shape
     N, Kb = (b.shape[0], b.shape[1]) if TRANSPOSE_B else (b.shape[1], b.shape[0])
@@ -241,7 +245,8 @@ def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L
     grid = Swizzle(WINDOW, SNAKE).grid(M, N, L1_M, L1_N)
     with pl.section_cube():          # the ASW_Basic tile walk with batch 1 (kernels/bmm/asw_basic.py)
         asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=bool(HOLD_M), hold_b=bool(HOLD_N),
-                 grid_k=GRID_K, k_seg=K_SEG, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, unit_flag=UNIT_FLAG)
+                 grid_k=GRID_K, k_seg=K_SEG, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, unit_flag=UNIT_FLAG,
+                 l1_pieces=L1_PIECES)
 
 
 # ---- the public function -------------------------------------------------------------------------

@@ -51,11 +51,19 @@ def test_fold_m_is_a_free_view_through_the_matmul_kernel(dt):
 
 @pytest.mark.parametrize("dt", DTYPES)
 def test_a_resident_holds_a_in_l1(dt):
-    _, rep, p = _run((29, 50), (4, 50, 33), dt, (4, 1, 33), fold="a_resident")
-    assert rep.kernel == "to_matmul_kernel"
-    ops = operands(p.problem, pyto.spec((29, 50), dt), pyto.spec((4, 50, 33), dt), pyto.spec((4, 1, 33), "fp32"))
+    """A held when each core's tiles would stream more rows of A than A has (here 2 tiles per core)."""
+    _, rep, p = _run((29, 50), (64, 50, 33), dt, (64, 1, 33), fold="a_resident")
+    assert rep.kernel == "to_matmul_kernel" and p.tiling.matmul.full_load == "A"
+    ops = operands(p.problem, pyto.spec((29, 50), dt), pyto.spec((64, 50, 33), dt), pyto.spec((64, 1, 33), "fp32"))
     blocks, params = batched_params(p, ops)
     assert params["HOLD_M"] >= 29 and params["HOLD_STAGES"] == 1 and blocks == rep.blocks
+
+
+def test_a_resident_streams_a_with_one_tile_per_core():
+    """One tile per core: holding A whole would read no fewer bytes (each core reads its tile's rows of A, the
+    rest come from L2 for the other cores), so A streams with the tile like ASW_Basic's."""
+    _, rep, p = _run((29, 50), (4, 50, 33), "fp16", (4, 1, 33), fold="a_resident")
+    assert p.tiling.matmul.full_load == "" and p.tiling.matmul.tasks_per_core == 1
 
 
 def test_a_resident_reads_less_than_streaming_a():

@@ -91,34 +91,73 @@ def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[i
 
 
 # ---- held operands (L1 full load / L1 tile reuse) ---------------------------------------------------
-def held_a(bufs: Buffers, a, a_off: Sequence[int], *, transpose: bool = False):
+def _hold_loads(hold, key_attr: str, bufs: Buffers, src, batch: list, s0: int, k_all: int, pieces: int,
+                transpose: bool, is_a: bool) -> list:
+    """The GM -> L1 loads that fill a fresh slot of `hold` with the slab at s0 (rows of A / columns of B),
+    in `pieces` loads along K (multiples of base_k), or [] when the current slot already holds it."""
+    key = (tuple(batch), s0)
+    if getattr(bufs, key_attr) == key:
+        return []
+    slot = hold.next()
+    setattr(bufs, key_attr, key)
+    step = _ceil(-(-k_all // max(1, pieces)), bufs.base_k)
+    loads = []
+    for kp in range(0, k_all, step):
+        kw = min(step, k_all - kp)
+        if is_a:
+            loads.append((slot[:, kp:kp + kw], [*batch, kp, s0] if transpose else [*batch, s0, kp]))
+        else:
+            loads.append((slot[kp:kp + kw, :], [*batch, s0, kp] if transpose else [*batch, kp, s0]))
+    return loads
+
+
+def held_ab(bufs: Buffers, a, b, a_off: Optional[Sequence[int]], b_off: Optional[Sequence[int]], *,
+            transpose_a: bool = False, transpose_b: bool = False, pieces: int = 1) -> tuple:
+    """The held L1 views of A rows [m0, m0 + base_m) x all K and of B all K x columns [n0, n0 + base_n)
+    (None for an operand given no offsets), loading each slab that holds them unless it is held already.
+
+    a_off = [*batch, m0] (A is [..., M, K], or [..., K, M] with transpose_a); b_off = [*batch, n0] (B is
+    [..., K, N], or [..., N, K] with transpose_b). A fresh slab arrives in `pieces` loads along K, those of
+    A and B interleaved in K order, so the first MMAD waits only for the first piece of each (one load of a
+    whole slab otherwise keeps the cube idle until all of it has landed).
+    """
+    loads_a, loads_b, a_view, b_view = [], [], None, None
+    if a_off is not None:
+        *batch, m0 = a_off
+        hold = bufs.a_hold
+        rows, k_all = hold.current().shape
+        s0 = m0 // rows * rows
+        loads_a = _hold_loads(hold, "a_key", bufs, a, batch, s0, k_all, pieces, transpose_a, True)
+        a_view = hold.current()[m0 - s0:m0 - s0 + bufs.base_m, :]
+    if b_off is not None:
+        *batch, n0 = b_off
+        hold = bufs.b_hold
+        k_all, cols = hold.current().shape
+        s0 = n0 // cols * cols
+        loads_b = _hold_loads(hold, "b_key", bufs, b, batch, s0, k_all, pieces, transpose_b, False)
+        b_view = hold.current()[:, n0 - s0:n0 - s0 + bufs.base_n]
+    for i in range(max(len(loads_a), len(loads_b))):
+        if i < len(loads_a):
+            pl.load(loads_a[i][0], a, loads_a[i][1], transpose=transpose_a)
+        if i < len(loads_b):
+            pl.load(loads_b[i][0], b, loads_b[i][1], transpose=transpose_b)
+    return a_view, b_view
+
+
+def held_a(bufs: Buffers, a, a_off: Sequence[int], *, transpose: bool = False, pieces: int = 1):
     """The L1 view of A rows [m0, m0 + base_m) x all K, loading the slab that holds them unless it is held.
 
-    a_off = [*batch, m0]; A is [..., M, K], or [..., K, M] with transpose (a DN operand).
+    a_off = [*batch, m0]; A is [..., M, K], or [..., K, M] with transpose (a DN operand). See held_ab.
     """
-    *batch, m0 = a_off
-    rows = bufs.a_hold.current().shape[0]
-    s0 = m0 // rows * rows
-    if bufs.a_key != (tuple(batch), s0):
-        a_hold_l1 = bufs.a_hold.next()
-        pl.load(a_hold_l1, a, [*batch, 0, s0] if transpose else [*batch, s0, 0], transpose=transpose)
-        bufs.a_key = (tuple(batch), s0)
-    return bufs.a_hold.current()[m0 - s0:m0 - s0 + bufs.base_m, :]
+    return held_ab(bufs, a, None, a_off, None, transpose_a=transpose, pieces=pieces)[0]
 
 
-def held_b(bufs: Buffers, b, b_off: Sequence[int], *, transpose: bool = False):
+def held_b(bufs: Buffers, b, b_off: Sequence[int], *, transpose: bool = False, pieces: int = 1):
     """The L1 view of B all K x columns [n0, n0 + base_n), loading the slab that holds them unless it is held.
 
-    b_off = [*batch, n0]; B is [..., K, N], or [..., N, K] with transpose.
+    b_off = [*batch, n0]; B is [..., K, N], or [..., N, K] with transpose. See held_ab.
     """
-    *batch, n0 = b_off
-    cols = bufs.b_hold.current().shape[1]
-    s0 = n0 // cols * cols
-    if bufs.b_key != (tuple(batch), s0):
-        b_hold_l1 = bufs.b_hold.next()
-        pl.load(b_hold_l1, b, [*batch, s0, 0] if transpose else [*batch, 0, s0], transpose=transpose)
-        bufs.b_key = (tuple(batch), s0)
-    return bufs.b_hold.current()[:, n0 - s0:n0 - s0 + bufs.base_n]
+    return held_ab(bufs, None, b, None, b_off, transpose_b=transpose, pieces=pieces)[1]
 
 
 # ---- one output tile -----------------------------------------------------------------------------

@@ -40,7 +40,7 @@ import pyto.language as pl
 from pyto.errors import PlanError
 
 from .asw_basic import l1_pieces_for
-from .block import alloc_buffers, held_a, held_b, mmad_tile
+from .block import alloc_buffers, held_ab, mmad_tile
 from .common import Operands, batch_offsets
 
 
@@ -63,12 +63,13 @@ def _prod(xs) -> int:
 def iter_batch_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, HOLD_M: int = 0,
                       HOLD_N: int = 0, HOLD_STAGES: int = 1, STAGES: int = 2, L0_STAGES: int = 2,
                       L0C_STAGES: int = 2, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
-                      BIAS: bool = False, UNIT_FLAG: bool = True, L1_PIECES: int = 0):
+                      BIAS: bool = False, UNIT_FLAG: bool = True, L1_PIECES: int = 0, HOLD_PIECES: int = 1):
     """out [*batch, M, N] = a [*ba, M, K] @ b [*bb, K, N] (+ bias [*bbias, 1, N]), batch by batch.
 
     a is [*ba, K, M] with TRANSPOSE_A, b [*bb, N, K] with TRANSPOSE_B; a batch dim of 1 is broadcast.
     HOLD_M / HOLD_N: rows of A / columns of B held in L1 over the whole K (0: streamed in K_L1 slices).
     L1_PIECES: GM->L1 pieces per streamed K slice (block.accumulate's l1_pieces; 0 = one load).
+    HOLD_PIECES: GM->L1 loads along K per held slab (block.held_ab), A's and B's interleaved.
     """
     batch = tuple(out.shape[:-2])
     M, N = out.shape[-2], out.shape[-1]
@@ -86,10 +87,11 @@ def iter_batch_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int,
             b_b = batch_offsets(bi, batch, b.shape[:-2])
             c_b = batch_offsets(bi, batch, batch)
             bias_b = batch_offsets(bi, batch, bias.shape[:-2])
-            for m0 in pl.range(0, M, BASE_M):
-                for n0 in pl.range(0, N, BASE_N):
-                    a_l1 = held_a(bufs, a, a_b + [m0], transpose=TRANSPOSE_A) if HOLD_M else None
-                    b_l1 = held_b(bufs, b, b_b + [n0], transpose=TRANSPOSE_B) if HOLD_N else None
+            n_tiles = list(range(0, N, BASE_N))
+            for i, m0 in enumerate(range(0, M, BASE_M)):
+                for n0 in (n_tiles if i % 2 == 0 else n_tiles[::-1]):      # snake: a B tile reused across rows
+                    a_l1, b_l1 = held_ab(bufs, a, b, a_b + [m0] if HOLD_M else None, b_b + [n0] if HOLD_N else None,
+                                         transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, pieces=HOLD_PIECES)
                     mmad_tile(bufs, a, b, out, a_b + [m0], b_b + [n0], c_b + [m0, n0], K, a_l1=a_l1, b_l1=b_l1,
                               bias=bias if BIAS else None, bias_off=bias_b + [0, n0], transpose_a=TRANSPOSE_A,
                               transpose_b=TRANSPOSE_B, use_unit_flag=UNIT_FLAG, l1_pieces=L1_PIECES)
@@ -153,25 +155,46 @@ def _fit_l1(q: dict, p, t, cap: int, min_tile: int, *, hold: bool, stream: bool)
                         f"with {q}) do not fit L1 {cap} B")
 
 
-def kernel_params(plan) -> tuple[dict, int]:
-    """The kernel's static parameters from plan.tiling (IterBatchTiling), and the block count."""
-    t, p, chip = plan.tiling, plan.problem, plan.chip_spec or pyto.load_chip(plan.chip)
+def hold_pieces(q: dict, K: int, dt, chip) -> int:
+    """GM->L1 loads along K per held slab: one per BaseK step of the held K, as long as every piece of each
+    held side stays >= 2 x min_TileSize (the rule of asw_basic.l1_pieces_for for streamed slices)."""
+    sides = [x for x in (q["HOLD_M"], q["HOLD_N"]) if x]
+    if not sides:
+        return 1
+    return l1_pieces_for(min(sides), min(sides), q["BASE_K"], _ceil(K, q["BASE_K"]), dt, chip)
+
+
+def params_for(t, p, chip) -> tuple[dict, int]:
+    """The kernel's static parameters from the tiling t (IterBatchTiling), and the block count."""
     al = p.mn_align
     bm, bn = _balanced(p.M, t.base_m, al), _balanced(p.N, t.base_n, al)
     k_hold = _ceil(p.K, t.base_k)
     hold_a = t.resident in ("AB", "A")
     hold_b = t.resident in ("AB", "B")
-    k_l1 = {"AB": k_hold, "A": t.k_l1_b, "B": k_hold}.get(t.resident, t.k_l1_a)
+    k_l1 = {"AB": k_hold, "A": t.k_l1_b}.get(t.resident, t.k_l1_a)
     q = dict(BASE_M=bm, BASE_N=bn, BASE_K=t.base_k, K_L1=k_l1, k_hold=k_hold,
              HOLD_M=_ceil(p.M, bm) if hold_a else 0, HOLD_N=_ceil(p.N, bn) if hold_b else 0,
-             HOLD_STAGES=t.l1_buffers, STAGES=2)
+             HOLD_STAGES=t.l1_buffers, STAGES=max(2, t.stream_buffers))
     _fit_l1(q, p, t, chip.buffers["L1"], chip.min_tile_bytes, hold=hold_a or hold_b, stream=not (hold_a and hold_b))
+    if hold_a and hold_b and q["HOLD_STAGES"] == 2:
+        # (b) with L1 to spare: up to 4 batch slots (the 4 buffers of seed ASW 4, "余量充足时开 4 buffer"), so
+        # small batches, whose loads are latency bound, keep more batches in flight
+        for more in range(min(4, t.batches_per_core), 2, -1):
+            if _l1_bytes(dict(q, HOLD_STAGES=more), p.isz, al, p.bias) <= chip.buffers["L1"]:
+                q["HOLD_STAGES"] = more
+                break
     del q["k_hold"]
     stream = not (hold_a and hold_b)
     q.update(L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers, TRANSPOSE_A=p.transpose_a,
              TRANSPOSE_B=p.transpose_b, BIAS=p.bias, UNIT_FLAG=t.unit_flag,
-             L1_PIECES=l1_pieces_for(q["BASE_M"], q["BASE_N"], q["BASE_K"], q["K_L1"], p.dtype, chip) if stream else 0)
+             L1_PIECES=l1_pieces_for(q["BASE_M"], q["BASE_N"], q["BASE_K"], q["K_L1"], p.dtype, chip) if stream else 0,
+             HOLD_PIECES=hold_pieces(q, p.K, p.dtype, chip))
     return q, t.cores_used
+
+
+def kernel_params(plan) -> tuple[dict, int]:
+    """The kernel's static parameters from plan.tiling (IterBatchTiling), and the block count."""
+    return params_for(plan.tiling, plan.problem, plan.chip_spec or pyto.load_chip(plan.chip))
 
 
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:

@@ -5,7 +5,9 @@ groups of b. For one group:
 
     MTE2:  batch i's A [M, k_L1] -> rows [i*M̄, (i+1)*M̄) of the merged L1 tile   [b*M̄, k_L1]
            batch i's B [k_L1, N] -> cols [i*N̄, (i+1)*N̄) of the merged L1 tile   [k_L1, b*N̄]
-           (one GM load per batch into an L1 view; the load zero-fills the rows/cols past M/N)
+           (one Nd2Nz instruction per operand for the whole group, ndNum = b, as the hardware fetches
+           consecutive batches: one DMA setup instead of b; a broadcast operand, whose batches are not
+           consecutive, takes one GM load per batch; the load zero-fills the rows/cols past M/N)
     MTE1 + M: the merged tiles through L0A/L0B, MMAD [b*M̄, b*N̄] in L0C  (block.mmad_l1)
     FIX:   only the diagonal blocks c[i*M̄:(i+1)*M̄, i*N̄:(i+1)*N̄] -> out[batch i] (clipped to M x N)
 
@@ -35,6 +37,7 @@ import pyto
 import pyto.language as pl
 from pyto.errors import PlanError
 
+from .asw_basic import l1_pieces_for
 from .block import alloc_buffers, mmad_l1
 from .common import Operands, batch_offsets
 
@@ -57,12 +60,13 @@ def _prod(xs) -> int:
 @pl.kernel
 def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BASE_K: int, K_L1: int, BPC: int,
                        L1_STAGES: int = 2, L0_STAGES: int = 2, L0C_STAGES: int = 2, TRANSPOSE_A: bool = False,
-                       TRANSPOSE_B: bool = False, BIAS: bool = False):
+                       TRANSPOSE_B: bool = False, BIAS: bool = False, L1_PIECES: int = 1):
     """out [*batch, M, N] = a [*ba, M, K] @ b [*bb, K, N] (+ bias [*bbias, 1, N]), batch i of each.
 
     a is [*ba, K, M] with TRANSPOSE_A, b [*bb, N, K] with TRANSPOSE_B; a batch dim of 1 is broadcast.
     B_L0 batches per merged MMAD (and per L1 slot, L1_STAGES slots), M_PAD/N_PAD each batch's block in
-    the merged tile, K_L1 the K depth of one L1 slot, BPC consecutive batches per core.
+    the merged tile, K_L1 the K depth of one L1 slot, BPC consecutive batches per core. L1_PIECES: loads along
+    K per L1 slot (multiples of BASE_K), so the cube starts on the first piece of a group.
     """
     batch = tuple(out.shape[:-2])
     M, N = out.shape[-2], out.shape[-1]
@@ -71,11 +75,15 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
     assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
     assert M <= M_PAD and N <= N_PAD, f"M, N = {M}, {N} exceed the block {M_PAD} x {N_PAD}"
     steps = -(-K // BASE_K)
+    align = max(16, 32 // a.dtype.itemsize)
     bufs = alloc_buffers(a.dtype, B_L0 * M_PAD, B_L0 * N_PAD, BASE_K, K_L1, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=False, stream_b=False,
                          bias_dtype=bias.dtype if BIAS else None)
     a_l1 = pl.alloc(pl.L1, [B_L0 * M_PAD, K_L1], a.dtype, buffers=L1_STAGES)
     b_l1 = pl.alloc(pl.L1, [K_L1, B_L0 * N_PAD], b.dtype, buffers=L1_STAGES)
+    # ndNum needs the group's batches consecutive in the operand: its batch dims are the output's (no broadcast)
+    a_nd = tuple(a.shape[:-2]) == batch
+    b_nd = tuple(b.shape[:-2]) == batch
     with pl.section_cube():
         first = pl.block_idx() * BPC
         last = min(_prod(batch), first + BPC)
@@ -86,13 +94,26 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
             step = 0
             for k1 in pl.range(0, K, K_L1):
                 a_slot, b_slot = a_l1.next(), b_l1.next()
-                for i in pl.range(ng):                      # one GM load per batch into its block of the slot
-                    a_off = batch_offsets(g0 + i, batch, a.shape[:-2])
-                    b_off = batch_offsets(g0 + i, batch, b.shape[:-2])
-                    pl.load(a_slot[i * M_PAD:(i + 1) * M_PAD, :], a,
-                            a_off + ([k1, 0] if TRANSPOSE_A else [0, k1]), transpose=TRANSPOSE_A)
-                    pl.load(b_slot[:, i * N_PAD:(i + 1) * N_PAD], b,
-                            b_off + ([0, k1] if TRANSPOSE_B else [k1, 0]), transpose=TRANSPOSE_B)
+                k_len = min(K_L1, K - k1)
+                k_all = _ceil(k_len, align)
+                piece = _ceil(_cdiv(k_all, L1_PIECES), BASE_K)
+                for kp in pl.range(0, k_all, piece):        # K pieces, A's and B's interleaved (K order)
+                    kw = min(piece, k_all - kp)
+                    a_k = [k1 + kp, 0] if TRANSPOSE_A else [0, k1 + kp]
+                    b_k = [0, k1 + kp] if TRANSPOSE_B else [k1 + kp, 0]
+                    if a_nd:                                # the group's ng batches of A in one Nd2Nz (ndNum)
+                        pl.load(a_slot[0:ng * M_PAD, kp:kp + kw], a, batch_offsets(g0, batch, a.shape[:-2]) + a_k,
+                                transpose=TRANSPOSE_A, nd_num=ng, nd_axis=0)
+                    if b_nd:
+                        pl.load(b_slot[kp:kp + kw, 0:ng * N_PAD], b, batch_offsets(g0, batch, b.shape[:-2]) + b_k,
+                                transpose=TRANSPOSE_B, nd_num=ng, nd_axis=1)
+                    for i in pl.range(ng):                  # else one GM load per batch into its block of the slot
+                        if not a_nd:
+                            pl.load(a_slot[i * M_PAD:(i + 1) * M_PAD, kp:kp + kw], a,
+                                    batch_offsets(g0 + i, batch, a.shape[:-2]) + a_k, transpose=TRANSPOSE_A)
+                        if not b_nd:
+                            pl.load(b_slot[kp:kp + kw, i * N_PAD:(i + 1) * N_PAD], b,
+                                    batch_offsets(g0 + i, batch, b.shape[:-2]) + b_k, transpose=TRANSPOSE_B)
                 step = mmad_l1(bufs, c_l0c, a_slot[0:ng * M_PAD, :], b_slot[:, 0:ng * N_PAD], min(K_L1, K - k1),
                                step=step, steps=steps, bias_bt=bias_bt if k1 == 0 else None, use_unit_flag=False)
             for i in pl.range(ng):                          # the block diagonal out; cross terms dropped
@@ -118,14 +139,13 @@ def _l1_bytes(b: int, m_pad: int, n_pad: int, k_l1: int, isz: int, stages: int, 
     return use + (2 * 16 * _ceil(b * n_pad, 16) * 4 if bias else 0)
 
 
-def kernel_params(plan) -> tuple[dict, int]:
-    """The kernel's static parameters from plan.tiling (MergeBatchTiling), and the block count.
+def params_for(t, p, chip) -> tuple[dict, int]:
+    """The kernel's static parameters from the tiling t (MergeBatchTiling), and the block count.
 
     The tiling's l1_buffers copies of b_L1 batches become a ring of l1_buffers * b_L1 / b slots of b
     batches (at most one per group the core runs) when K fits one L1 slice, else l1_buffers slots of b
     batches.
     """
-    t, p, chip = plan.tiling, plan.problem, plan.chip_spec or pyto.load_chip(plan.chip)
     stages = t.l1_buffers
     if p.K <= t.k_l1:                         # no more slots than the core has groups: each would stay unused
         stages = max(stages, min(t.l1_buffers * t.b_l1 // t.b, t.groups_per_core))
@@ -136,8 +156,14 @@ def kernel_params(plan) -> tuple[dict, int]:
         stages -= 1
     params = dict(B_L0=t.b, M_PAD=t.m_pad, N_PAD=t.n_pad, BASE_K=t.base_k, K_L1=t.k_l1, BPC=t.batches_per_core,
                   L1_STAGES=stages, L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers,
-                  TRANSPOSE_A=p.transpose_a, TRANSPOSE_B=p.transpose_b, BIAS=p.bias)
+                  TRANSPOSE_A=p.transpose_a, TRANSPOSE_B=p.transpose_b, BIAS=p.bias,
+                  L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, min(t.k_l1, p.Kp), p.dtype, chip))
     return params, t.cores_used
+
+
+def kernel_params(plan) -> tuple[dict, int]:
+    """The kernel's static parameters from plan.tiling (MergeBatchTiling), and the block count."""
+    return params_for(plan.tiling, plan.problem, plan.chip_spec or pyto.load_chip(plan.chip))
 
 
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:

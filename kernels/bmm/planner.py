@@ -228,9 +228,19 @@ def _decide(p: Problem, chip: Chip, reduce: str) -> tuple[str, Tiling, tuple[Bra
         return b, t, _ordered(sp, tm, rest), lines
     t_mm = _build("to_matmul", p, chip, forced=False)
     if t_mm.free:
+        rest = _buy(p, chip, False, reduce, [])[2]
+        if rest["stream_k"].home:
+            # the folded matmul has fewer output blocks than cores and a long K: Matmul's own answer there is
+            # to split K between cores (split-K / StreamK), StreamK's home ground; the seed's overlap rule
+            lines.append(f"2. ToMatmul holds and its fold '{t_mm.fold}' is free, but StreamK's home ground holds "
+                         "too (P < C, K long enough for a grid_K): the matmul ToMatmul reuses would split K "
+                         "there, so the overlap goes to T_total")
+            b, t = _pick([("to_matmul", t_mm), ("stream_k", stream_tiling(p, chip, reduce))], p, chip, lines,
+                         "ToMatmul vs StreamK")
+            lines.append(f"   -> {b}")
+            return b, t, _ordered(sp, tm, rest), lines
         lines.append(f"2. ToMatmul holds and its fold '{t_mm.fold}' is free -> to_matmul (the problem is reduced "
                      "before any dimension is bought)")
-        rest = _buy(p, chip, False, reduce, [])[2]
         return "to_matmul", t_mm, _ordered(sp, tm, rest), lines
     lines.append(f"2. ToMatmul holds but fold '{t_mm.fold}' moves {t_mm.rearrange_bytes + t_mm.scatter_bytes} B "
                  "to rearrange: the seed compares it with the BMM branches on the broadcast problem "

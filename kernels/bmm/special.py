@@ -102,6 +102,8 @@ def fit(plan, ops: Operands) -> Launch:
     def need(r: int, c: int) -> int:
         return ub_bytes(t.mode, r, c, p.dtype, ops.out_dtype, ops.has_bias, nbuf)
 
+    while nbuf > 2 and need(t.rows, t.cols) > cap:     # extra copies first, then the tile itself
+        nbuf -= 1
     cols = t.cols
     while need(1, cols) > cap and cols > COL_ALIGN:
         cols = max(COL_ALIGN, align_down(cols // 2, COL_ALIGN))

@@ -30,7 +30,7 @@ def _derivation():
 
 def _cube_use(t, p: Problem, l1: int) -> dict[str, int]:
     """Bytes per buffer of a cube tiling: the given L1 bytes, L0A/L0B/L0C tiles x copies, the bias row in BT."""
-    use = {"L1": l1, "L0A": t.l0_buffers * t.base_m * t.base_k * p.isz,
+    use = {"L1": l1 + bias_l1_bytes(t.base_n, p), "L0A": t.l0_buffers * t.base_m * t.base_k * p.isz,
            "L0B": t.l0_buffers * t.base_k * t.base_n * p.isz,
            "L0C": t.l0c_buffers * t.base_m * t.base_n * ACC_BYTES}
     if p.bias:
@@ -112,7 +112,8 @@ class IterBatchTiling:
     base_m: int = doc("BaseM")
     base_n: int = doc("BaseN")
     base_k: int = doc("BaseK (divides the split side's K depth)")
-    l1_buffers: int = doc("2 when consecutive batches ping-pong in L1 (b, d), else 1")
+    l1_buffers: int = doc("copies of the resident side(s): 2 when consecutive batches ping-pong in L1 (b, d), else 1")
+    stream_buffers: int = doc("copies of the streamed K slices (c, d, e; 0 when nothing streams)")
     l0_buffers: int = doc("L0A/L0B copies")
     l0c_buffers: int = doc("L0C copies")
     unit_flag: bool = doc("Fixpipe uses unit_flag (seed case c)")
@@ -121,7 +122,10 @@ class IterBatchTiling:
     derivation: tuple = _derivation()
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
-        return _cube_use(self, p, self.l1_buffers * (self.m_l1 * self.k_l1_a + p.Np * self.k_l1_b) * p.isz)
+        a_held, b_held = self.resident in ("AB", "A"), self.resident in ("AB", "B")
+        held = (p.Mp * p.Kp if a_held else 0) + (p.Kp * p.Np if b_held else 0)
+        streamed = (0 if a_held else self.base_m * self.k_l1_a) + (0 if b_held else self.k_l1_b * self.base_n)
+        return _cube_use(self, p, (self.l1_buffers * held + self.stream_buffers * streamed) * p.isz)
 
 
 @dataclass(frozen=True)
@@ -162,12 +166,13 @@ class ToMatmulTiling:
 
     fold: str = doc("'plain' (no batch), 'fold_m' (A viewed [B*M, K]), 'a_resident' (A held in every core's "
                     "L1, cores share B's batches), 'fold_n' (B rearranged [K, B*N], output scattered)")
-    mm_batch: int = doc("batches of the underlying matmul (B for a_resident, else 1)")
+    mm_batch: int = doc("batches of the underlying matmul (B for a_resident and fold_n, else 1)")
     mm_m: int = doc("rows of the underlying matmul")
     mm_n: int = doc("columns of the underlying matmul")
     mm_k: int = doc("K of the underlying matmul")
-    rearrange_bytes: int = doc("GM bytes read + written to rearrange an input before the matmul")
-    scatter_bytes: int = doc("GM bytes read + written to scatter the output after the matmul")
+    rearrange_bytes: int = doc("GM bytes read + written to rearrange an input before the matmul (the seed's fold_n; "
+                               "the kernel runs the broadcast problem instead and does not move them)")
+    scatter_bytes: int = doc("GM bytes read + written to scatter the output after the matmul (idem)")
     matmul: AswTiling = doc("the underlying matmul's tiling")
     derivation: tuple = _derivation()
 
@@ -215,6 +220,11 @@ def check_fits(branch: str, tiling: Tiling, p: Problem, chip: Chip) -> None:
 
 # ---- the 2-D cube tiling shared by ASW_Basic, ToMatmul and StreamK -----------------------------------
 
+def bias_l1_bytes(bn: int, p: Problem) -> int:
+    """L1 the kernels' bias row takes: two slots of [1, base_n] fp32/int32, padded to 16 rows (pl.alloc)."""
+    return 2 * FRACTAL * align_up(bn, FRACTAL) * ACC_BYTES if p.bias else 0
+
+
 def _base_k(bm: int, bn: int, kp: int, p: Problem, chip: Chip) -> int:
     """baseK from L0A/L0B with double buffering, inner axis aligned to 256B, else 128B, else k0 (seed ASW 4)."""
     raw = min(chip.buffers["L0A"] // (2 * bm * p.isz), chip.buffers["L0B"] // (2 * bn * p.isz))
@@ -241,11 +251,17 @@ def _k_l1(rows: int, bk: int, kp: int, budget: int, p: Problem) -> tuple[int, in
     return 0, 0, 0
 
 
-def cube_tiles(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, *, cores: int,
-               a_in_l1: bool = False, b_in_l1: bool = False) -> tuple[int, int, int, int, int]:
-    """(base_m, base_n, base_k, k_l1, l1_buffers) minimising rounds x max(cube, move) per tile.
+def cube_candidates(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, *, cores: int,
+                    a_in_l1: bool = False, b_in_l1: bool = False, hold_copies: int = 1,
+                    sharing: int | None = None, held_twice: bool = False
+                    ) -> list[tuple[tuple, tuple[int, int, int, int, int]]]:
+    """Every (key, (base_m, base_n, base_k, k_l1, l1_buffers)) whose tiles fit L0A/L0B/L0C (double buffered)
+    and L1; key: a quick figure of merit, rounds x max(cube, move) per tile, then padding, then size.
 
     seed ASW 4: M^t N^t 4B DB <= L0C; 1/M^t + 1/N^t small (cube bound); divide M, N (few tail tiles).
+    a_in_l1 / b_in_l1: that side is held whole in L1 (hold_copies copies), not streamed; held_twice: the held
+    slab must fit L1 twice (the L1 full load's rule, seed ASW 5: MK*dtype*2 <= L1). sharing: cores loading
+    at the same time (default min(tasks, cores)). The bias row's two L1 slots are reserved.
     """
     al, isz = p.mn_align, p.isz
     mp, np_, kp = align_up(m, al), align_up(n, al), align_up(k, p.k_align)
@@ -254,30 +270,46 @@ def cube_tiles(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, *, co
     cap_n = min(np_, align_down(chip.buffers["L0B"] // (2 * p.k_align * isz), al))
     if p.bias:
         cap_n = min(cap_n, align_down(chip.buffers["BT"] // ACC_BYTES, al))
-    budget = chip.buffers["L1"] - (mp * kp * isz if a_in_l1 else 0) - (np_ * kp * isz if b_in_l1 else 0)
     gm = chip.path("GM", "L1")
     cps, head = chip.cube_cycles_per_step[p.dtype.name], chip.mmad_head_cycles
-    best, best_key = None, None
+    out = []
     for bm in range(al, cap_m + 1, al):
         for bn in range(al, cap_n + 1, al):
             if bm * bn > l0c:
                 break
             bk = _base_k(bm, bn, kp, p, chip)
+            if not bk:
+                continue
+            # a held side is a whole number of base tiles over K padded to base_k (block.held_ab's slab)
+            held = ((align_up(m, bm) * align_up(k, bk) if a_in_l1 else 0)
+                    + (align_up(n, bn) * align_up(k, bk) if b_in_l1 else 0)) * isz
+            if held_twice and 2 * held > chip.buffers["L1"]:
+                continue
+            budget = chip.buffers["L1"] - hold_copies * held
             rows = (0 if a_in_l1 else bm) + (0 if b_in_l1 else bn)
-            bk, k_l1, nbuf = _k_l1(rows, bk, kp, budget, p) if bk else (0, 0, 0)
+            bk, k_l1, nbuf = _k_l1(rows, bk, kp, budget - bias_l1_bytes(bn, p), p)
             if not k_l1:
                 continue
             tasks = batch * cdiv(m, bm) * cdiv(n, bn)
-            active = min(tasks, cores)
+            active = min(tasks, cores) if sharing is None else sharing
             bw = min(gm.bytes_per_cycle, chip.l2_bytes_per_cycle / active)
             cube = cdiv(bm, FRACTAL) * cdiv(bn, FRACTAL) * cdiv(k, p.k0) * cps + cdiv(k, bk) * head
             move = rows * k * isz / bw + 2 * cdiv(k, k_l1) * gm.latency
             key = (cdiv(tasks, cores) * max(cube, move), cdiv(m, bm) * bm * cdiv(n, bn) * bn, -bm * bn)
-            if best_key is None or key < best_key:
-                best, best_key = (bm, bn, bk, k_l1, nbuf), key
-    if best is None:
-        raise PlanError(f"no cube tile of {m}x{n}x{k} fits L1 {budget} B / L0A / L0B / L0C on {chip.name}")
-    return best
+            out.append((key, (bm, bn, bk, k_l1, nbuf)))
+    if not out:
+        raise PlanError(f"no cube tile of {m}x{n}x{k} fits L1 {chip.buffers['L1']} B (held sides: "
+                        f"{'A' if a_in_l1 else ''}{'B' if b_in_l1 else ''} x {hold_copies}) / L0A / L0B / L0C on "
+                        f"{chip.name}")
+    return sorted(out)
+
+
+def cube_tiles(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, *, cores: int,
+               a_in_l1: bool = False, b_in_l1: bool = False, hold_copies: int = 1,
+               sharing: int | None = None) -> tuple[int, int, int, int, int]:
+    """(base_m, base_n, base_k, k_l1, l1_buffers): the best of `cube_candidates` by its quick key."""
+    return cube_candidates(m, n, k, batch, p, chip, cores=cores, a_in_l1=a_in_l1, b_in_l1=b_in_l1,
+                           hold_copies=hold_copies, sharing=sharing)[0][1]
 
 
 def _l2_tiles(m: int, n: int, k: int, bm: int, bn: int, p: Problem, chip: Chip) -> tuple[int, int]:
@@ -298,12 +330,42 @@ def _l2_tiles(m: int, n: int, k: int, bm: int, bn: int, p: Problem, chip: Chip) 
     return best
 
 
+def _asw_of(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, tiles: tuple, full_load: str,
+            notes: tuple = ()) -> AswTiling:
+    bm, bn, bk, k_l1, nbuf = tiles
+    C = chip.aic
+    tm, tn = cdiv(m, bm), cdiv(n, bn)
+    tasks = batch * tm * tn
+    ml2, nl2 = _l2_tiles(m, n, k, bm, bn, p, chip)
+    split = tuple(d for d, c in (("B", batch), ("M", tm), ("N", tn)) if c > 1)
+    bres = "".join(s for s, on in (("A", p.broadcast in ("a", "cross")), ("B", p.broadcast in ("b", "cross")))
+                   if on)
+    return AswTiling(batch, m, n, k, bm, bn, bk, k_l1, nbuf, 2, 2, tm, tn, tasks, cdiv(tasks, min(tasks, C)),
+                     min(tasks, C), split, asw_window(chip), ml2, nl2, full_load, bres, notes)
+
+
+def _asw_tiles(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, full_load: str) -> tuple:
+    """The base tiles of an ASW tile walk: of every tile shape that fits (cube_candidates), the one the cost
+    model (cost.estimate, the same model the planner arbitrates with) finds fastest; ties to less padding,
+    then the larger tile. The seed's ASW 4 leaves the choice to the balance of cube and move time."""
+    from .cost import estimate
+    cands = cube_candidates(m, n, k, batch, p, chip, cores=chip.aic, a_in_l1=full_load == "A",
+                            b_in_l1=full_load == "B", held_twice=bool(full_load))
+    best, best_key = None, None
+    for (_, pad, area), tiles in cands:
+        e = estimate(p, _asw_of(p, chip, batch, m, n, k, tiles, full_load), chip)
+        key = (round(e.t_total, 6), pad, area)
+        if best_key is None or key < best_key:
+            best, best_key = tiles, key
+    return best
+
+
 def asw_tiling(p: Problem, chip: Chip, *, batch: int | None = None, m: int | None = None, n: int | None = None,
                full_load: str | None = None) -> AswTiling:
     """ASW_Basic tiling of `batch` x [m, K] @ [K, n] (defaults: the problem's own); full_load None = decide."""
     batch, m, n, k = p.batch if batch is None else batch, p.M if m is None else m, p.N if n is None else n, p.K
     C, isz, notes = chip.aic, p.isz, []
-    bm, bn, bk, k_l1, nbuf = cube_tiles(m, n, k, batch, p, chip, cores=C)
+    bm, bn, bk, k_l1, nbuf = _asw_tiles(p, chip, batch, m, n, k, "")
     tasks = batch * cdiv(m, bm) * cdiv(n, bn)
     notes.append(f"base tiles {bm}x{bn}x{bk}: 2*{bm}*{bn}*4B = {2 * bm * bn * ACC_BYTES} B <= L0C "
                  f"{chip.buffers['L0C']} B, 2*{bm}*{bk}*{isz} <= L0A, 2*{bk}*{bn}*{isz} <= L0B; "
@@ -323,8 +385,7 @@ def asw_tiling(p: Problem, chip: Chip, *, batch: int | None = None, m: int | Non
         whole = (align_up(m if full_load == "A" else n, p.mn_align)) * align_up(k, p.k_align) * isz
         if whole > chip.buffers["L1"]:
             raise PlanError(f"full load of {full_load}: {whole} B > L1 {chip.buffers['L1']} B")
-        bm, bn, bk, k_l1, nbuf = cube_tiles(m, n, k, batch, p, chip, cores=C, a_in_l1=full_load == "A",
-                                            b_in_l1=full_load == "B")
+        bm, bn, bk, k_l1, nbuf = _asw_tiles(p, chip, batch, m, n, k, full_load)
     tm, tn = cdiv(m, bm), cdiv(n, bn)
     tasks = batch * tm * tn
     ml2, nl2 = _l2_tiles(m, n, k, bm, bn, p, chip)
@@ -387,19 +448,40 @@ def _largest_divisor(k: int, upto: int, step: int) -> int:
 
 
 def iter_tiling(p: Problem, chip: Chip, l1: IterL1) -> IterBatchTiling:
-    """IterBatch tiling for the L1 case chosen by conditions.iter_l1."""
+    """IterBatch tiling for the L1 case chosen by conditions.iter_l1.
+
+    (a)/(b): the seed's L0 pseudo-code; both sides whole in L1 (l1_buffers copies). (c)/(d)/(e): the seed
+    gives the entry condition and Step but no L0 rule ("同理，按各自容量预算计算 Step 与分块"): the split side
+    streams through L1 once per output tile, so the tiles are the ASW core tiling (seed ASW 4: L0C double
+    buffer, large tiles so that 1/M^t + 1/N^t is small: every extra tile row re-reads the streamed side) of
+    one batch on one core, in the L1 the resident side leaves.
+    """
     bpc = max(1, cdiv(p.batch, chip.aic))
-    k_split = min(l1.k_l1_a, l1.k_l1_b)
-    bm, bn, bk, l0b, l0cb, how = iter_l0(l1.m_l1, p.N, k_split, bpc > 1, p, chip)
-    bm = min(bm, l1.m_l1)
-    if k_split < p.Kp:                      # the split side's K depth must be a whole number of BaseK
-        bk = _largest_divisor(k_split, min(bk, k_split), p.k_align)
+    cores = max(1, min(p.batch, chip.aic))
+    isz = p.isz
+    if l1.case in ("a", "b"):
+        bm, bn, bk, l0b, l0cb, how = iter_l0(l1.m_l1, p.N, p.Kp, bpc > 1, p, chip)
+        bm = min(bm, l1.m_l1)
+        k_a = k_b = p.Kp
+        streams = 0
+        how = f"L0 ({'b' if bpc > 1 else 'a'} pseudo-code): {how} -> {bm}x{bn}x{bk}"
+    else:
+        a_in, b_in = l1.resident == "A", l1.resident == "B"
+        bm, bn, bk, k_l1, streams = cube_tiles(p.M, p.N, p.K, 1, p, chip, cores=1, a_in_l1=a_in, b_in_l1=b_in,
+                                               hold_copies=l1.l1_buffers, sharing=cores)
+        l0b = l0cb = 2
+        k_a = p.Kp if a_in else k_l1
+        k_b = p.Kp if b_in else k_l1
+        held = {"A": f"A [{p.Mp}, {p.Kp}] held ({l1.l1_buffers} cop{'ies' if l1.l1_buffers > 1 else 'y'}), ",
+                "B": f"B [{p.Kp}, {p.Np}] held ({l1.l1_buffers} copies), " if l1.l1_buffers > 1 else
+                     f"B [{p.Kp}, {p.Np}] held, "}.get(l1.resident, "")
+        how = (f"L0/L1 (ASW core tiling of one batch on one core): {held}the split side streamed per output tile "
+               f"in K slices of {k_l1} ({streams} copies) -> {bm}x{bn}x{bk}")
     notes = (f"case ({l1.case}): resident {l1.resident or 'none'}, Step = {l1.step}, m_L1 = {l1.m_l1}, "
-             f"k_L1 A/B = {l1.k_l1_a}/{l1.k_l1_b}" + (f" (k_L1_b = min((L1 - M̄K̄*dtype)/(N̄*dtype), K))"
-                                                       if l1.resident == "A" else ""),
-             f"L0 ({'b' if bpc > 1 else 'a'} pseudo-code): {how} -> {bm}x{bn}x{bk}")
-    return IterBatchTiling(l1.case, l1.resident, l1.step, l1.m_l1, l1.k_l1_a, l1.k_l1_b, bm, bn, bk,
-                           l1.l1_buffers, l0b, l0cb, l1.case == "c", bpc, max(1, min(p.batch, chip.aic)), notes)
+             f"seed k_L1 A/B = {l1.k_l1_a}/{l1.k_l1_b}" + (f" (k_L1_b = min((L1 - M̄K̄*dtype)/(N̄*dtype), K))"
+                                                            if l1.resident == "A" else ""), how)
+    return IterBatchTiling(l1.case, l1.resident, l1.step, l1.m_l1, k_a, k_b, bm, bn, bk,
+                           l1.l1_buffers, streams, l0b, l0cb, l1.case == "c", bpc, cores, notes)
 
 
 # ---- MergeBatch ---------------------------------------------------------------------------------------
@@ -418,23 +500,27 @@ def merge_tiling(p: Problem, chip: Chip) -> MergeBatchTiling:
         raise PlanError(f"merge_batch: one batch's [M̄, N̄] fp32 tile double-buffered needs {need} B > L0C "
                         f"{chip.buffers['L0C']} B" if b_i < 1 else
                         f"merge_batch: bias row N̄*4B = {np_ * ACC_BYTES} B > BT {chip.buffers['BT']} B")
-    b_max = max(1, min(b_i, b_ii, b_core, b_bt))
+    # seed condition 1: "2 组起步才能构成组间乒乓流水" -- at least two groups per core (b < batches per core)
+    # wherever the core has the 2*b0 batches the home ground gives it
+    b_grp = bpc - 1 if bpc >= 2 * b0 else bpc
+    b_max = max(1, min(b_i, b_ii, b_core, b_grp, b_bt))
     divs = [d for d in range(b_max, 0, -1) if b_core % d == 0 and d >= min(b0, b_max)]
     first = divs[0] if divs else b_max
     notes = [f"Step 1: b_i = {b_i} (2*(b*{mp})*(b*{np_})*4B <= L0C), b_ii = {b_ii} (b*2MN/(M+N) = b*{ratio:.1f} "
-             f"< R = {chip.R:g}), b_core = {b_core}" + (f", BT: b <= {b_bt}" if p.bias else "")
-             + f" -> min = {b_max}; factor of b_core preferred: b = {first}"]
+             f"< R = {chip.R:g}), b_core = {b_core}, at least two groups per core for the ping-pong: b <= {b_grp}"
+             + (f", BT: b <= {b_bt}" if p.bias else "") + f" -> min = {b_max}; factor of b_core preferred: b = {first}"]
     for b in [first] + [x for x in range(b_max, 0, -1) if x != first]:
         k_l0 = min(align_down(min(chip.buffers["L0A"] // (2 * b * mp * isz),
                                   chip.buffers["L0B"] // (2 * b * np_ * isz)), ka), kp)
         if k_l0 < max(ka, chip.k_thr_bytes // isz):
             continue
         k_lo = min(k_l0, chip.dvalue_bytes // isz)
-        k_l1 = align_down(chip.buffers["L1"] // (2 * b * (mp + np_) * isz), k_l0)
+        l1 = chip.buffers["L1"] - bias_l1_bytes(b * np_, p)
+        k_l1 = align_down(l1 // (2 * b * (mp + np_) * isz), k_l0)
         k_l1 = _balanced(kp, k_l1, k_l0) if k_l1 else 0
         if k_l1 < max(k_lo, k_l0):
             continue
-        b_l1_max = chip.buffers["L1"] // (2 * (mp + np_) * k_l1 * isz)
+        b_l1_max = l1 // (2 * (mp + np_) * k_l1 * isz)
         b_l1 = align_down(min(b_l1_max, max(b_core, b)), b)
         if b != first:
             notes.append(f"b = {first} leaves no k_L0 >= k_thr or k_L1 in L1; reduced to b = {b}")
@@ -474,7 +560,8 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
         g_max = 2
     if p.K < 2 * ka:
         raise PlanError(f"stream_k: K = {p.K} < 2*{ka} cannot be split into two K segments")
-    best, best_key = (1, 1, g_max), None
+    from .cost import estimate
+    cands = []
     for mc in range(1, cdiv(p.M, al) + 1):
         for nc in range(1, cdiv(p.N, al) + 1):
             room = bpb // (mc * nc)
@@ -482,10 +569,28 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
                 break
             gg = min(g_max, _pow2_floor(room))
             sm, sn = align_up(cdiv(p.M, mc), al), align_up(cdiv(p.N, nc), al)
-            key = (p.batch * gg * mc * nc, bpb % (mc * nc) == 0, mc * nc, -abs(math.log(sm / sn)))
-            if best_key is None or key > best_key:
-                best, best_key = (mc, nc, gg), key
-    mc, nc, g = best
+            if (mc - 1) * sm >= p.M or (nc - 1) * sn >= p.N:
+                continue                # the aligned blocks cover M (N) with fewer: the last would be empty
+            cands.append((mc, nc, gg))
+    if not cands:
+        cands = [(1, 1, g_max)]
+    # mCnt x nCnt: the seed wants factors of blocksPerBatch and every core busy, but narrow blocks cost burst
+    # efficiency (rows under 128B) and re-reads: the cost model arbitrates, ties to more cores, then the seed's
+    # factor preference, then square blocks
+    best, best_key = None, None
+    for mc, nc, gg in cands:
+        t = _stream_of(p, chip, mc, nc, gg, g_max, bpb, reduce, forced)
+        sm, sn = t.single_m, t.single_n
+        key = (round(estimate(p, t, chip).t_total, 6), -t.units, bpb % (mc * nc) != 0, -mc * nc,
+               abs(math.log(sm / sn)))
+        if best_key is None or key < best_key:
+            best, best_key = t, key
+    return best
+
+
+def _stream_of(p: Problem, chip: Chip, mc: int, nc: int, g: int, g_max: int, bpb: int, reduce: str,
+               forced: bool) -> StreamKTiling:
+    C, al, ka = chip.aic, p.mn_align, p.k_align
     sm, sn = align_up(cdiv(p.M, mc), al), align_up(cdiv(p.N, nc), al)
     sck = align_up(cdiv(p.K, g), ka)
     bm, bn, bk, k_l1, nbuf = cube_tiles(sm, sn, sck, 1, p, chip, cores=1)
@@ -496,8 +601,9 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
                 align_up(sm * sn, FRACTAL * FRACTAL))
     notes = (f"grid_K: largest power of two <= blocksPerBatch = floor({C}/{p.batch}) = {bpb} with K/grid_K >= "
              f"{chip.streamk_min_k_per_core} and K >= grid_K^2*theta: {g_max}" + (" (forced)" if forced else ""),
-             f"mCnt x nCnt = {mc} x {nc} (most cores B*grid_K*mCnt*nCnt = {units}, a factor of blocksPerBatch "
-             f"preferred) -> grid_K = {g}, singleCoreK = ceil(K/grid_K) aligned = {sck}",
+             f"mCnt x nCnt = {mc} x {nc} (of the splits leaving grid_K >= 2 and no empty block, the fastest by "
+             f"T_total; B*grid_K*mCnt*nCnt = {units} cores) -> grid_K = {g}, singleCoreK = ceil(K/grid_K) "
+             f"aligned = {sck}",
              f"per-core block {sm}x{sn}, base tiles {bm}x{bn}x{bk}, k_L1 = {k_l1}; reduce = {reduce}")
     return StreamKTiling(g, mc, nc, bpb, sm, sn, sck, bm, bn, bk, k_l1, nbuf, 2, 2, reduce, units, cores,
                          cdiv(units, C), ws if reduce == "workspace" else 0, chunk, notes)
@@ -529,15 +635,42 @@ def to_matmul_tiling(p: Problem, chip: Chip, fold: str) -> ToMatmulTiling:
             raise PlanError(f"to_matmul a_resident: M̄K̄*dtype = {p.Mp * p.Kp * isz} B > L1 {chip.buffers['L1']} B")
         mm = (B, M, N, 0, 0, "BatchA = 1, M̄K̄*dtype <= L1: A held in every core's L1, cores share B's batches")
     elif fold == "fold_n":
-        mm = (1, M, B * N, 0 if p.transpose_b else 2 * B * K * N * isz, 2 * B * M * N * p.out_isz,
+        # the seed folds B to [K, B*N] (a transpose pass) and scatters the [M, B*N] output; the kernel runs the
+        # broadcast problem instead (to_matmul.py), the same result without either pass: its tiles are those of
+        # B batches of [M, K] @ [K, N], and the passes' bytes are recorded as what the fold would have moved
+        mm = (B, M, N, 0 if p.transpose_b else 2 * B * K * N * isz, 2 * B * M * N * p.out_isz,
               "BatchA = 1: B [B, K, N] folded to [K, B*N]" + (" (DN B is already [B*N, K])" if p.transpose_b
                                                                else " by a transpose pass")
-              + ", output [M, B*N] scattered to [B, M, N]")
+              + ", output [M, B*N] scattered to [B, M, N]; run as the broadcast problem (A's batch broadcast to "
+              "B, A re-read through L2), which moves neither")
     else:
         raise PlanError(f"unknown fold {fold!r}")
     batch, m, n, rearr, scat, how = mm
-    asw = asw_tiling(p, chip, batch=batch, m=m, n=n, full_load="A" if fold == "a_resident" else "")
-    return ToMatmulTiling(fold, batch, m, n, K, rearr, scat, asw, (how,))
+    asw = asw_tiling(p, chip, batch=batch, m=m, n=n, full_load="")
+    notes = [how]
+    if fold == "a_resident":
+        # seeds/000: A held in every core's L1 (it fits twice, beside B's double buffer) whenever that reads
+        # less than streaming it: each core's tiles would stream tasks_per_core * base_m rows of A, more than
+        # A's M rows. With one tile per core (or M split into tiles) holding A whole reads more, not less:
+        # each core then streams only its tiles' rows of A, which stay in L2 for the others.
+        whole = align_up(M, p.mn_align) * align_up(K, p.k_align) * isz
+        streamed = asw.tasks_per_core * min(asw.base_m, M)
+        held = None
+        if 2 * whole <= chip.buffers["L1"] and streamed > M:
+            try:
+                held = asw_tiling(p, chip, batch=batch, m=m, n=n, full_load="A")
+            except PlanError:           # no base tile leaves the padded slab within half of L1
+                held = None
+        if held is not None:
+            asw = held
+            notes.append(f"A held in L1: 2*{whole} B <= L1 and {asw.tasks_per_core} tiles per core would stream "
+                         f"{streamed} > M = {M} rows of A")
+        else:
+            why = (f"2*{whole} B > L1" if 2 * whole > chip.buffers["L1"] else
+                   f"{asw.tasks_per_core} tiles per core stream {streamed} <= M = {M} rows of A"
+                   if streamed <= M else "no base tile keeps A's slab, padded to whole tiles, within half of L1")
+            notes.append(f"A not held ({why}): each core streams its tiles' rows of A, shared through L2")
+    return ToMatmulTiling(fold, batch, m, n, K, rearr, scat, asw, tuple(notes))
 
 
 # ---- Special ------------------------------------------------------------------------------------------
@@ -575,6 +708,10 @@ def special_tiling(p: Problem, chip: Chip) -> SpecialTiling:
     rows = cdiv(p.M, cdiv(p.M, lo))                  # balanced row tiles
     units = p.batch * cdiv(p.M, rows) * cdiv(p.N, cols)
     used = min(units, chip.aiv)
+    per = cdiv(units, used)
+    # more than two copies when UB has room, up to one per tile the AIV runs: a small tile's transfers are
+    # latency bound, and each extra copy keeps one more tile's loads in flight
+    nbuf = max(nbuf, min(per, ub // max(1, _special_ub(mode, rows, cols, p))))
     notes = (f"{mode}: UB tile {rows}x{cols}, {nbuf} copies = {nbuf * _special_ub(mode, rows, cols, p)} B <= UB "
-             f"{ub} B; {units} tiles over {used} AIVs",)
-    return SpecialTiling(mode, rows, cols, nbuf, units, cdiv(units, used), used, notes)
+             f"{ub} B (two, or up to one per tile an AIV runs when they fit); {units} tiles over {used} AIVs",)
+    return SpecialTiling(mode, rows, cols, nbuf, units, per, used, notes)

@@ -39,14 +39,14 @@ from .block import alloc_buffers
 from .common import Operands
 
 _BATCHED_PARAMS = ("BASE_M", "BASE_N", "BASE_K", "K_L1", "HOLD_M", "HOLD_STAGES", "STAGES", "L0_STAGES",
-                   "L0C_STAGES", "WINDOW", "SNAKE", "TRANSPOSE_A", "TRANSPOSE_B", "BIAS", "UNIT_FLAG")
+                   "L0C_STAGES", "WINDOW", "SNAKE", "TRANSPOSE_A", "TRANSPOSE_B", "BIAS", "UNIT_FLAG", "L1_PIECES")
 
 
 @pl.kernel
 def to_matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, HOLD_M: int = 0,
                      HOLD_STAGES: int = 1, STAGES: int = 2, L0_STAGES: int = 2, L0C_STAGES: int = 2,
                      WINDOW: int = 1, SNAKE: bool = False, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
-                     BIAS: bool = False, UNIT_FLAG: bool = True):
+                     BIAS: bool = False, UNIT_FLAG: bool = True, L1_PIECES: int = 0):
     """out [*batch, M, N] = a [*a_batch, M, K] @ b [*b_batch, K, N] (+ bias [*bias_batch, 1, N] when BIAS).
 
     Every tensor has the same number of batch dims; a batch dim of 1 is broadcast. a is [..., K, M] with
@@ -67,7 +67,7 @@ def to_matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, 
     grid = Swizzle(WINDOW, SNAKE).grid(M, N, BASE_M, BASE_N, batch=math.prod(out.shape[:-2]))
     with pl.section_cube():          # ASW_Basic's (batch, tile) walk: B first, the window snake inside a batch
         asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=bool(HOLD_M), transpose_a=TRANSPOSE_A,
-                 transpose_b=TRANSPOSE_B, unit_flag=UNIT_FLAG)
+                 transpose_b=TRANSPOSE_B, unit_flag=UNIT_FLAG, l1_pieces=L1_PIECES)
 
 
 def _reshape(x, shape: tuple):
@@ -101,7 +101,8 @@ def _launch_view(plan, ops: Operands, mode: str) -> pyto.Report:
     b = _reshape(ops.b, (p.N, p.K) if p.transpose_b else (p.K, p.N))
     bias = _reshape(ops.bias, tuple(ops.bias.shape[-2:]))
     out = _reshape(ops.out, (rows, p.N))
-    kw = dict(bias_dtype=bias.dtype if ops.has_bias else None, transpose_a=p.transpose_a, transpose_b=p.transpose_b)
+    kw = dict(bias_dtype=bias.dtype if ops.has_bias else None, transpose_a=p.transpose_a, transpose_b=p.transpose_b,
+              stages=plan.tiling.matmul.l1_buffers)
     chip = plan.chip_spec or plan.chip
     try:
         mp = plan_matmul(rows, p.N, p.K, p.dtype, chip, _tiles(plan), full_load=plan.tiling.matmul.full_load, **kw)
@@ -118,9 +119,9 @@ def batched_params(plan, ops: Operands) -> tuple[int, dict]:
     tasks = math.prod(ops.batch) * -(-p.M // t.base_m) * -(-p.N // t.base_n)
     blocks = min(chip.aic, tasks)
     kw = dict(bias_dtype=ops.bias.dtype if ops.has_bias else None, transpose_a=p.transpose_a,
-              transpose_b=p.transpose_b, blocks=blocks)
+              transpose_b=p.transpose_b, blocks=blocks, stages=t.l1_buffers)
     mp = None
-    if plan.tiling.fold == "a_resident":
+    if plan.tiling.fold == "a_resident" and t.full_load == "A":
         try:
             mp = plan_matmul(p.M, p.N, p.K, p.dtype, chip, _tiles(plan), full_load="A", **kw)
         except PlanError:
