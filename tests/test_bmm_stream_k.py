@@ -7,13 +7,12 @@ term). Full mode on small shapes (grid_K = 2, forced); timing mode for K around 
 """
 import dataclasses
 
-import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
-from kernels.bmm import asw_basic, stream_k
+from kernels.bmm import stream_k
 from kernels.bmm.api import check
 from kernels.bmm.common import operands
 from kernels.bmm.cost import roofline_us
