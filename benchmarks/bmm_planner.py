@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--chip", default="ascend950pr")
     args = ap.parse_args()
-    rows, regrets, agree, eff = [], [], 0, {}
+    regrets, agree, eff = [], 0, {}
     t0 = time.time()
     cases = suite(args.quick)
     print(f"{'label':<18} {'A':<18} {'B':<18} {'dt':<5} {'planner':<12} {'best':<12} {'regret':>7}  "

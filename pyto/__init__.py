@@ -15,3 +15,8 @@ from .report import Report
 from .tiling import CubeTileShapes, set_cube_tile_shapes, get_cube_tile_shapes
 
 __version__ = "0.1.0"
+
+__all__ = ["layout", "Chip", "load_chip", "list_chips", "DType", "PytoError", "AlignmentError", "CapacityError",
+           "DeadlockError", "OutOfBoundsError", "PlanError", "RaceError", "ShapeError", "TilingError",
+           "UninitializedReadError", "UnsupportedError", "KernelError", "SyncError", "Spec", "run", "run_options",
+           "spec", "Report", "CubeTileShapes", "set_cube_tile_shapes", "get_cube_tile_shapes"]

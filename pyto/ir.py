@@ -6,7 +6,7 @@ records; it never imports `pyto.language`.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 

@@ -21,7 +21,7 @@ from typing import Sequence
 import ml_dtypes
 import numpy as np
 
-from .dtypes import DType, as_dtype
+from .dtypes import as_dtype
 from .errors import ShapeError
 
 Fractal = tuple[int, int]

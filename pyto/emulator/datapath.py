@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import DType
-from ..ir import Access, Buf, Instr, Op
+from ..ir import Instr, Op
 from .memory import Memory
 
 

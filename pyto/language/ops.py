@@ -110,8 +110,8 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
     nd_num equal parts along `nd_axis` (0: stacked rows, 1: side by side) and part j receives the
     matrix of batch (offsets' batch + j), at the same row/column offsets.
     """
+    current()   # outside a @pl.kernel: KernelError before anything else
     loc = caller_loc()
-    tr = current()
     _need_tile(dst, "pl.load destination", (Buf.L1, Buf.UB, Buf.L0A, Buf.L0B, Buf.BT), loc)
     if isinstance(src, GMTensor):
         if dst.buffer not in (Buf.L1, Buf.UB):
@@ -168,8 +168,8 @@ _OUT_TYPES = {DType.fp32: (DType.fp32, DType.fp16, DType.bf16), DType.int32: (DT
 def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, phase: Optional[STPhase] = None,
           atomic: Optional[str] = None) -> None:
     """L0C->GM (Fixpipe: Nz->ND, fp32 -> dst dtype, round to nearest even) or UB->GM (MTE3)."""
+    current()
     loc = caller_loc()
-    tr = current()
     if not isinstance(dst, GMTensor):
         raise ShapeError(f"{loc}: pl.store writes a GM tensor, got {dst!r}; use pl.move between on-chip buffers")
     _need_tile(src, "pl.store source", (Buf.L0C, Buf.UB), loc)

@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 from ..dtypes import DType, as_dtype
 from ..errors import AlignmentError, KernelError, OutOfBoundsError, ShapeError
-from ..ir import Buf, Loc, TileStore
+from ..ir import Buf, TileStore
 from .trace import caller_loc, current
 
 _NAME = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.alloc\b")

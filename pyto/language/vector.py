@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..dtypes import DType, as_dtype
 from ..errors import KernelError, ShapeError
 from ..ir import Access, AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role
 from .tile import Tile
