@@ -94,7 +94,7 @@ class AccToVecMode(enum.Enum):
     DualModeSplitN = "DualModeSplitN"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)   # interned per (file, line): identity is equality
 class Loc:
     """Where in the kernel's own source an instruction came from."""
 
