@@ -72,7 +72,7 @@ def test_each_l1_case_matches_numpy(shape, case):
     t = p.tiling
     assert (t.case, t.resident) == case
     params, _ = iter_batch.kernel_params(p)
-    assert params["UNIT_FLAG"] == (t.case == "c")
+    assert params["UNIT_FLAG"]        # every case: an L0C slot is free once Fixpipe has read it (see iter_batch.py)
     assert bool(params["HOLD_M"]) == ("A" in t.resident) and bool(params["HOLD_N"]) == ("B" in t.resident)
 
 

@@ -185,7 +185,8 @@ def test_merge_r_over_b0_limit():
 def test_iter_l0_pseudocode_case_a():
     p = run(32, 128, 128, 128)
     t = p.tiling
-    assert (t.case, t.base_m, t.base_n, t.base_k, t.l0_buffers) == ("a", 128, 128, 128, 1)
+    # the seed's BaseM = M̄, BaseN = N̄, BaseK = min(L0A/M̄, L0B/N̄, K̄); two L0A/L0B copies when they fit
+    assert (t.case, t.base_m, t.base_n, t.base_k, t.l0_buffers) == ("a", 128, 128, 128, 2)
 
 
 def test_iter_case_c_k_l1_b():

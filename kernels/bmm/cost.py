@@ -123,6 +123,7 @@ class _Work:
         # rings of L1 slots: a slot is refilled only after the cube has read it, so each pass around a ring of
         # `stages` slots costs (transfer + latency + the cube's time on it + two sync edges) / stages per slot
         self.rings: list[tuple[float, float, float, float, int]] = []   # (slots, xfers, bytes, cube, stages)
+        self.l0c_ring = 0.0                 # the cube's time bound by L0C slots waiting for Fixpipe (see l0c)
 
     # -- costs of single instructions (cycles) --
     def share(self, l2: bool = False) -> float:
@@ -169,6 +170,15 @@ class _Work:
         if slots > 0:
             self.rings.append((slots, xfers, charged, cube, max(1, stages)))
 
+    def l0c(self, tiles: float, mmad: float, fix: float, stages: int, unit_flag: bool) -> None:
+        """L0C slots: a tile's first MMAD into a slot waits for the previous tile's Fixpipe there -- until it
+        has left the pipe with unit_flag, until its write has landed (its latency too) with software sync."""
+        if tiles <= stages:
+            return
+        wait = 0.0 if unit_flag else self.lat("L0C", "GM")
+        per = (mmad + fix + wait + 2 * self.chip.flag_latency_cycles) / max(1, stages)
+        self.l0c_ring = max(self.l0c_ring, tiles * per)
+
     def bytes_in(self, charged: float, hit: float) -> None:
         """The busiest core's charged read bytes, `hit` of them from L2."""
         self.core_gm += charged - hit
@@ -205,7 +215,7 @@ class _Work:
                            + cube) / stages
                     load = max(load, per)
             t["MTE2"] = load + self.tail_load
-            t["MMAD"] = self.head + c["MMAD"] + self.tail_mmad if c["MMAD"] else 0.0
+            t["MMAD"] = self.head + max(c["MMAD"], self.l0c_ring) + self.tail_mmad if c["MMAD"] else 0.0
             t["MTE1"] = self.head + c["MTE1"] + self.tail_mmad if c["MTE1"] else 0.0
         fix = c["FIXPIPE"] if self.write_pipe == "FIXPIPE" else c["MTE3"]
         write = max(fix, gm_chan if self.gm_read < self.gm_write else 0.0)
@@ -477,6 +487,9 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     if held_per_core > 1:
         w.ring(held_per_core, held_per_core * held_x, held_per_core * held_bytes,
                held_per_core * max(per_batch.mmad, per_batch.mte1), q["HOLD_STAGES"])
+    n_t = tm * tn
+    w.l0c(bpc * n_t, per_batch.mmad / n_t, per_batch.store_cyc / n_t, q.get("L0C_STAGES", t.l0c_buffers),
+          q.get("UNIT_FLAG", t.unit_flag))
     last = tiles[-1][0]
     sync = chip.flag_latency_cycles
     w.tail_fix = w.lat("L0C", "GM")
@@ -554,6 +567,8 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
     w.cyc["MMAD"] += tot["mmad"]
     w.cyc["FIXPIPE"] += tot["fix"]
     w.ring(tot["steps"], tot["x"], tot["a"] + tot["b"], tot["cons"], q["L1_STAGES"])
+    n_groups = sum(cnt for _, cnt in groups)
+    w.l0c(n_groups, tot["mmad"] / n_groups, tot["fix"] / n_groups, q["L0C_STAGES"], unit_flag=False)
     unique_a = p.batch_a * a_region(chip, p, M, K) * (tot["a"] / max(1.0, bpc * a_region(chip, p, M, K)))
     unique_b = p.batch_b * b_region(chip, p, K, N) * (tot["b"] / max(1.0, bpc * b_region(chip, p, K, N)))
     live = (M * K if p.batch_a == 1 else 0) + (K * N if p.batch_b == 1 else 0)

@@ -27,8 +27,9 @@ Choices where the seed leaves room:
   bias row and any held padding the budget leaves out (`_fit_l1` gives the order).
 * A streamed K slice is loaded in pieces (asw_basic.l1_pieces_for: one per BaseK step while every piece
   stays >= 2 x min_TileSize) so the cube starts on the first piece: 2-3% on the streamed cases measured.
-* unit_flag where the tiling asks for it (case (c)); the other cases use the framework's software sync
-  (timing within 0.1% either way on the shapes measured).
+* unit_flag in every case (the tiling's unit_flag; the seed asks for it in case (c)): the next tile's first MMAD
+  into an L0C slot waits only until Fixpipe has read the blocks, where software sync waits until the store
+  has landed in GM (its 500-cycle latency): with small batches that made the two L0C slots the bottleneck.
 * In (c)/(d) with B resident, A's M segments are streamed per output tile (re-read once per N tile when
   BaseN < N); with A resident, B's K segments are streamed per output tile (re-read once per M tile): the
   seed's "切分侧重复读".

@@ -116,7 +116,8 @@ class IterBatchTiling:
     stream_buffers: int = doc("copies of the streamed K slices (c, d, e; 0 when nothing streams)")
     l0_buffers: int = doc("L0A/L0B copies")
     l0c_buffers: int = doc("L0C copies")
-    unit_flag: bool = doc("Fixpipe uses unit_flag (seed case c)")
+    unit_flag: bool = doc("Fixpipe uses unit_flag (seed case c asks for it; every case uses it: an L0C slot is "
+                          "free once Fixpipe has read it, not once the write has landed in GM)")
     batches_per_core: int = doc("ceil(B / C): core c takes batches c, c + C, c + 2C, ...")
     cores_used: int = doc("min(B, C)")
     derivation: tuple = _derivation()
@@ -435,7 +436,8 @@ def iter_l0(m: int, n: int, k: int, pingpong: bool, p: Problem, chip: Chip) -> t
     nc = 2 if pingpong else 1
     if mb * nb * nc <= c_el and a_el // mb >= ka and b_el // nb >= ka and nb <= n_cap:
         bk = min(align_down(a_el // mb, ka), align_down(b_el // nb, ka), kb)
-        return mb, nb, bk, 1, nc, f"L0C >= {nc}*M̄*N̄*4B: BaseM = M̄, BaseN = N̄, only K split"
+        l0 = 2 if 2 * mb * bk <= a_el and 2 * bk * nb <= b_el else 1     # double buffer where L0 has room
+        return mb, nb, bk, l0, nc, f"L0C >= {nc}*M̄*N̄*4B: BaseM = M̄, BaseN = N̄, only K split"
     if m < n:
         bm, bn, bk = _small_side(mb, nb, kb, a_el, b_el, c_el, mb, n_cap, nc, p)
         return bm, bn, bk, nc, nc, "M < N: BaseM = align(M, 16), BaseN and BaseK from L0C, L0A, L0B"
@@ -481,7 +483,7 @@ def iter_tiling(p: Problem, chip: Chip, l1: IterL1) -> IterBatchTiling:
              f"seed k_L1 A/B = {l1.k_l1_a}/{l1.k_l1_b}" + (f" (k_L1_b = min((L1 - M̄K̄*dtype)/(N̄*dtype), K))"
                                                             if l1.resident == "A" else ""), how)
     return IterBatchTiling(l1.case, l1.resident, l1.step, l1.m_l1, k_a, k_b, bm, bn, bk,
-                           l1.l1_buffers, streams, l0b, l0cb, l1.case == "c", bpc, cores, notes)
+                           l1.l1_buffers, streams, l0b, l0cb, True, bpc, cores, notes)
 
 
 # ---- MergeBatch ---------------------------------------------------------------------------------------
@@ -706,12 +708,18 @@ def special_tiling(p: Problem, chip: Chip) -> SpecialTiling:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if nbuf * _special_ub(mode, mid, cols, p) <= ub else (lo, mid - 1)
     rows = cdiv(p.M, cdiv(p.M, lo))                  # balanced row tiles
+    return _special_of(p, chip, mode, rows, cols)
+
+
+def _special_of(p: Problem, chip: Chip, mode: str, rows: int, cols: int) -> SpecialTiling:
+    ub, nbuf = chip.buffers["UB"], 2
     units = p.batch * cdiv(p.M, rows) * cdiv(p.N, cols)
     used = min(units, chip.aiv)
     per = cdiv(units, used)
     # more than two copies when UB has room, up to one per tile the AIV runs: a small tile's transfers are
     # latency bound, and each extra copy keeps one more tile's loads in flight
     nbuf = max(nbuf, min(per, ub // max(1, _special_ub(mode, rows, cols, p))))
-    notes = (f"{mode}: UB tile {rows}x{cols}, {nbuf} copies = {nbuf * _special_ub(mode, rows, cols, p)} B <= UB "
-             f"{ub} B (two, or up to one per tile an AIV runs when they fit); {units} tiles over {used} AIVs",)
+    notes = (f"{mode}: UB tile {rows}x{cols}, {nbuf} copies = "
+             f"{nbuf * _special_ub(mode, rows, cols, p)} B <= UB {ub} B (two, or up to one per tile an AIV runs "
+             f"when they fit); {units} tiles over {used} AIVs",)
     return SpecialTiling(mode, rows, cols, nbuf, units, per, used, notes)
