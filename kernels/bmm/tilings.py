@@ -17,6 +17,7 @@ from .conditions import (ACC_BYTES, FRACTAL, FRACTAL_BYTES, IterL1, Problem, ali
                          cdiv, grid_k_ok)
 
 FULL_LOAD_ROUNDS = 4  # seed ASW 5: the other side loops >= 4 rounds per core before a side is held in L1
+TILE_TIE = 0.01       # base tiles whose estimates differ by less than this are ranked by padding, then size
 
 
 def doc(text: str):
@@ -352,13 +353,12 @@ def _asw_tiles(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, full_
     from .cost import estimate
     cands = cube_candidates(m, n, k, batch, p, chip, cores=chip.aic, a_in_l1=full_load == "A",
                             b_in_l1=full_load == "B", held_twice=bool(full_load))
-    best, best_key = None, None
-    for (_, pad, area), tiles in cands:
-        e = estimate(p, _asw_of(p, chip, batch, m, n, k, tiles, full_load), chip)
-        key = (round(e.t_total, 6), pad, area)
-        if best_key is None or key < best_key:
-            best, best_key = tiles, key
-    return best
+    timed = [(estimate(p, _asw_of(p, chip, batch, m, n, k, tiles, full_load), chip).t_total, pad, area, tiles)
+             for (_, pad, area), tiles in cands]
+    fastest = min(x[0] for x in timed)
+    # within the model's resolution (TILE_TIE of the fastest) the tiles that pad least, then the largest, win:
+    # what the seed asks of ASW 4 besides the cube/move balance ("优先整除 M、N 减少尾块")
+    return min((x for x in timed if x[0] <= fastest * (1 + TILE_TIE)), key=lambda x: (x[1], x[2], x[0]))[3]
 
 
 def asw_tiling(p: Problem, chip: Chip, *, batch: int | None = None, m: int | None = None, n: int | None = None,
