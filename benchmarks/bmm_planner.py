@@ -45,6 +45,16 @@ def suite(quick: bool) -> list:
     for B, M, N, K in [(64, 64, 64, 256), (8, 1024, 512, 512)]:
         s.append(("int8", (B, M, K), (B, K, N), "int8"))
         s.append(("fp32", (B, M, K), (B, K, N), "fp32"))
+    # the L1 cases and edges the lists above miss: ToMatmul fold_n (A too big for L1), IterBatch (c) and (d),
+    # MergeBatch in fp16, StreamK grid_K = 4 and 8, ragged ASW tiles, a larger K = 0 fill
+    s += [("to_matmul fold_n", (1024, 2048), (8, 2048, 256), "bf16"),
+          ("iter_batch c", (32, 64, 2048), (32, 2048, 256), "bf16"),
+          ("iter_batch d", (64, 128, 528), (64, 528, 128), "bf16"),
+          ("merge_batch", (1024, 32, 512), (1024, 512, 32), "fp16"),
+          ("stream_k g4", (2, 32, 30000), (2, 30000, 32), "fp16"),
+          ("stream_k g8", (2, 16, 120000), (2, 120000, 16), "fp16"),
+          ("asw_basic", (4, 1000, 1000), (4, 1000, 1000), "bf16"),
+          ("special", (64, 256, 0), (64, 0, 256), "fp16")]
     return s[::4] if quick else s
 
 

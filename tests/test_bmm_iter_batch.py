@@ -70,7 +70,11 @@ def test_each_l1_case_matches_numpy(shape, case):
     a_shape, b_shape = _bmk(B, M, N, K, ta, tb)
     _, _, p = _ok(a_shape, b_shape, dt, (B, 1, N) if bias else None, seed=B + K, transpose_a=ta, transpose_b=tb)
     t = p.tiling
-    assert (t.case, t.resident) == case
+    assert t.case == case[0]
+    # a resident side read by one output tile only may stream with the other side instead (iter_tiling: it
+    # saves no reads, and T_total decides)
+    across = {"A": -(-shape[2] // t.base_n), "B": -(-shape[1] // t.base_m)}.get(case[1], 0)
+    assert t.resident == case[1] or (t.resident == "" and across == 1), (t, across)
     params, _ = iter_batch.kernel_params(p)
     assert params["UNIT_FLAG"]        # every case: an L0C slot is free once Fixpipe has read it (see iter_batch.py)
     assert bool(params["HOLD_M"]) == ("A" in t.resident) and bool(params["HOLD_N"]) == ("B" in t.resident)

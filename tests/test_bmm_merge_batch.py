@@ -218,3 +218,25 @@ def test_merging_wins_where_transfers_are_latency_bound():
     it, _ = _timing(shape, branch="iter_batch")
     assert not merge_checks(p.problem, CHIP).checks[3].holds
     assert merge.cycles < 0.95 * it.cycles, (merge.time_us, it.time_us)
+
+
+def test_nd_num_fetches_a_group_in_one_load_per_operand():
+    """Consecutive, unbroadcast batches: one Nd2Nz (ndNum = b) per operand per K piece of a group, where the
+    per-batch path issues b; a broadcast side keeps one load per batch."""
+    shape = (256, 32, 32, 512)
+    rep, p = _timing(shape)
+    params, _ = merge_batch.kernel_params(p)
+    t = p.tiling
+    k_slices = -(-512 // t.k_l1)
+    cores, pipes, _, _, core_i, pipe_i = rep.events[:6]
+    assert cores[0] == "block 0 AIC"
+    mte2 = pipes.index("MTE2")
+    core0 = sum(1 for c, q in zip(core_i.tolist(), pipe_i.tolist()) if c == 0 and q == mte2)
+    assert core0 == t.groups_per_core * k_slices * params["L1_PIECES"] * 2
+    B, M, N, K = shape
+    _, rep_bc, p_bc = _run(pyto.spec((1, M, K), "fp16"), pyto.spec((B, K, N), "fp16"))
+    params_bc, _ = merge_batch.kernel_params(p_bc)
+    t_bc = p_bc.tiling
+    core0_bc = sum(1 for c, q in zip(rep_bc.events[4].tolist(), rep_bc.events[5].tolist())
+                   if c == 0 and q == mte2)
+    assert core0_bc == t_bc.groups_per_core * -(-K // t_bc.k_l1) * params_bc["L1_PIECES"] * (t_bc.b + 1)

@@ -169,6 +169,19 @@ def test_merge_step1_b_leaves_two_groups(shape, b, groups):
     assert (t.b, t.groups_per_core) == (b, groups)
 
 
+def test_to_matmul_meets_stream_k_on_its_home_ground():
+    """B = 1 (a free 'plain' fold) with P < C and a long K: ToMatmul's matmul would split K there, so the overlap
+    with StreamK is decided by T_total (emulated: StreamK 5.0 us vs ToMatmul 6.6 us on 64x64x8192 bf16)."""
+    p = plan((1, 64, 8192), (1, 8192, 64))
+    assert home(p, "to_matmul") and home(p, "stream_k")
+    line = next(x for x in p.decision if "ToMatmul vs StreamK" in x)
+    est = {b: plan((1, 64, 8192), (1, 8192, 64), branch=b).estimate.t_total for b in ("to_matmul", "stream_k")}
+    assert p.branch == min(est, key=est.get) == "stream_k"
+    assert all(f"{b} {t:.3f} us" in line for b, t in est.items())
+    q = plan((1, 512, 4096), (1, 4096, 512))        # P >= C: StreamK's home ground fails, the free fold wins
+    assert q.branch == "to_matmul" and not home(q, "stream_k")
+
+
 def test_merge_r_over_b0_limit():
     """Condition 5 flips at 2MN/(M+N) = R/b0; with a smaller R it binds inside the L0C limit."""
     chip = pyto.load_chip(P950)
@@ -194,9 +207,16 @@ def test_iter_case_c_k_l1_b():
     the kernel streams them per output tile, double-buffered, no deeper than that."""
     p = run(32, 64, 256, 2048)
     t = p.tiling
-    assert (t.case, t.resident, t.step) == ("c", "A", 4)
+    assert (t.case, t.step) == ("c", 4)
     assert "seed k_L1 A/B = 2048/512" in t.derivation[0]
-    assert t.k_l1_b <= 512 and t.k_l1_b % t.base_k == 0 and t.stream_buffers >= 2
+    assert t.k_l1_b % t.base_k == 0 and t.stream_buffers >= 2
+    # N = 256 is one output tile wide, so the resident A would be read by that tile only: holding it saves no
+    # reads, and streaming both sides (deeper K slices in the L1 A would have taken) is faster by T_total
+    # (emulated 27.34 vs 27.62 us)
+    assert t.resident == "" and t.base_n == 256 and "read by one tile only" in t.derivation[1]
+    held = run(32, 64, 1024, 2048).tiling           # N = 1024: two tiles share the resident A
+    assert (held.case, held.resident) == ("c", "A") and held.base_n * 2 == 1024
+    assert held.k_l1_b <= 256                       # the seed's k_L1_b = (L1 - 64*2048*2) / (1024*2) = 256
 
 
 def test_asw_window_and_split():

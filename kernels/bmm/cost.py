@@ -124,6 +124,7 @@ class _Work:
         # `stages` slots costs (transfer + latency + the cube's time on it + two sync edges) / stages per slot
         self.rings: list[tuple[float, float, float, float, int]] = []   # (slots, xfers, bytes, cube, stages)
         self.l0c_ring = 0.0                 # the cube's time bound by L0C slots waiting for Fixpipe (see l0c)
+        self.phased = 0.0                   # the channels' time when every core walks the same phases at once
 
     # -- costs of single instructions (cycles) --
     def share(self, l2: bool = False) -> float:
@@ -204,7 +205,7 @@ class _Work:
         t = dict.fromkeys(TERMS, 0.0)
         if c["MMAD"] > 0 or mte2_pipe > 0:
             # the core's own transfers vs the chip-wide GM and L2 channels all cores share
-            load = max(mte2_pipe, l2_chan, gm_chan if self.gm_read >= self.gm_write else 0.0)
+            load = max(mte2_pipe, l2_chan, gm_chan if self.gm_read >= self.gm_write else 0.0, self.phased)
             core = self.core_gm + self.core_l2
             if self.rings and core > 0:
                 rate = min(chip.path("GM", "L1").bytes_per_cycle, core / max(load, 1.0))
@@ -475,6 +476,37 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     w.traffic(tot_b / rb / bc_b + p.batch_b * held_b_b, tot_b + p.batch * held_b_b, live)
     fa, fb = 1 - 1 / ra, 1 - 1 / rb
     held_per_core = bpc if not ((hold_a and p.batch_a == 1) or (hold_b and p.batch_b == 1)) else 1
+    # every core runs the same walk over its own batch at the same time, so the chip-wide channels see the
+    # walk's phases together: the first row of tiles reads the streamed side from GM (first touch), later rows
+    # from L2. Per tile, the cores' GM bytes share the GM channel and their L2 bytes the L2 channel; the
+    # phases add up instead of overlapping as in ASW_Basic's mixed task order.
+    by_class = {(r, c): tl for (tl, _), (r, c, _) in zip(tiles, classes)}
+    seen_a: set = set()
+    seen_b: set = set()
+    phased = 0.0
+    cores = t.cores_used
+    for i, m0 in enumerate(range(0, M, bm)):
+        cols = list(range(0, N, bn))
+        for j, n0 in enumerate(cols if i % 2 == 0 else cols[::-1]):
+            tl = by_class[(min(bm, M - m0), min(bn, N - n0))]
+            g = h = 0.0
+            for key, seen, nbytes, shared in ((m0, seen_a, tl.a_bytes, bc_a > 1), (n0, seen_b, tl.b_bytes, bc_b > 1)):
+                if not nbytes:
+                    continue
+                if key in seen:
+                    h += nbytes
+                else:                       # a broadcast side's first touch is one core's; the rest hit L2
+                    g += nbytes / cores if shared else nbytes
+                    h += nbytes - nbytes / cores if shared else 0.0
+                    seen.add(key)
+            if i == 0 and j == 0:
+                shared = (hold_a and bc_a > 1) or (hold_b and bc_b > 1)
+                g += held_bytes / cores if shared else held_bytes
+                h += held_bytes - held_bytes / cores if shared else 0.0
+            g += tl.store
+            phased += max(cores * g / chip.gm_bytes_per_cycle, cores * h / chip.l2_bytes_per_cycle,
+                          tl.mte2 + (held_cyc if i == 0 and j == 0 else 0.0))
+    w.phased = bpc * phased
     w.cyc["MTE2"] += bpc * per_batch.mte2 + held_per_core * held_cyc
     w.bytes_in(bpc * (per_batch.a_bytes + per_batch.b_bytes) + held_per_core * held_bytes,
                bpc * (fa * per_batch.a_bytes + fb * per_batch.b_bytes))

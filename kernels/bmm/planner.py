@@ -11,14 +11,21 @@ Readings of seeds/000 where it is ambiguous (details in the functions named):
 - "BatchA = BatchB" means no broadcasting (BatchA = BatchB = B); on ToMatmul's broadcast comparison a
   batch-1 side expanded to B also counts. Capacity conditions use padded M̄, N̄, K̄.
 - Only a free fold makes ToMatmul win outright (plain; fold_m with ND A; A resident in L1); otherwise it is
-  compared by T_total with the branch this decision picks on the broadcast problem.
+  compared by T_total with the branch this decision picks on the broadcast problem. Even a free fold meets
+  StreamK where StreamK's home ground holds (P < C and a long K): the Matmul ToMatmul reuses would split K
+  there (its split-K), so that overlap goes to T_total too.
+- Where the seed leaves a free choice inside a branch (ASW/ToMatmul base tiles, StreamK's mCnt x nCnt), the
+  same T_total model picks it; the seed's entry conditions and decision order are never overridden by it.
 - StreamK grid_K is the largest power of two <= blocksPerBatch meeting both inequalities: they only get
   harder as grid_K grows, so "the smallest" would always be 2, while the seed's table (6.8K -> 2,
   27K -> 4, 108K -> 8) needs the largest (tilings.stream_tiling).
 - ASW_Basic condition 1 is evaluated at the smallest tile 16 x 16 (the most blocks), so it is exactly the
   negation of StreamK condition 1.
-- An empty output (B*M*N = 0) is Special ("empty"). Overlaps (MergeBatch/IterBatch, ToMatmul/BMM) go to
-  the smaller T_total; ties at the shared-bandwidth bound to the busiest core's shorter MTE2 time.
+- An empty output (B*M*N = 0) is Special ("empty"). Overlaps (MergeBatch/IterBatch, ToMatmul/BMM,
+  ToMatmul/StreamK) go to the smaller T_total; ties at the shared-bandwidth bound to the busiest core's
+  shorter MTE2 time.
+- T_total (cost.py) describes what the kernels do on the emulated chip: every transfer, burst and DMA
+  setup, the chip-wide GM and L2 channels, latencies that show at the start and the end of a pipeline.
 """
 from __future__ import annotations
 

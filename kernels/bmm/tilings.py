@@ -468,22 +468,44 @@ def iter_tiling(p: Problem, chip: Chip, l1: IterL1) -> IterBatchTiling:
         streams = 0
         how = f"L0 ({'b' if bpc > 1 else 'a'} pseudo-code): {how} -> {bm}x{bn}x{bk}"
     else:
+        # the tiles: the ASW core tiling's quick rule (cube_tiles) beside the resident side. Where the resident
+        # side would be read by one output tile only, holding it saves no reads (and a held slab lands whole
+        # ahead of the other side's pieces): streaming both sides, with the L1 it frees, is the other candidate
+        # and T_total decides.
+        from .cost import estimate
         a_in, b_in = l1.resident == "A", l1.resident == "B"
-        bm, bn, bk, k_l1, streams = cube_tiles(p.M, p.N, p.K, 1, p, chip, cores=1, a_in_l1=a_in, b_in_l1=b_in,
-                                               hold_copies=l1.l1_buffers, sharing=cores)
+        tiles = cube_tiles(p.M, p.N, p.K, 1, p, chip, cores=1, a_in_l1=a_in, b_in_l1=b_in,
+                           hold_copies=l1.l1_buffers, sharing=cores)
+        held_note = ""
+        if (a_in and cdiv(p.N, tiles[1]) == 1) or (b_in and cdiv(p.M, tiles[0]) == 1):
+            both = cube_tiles(p.M, p.N, p.K, 1, p, chip, cores=1, sharing=cores)
+
+            def as_tiling(res: str, tl: tuple) -> IterBatchTiling:
+                return IterBatchTiling(l1.case, res, l1.step, l1.m_l1, p.Kp if res == "A" else tl[3],
+                                       p.Kp if res == "B" else tl[3], tl[0], tl[1], tl[2],
+                                       l1.l1_buffers if res else 1, tl[4], 2, 2, True, bpc, cores)
+            if estimate(p, as_tiling("", both), chip).t_total < estimate(p, as_tiling(l1.resident, tiles),
+                                                                          chip).t_total:
+                tiles, a_in, b_in = both, False, False
+                held_note = (f"the resident {l1.resident} would be read by one tile only: streamed with the other "
+                             "side, faster by T_total; ")
+        bm, bn, bk, k_l1, streams = tiles
         l0b = l0cb = 2
         k_a = p.Kp if a_in else k_l1
         k_b = p.Kp if b_in else k_l1
         held = {"A": f"A [{p.Mp}, {p.Kp}] held ({l1.l1_buffers} cop{'ies' if l1.l1_buffers > 1 else 'y'}), ",
                 "B": f"B [{p.Kp}, {p.Np}] held ({l1.l1_buffers} copies), " if l1.l1_buffers > 1 else
                      f"B [{p.Kp}, {p.Np}] held, "}.get(l1.resident, "")
+        if not (a_in or b_in):
+            held = held_note
         how = (f"L0/L1 (ASW core tiling of one batch on one core): {held}the split side streamed per output tile "
                f"in K slices of {k_l1} ({streams} copies) -> {bm}x{bn}x{bk}")
     notes = (f"case ({l1.case}): resident {l1.resident or 'none'}, Step = {l1.step}, m_L1 = {l1.m_l1}, "
              f"seed k_L1 A/B = {l1.k_l1_a}/{l1.k_l1_b}" + (f" (k_L1_b = min((L1 - M̄K̄*dtype)/(N̄*dtype), K))"
                                                             if l1.resident == "A" else ""), how)
-    return IterBatchTiling(l1.case, l1.resident, l1.step, l1.m_l1, k_a, k_b, bm, bn, bk,
-                           l1.l1_buffers, streams, l0b, l0cb, True, bpc, cores, notes)
+    resident = l1.resident if l1.case in ("a", "b") or a_in or b_in else ""
+    return IterBatchTiling(l1.case, resident, l1.step, l1.m_l1, k_a, k_b, bm, bn, bk,
+                           l1.l1_buffers if resident else 1, streams, l0b, l0cb, True, bpc, cores, notes)
 
 
 # ---- MergeBatch ---------------------------------------------------------------------------------------
