@@ -125,6 +125,7 @@ class _Work:
         self.rings: list[tuple[float, float, float, float, int]] = []   # (slots, xfers, bytes, cube, stages)
         self.l0c_ring = 0.0                 # the cube's time bound by L0C slots waiting for Fixpipe (see l0c)
         self.phased = 0.0                   # the channels' time when every core walks the same phases at once
+        self.first_phase = self.first_port = 0.0   # a load every core makes first, alone (an L1 full load)
 
     # -- costs of single instructions (cycles) --
     def share(self, l2: bool = False) -> float:
@@ -205,7 +206,9 @@ class _Work:
         t = dict.fromkeys(TERMS, 0.0)
         if c["MMAD"] > 0 or mte2_pipe > 0:
             # the core's own transfers vs the chip-wide GM and L2 channels all cores share
-            load = max(mte2_pipe, l2_chan, gm_chan if self.gm_read >= self.gm_write else 0.0, self.phased)
+            # (the GM channel's reads here; reads and writes together below: the last stores are in it)
+            load = self.first_phase + max(mte2_pipe - self.first_port, l2_chan, self.phased,
+                                          self.gm_read / chip.gm_bytes_per_cycle)
             core = self.core_gm + self.core_l2
             if self.rings and core > 0:
                 rate = min(chip.path("GM", "L1").bytes_per_cycle, core / max(load, 1.0))
@@ -216,6 +219,9 @@ class _Work:
                            + cube) / stages
                     load = max(load, per)
             t["MTE2"] = load + self.tail_load
+            if self.gm_read >= self.gm_write:
+                # the whole GM channel, the last stores included; then their latency
+                t["MTE2"] = max(t["MTE2"], self.first_phase + gm_chan + self.tail_fix)
             t["MMAD"] = self.head + max(c["MMAD"], self.l0c_ring) + self.tail_mmad if c["MMAD"] else 0.0
             t["MTE1"] = self.head + c["MTE1"] + self.tail_mmad if c["MTE1"] else 0.0
         fix = c["FIXPIPE"] if self.write_pipe == "FIXPIPE" else c["MTE3"]
@@ -397,12 +403,17 @@ def _asw(t: AswTiling, p: Problem, chip: Chip, *, pieces: int | None = None) -> 
         w.cyc["MTE2"] += holds * held
         w.traffic(hb, holds * t.cores_used * hb, hb)
         w.bytes_in(holds * hb, (holds - 1) * hb)
-        w.head = held + w.lat() + chip.flag_latency_cycles + tiles[0][0].first_l0
+        if holds == 1:
+            # every core loads the same slab at the start, before its first tile: one core's read from GM, the
+            # others' from L2, all at once -- a phase of its own ahead of the tile stream
+            w.first_phase = max(held, hb / chip.gm_bytes_per_cycle, (t.cores_used - 1) * hb / chip.l2_bytes_per_cycle)
+            w.first_port = held
+        w.head = max(held, w.first_phase) + w.lat() + chip.flag_latency_cycles + tiles[0][0].first_l0
     big = _biggest(tiles)
     _finish_tiles(w, per, big, big, chip.flag_latency_cycles)
     stages = params_of(t, p, chip, bias=p.bias)["STAGES"]
     w.ring(per * big.steps, per * big.xfers, per * (big.a_bytes + big.b_bytes), per * big.cons, stages)
-    w.gm_write += t.batch * t.m * t.n * p.out_isz
+    w.gm_write += t.batch * sum(tl.store * cnt for tl, cnt in tiles)     # charged: short rows cost the burst minimum
     _bias(w, p, per, t.base_n)
     return w
 
@@ -535,7 +546,7 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
         w.tail_load = w.lat() + 2 * sync + share + last.store_cyc + w.tail_fix
         first = first_held
     w.head = first + w.lat() + sync + tiles[0][0].first_l0 + sync
-    w.gm_write += p.batch * M * N * p.out_isz
+    w.gm_write += p.batch * per_batch.store
     _bias(w, p, bpc * tm * tn, bn)
     return w
 
@@ -662,7 +673,7 @@ def _stream(t: StreamKTiling, p: Problem, chip: Chip) -> _Work:
     stages = params_of(t, p, chip, bias=p.bias)["STAGES"]
     w.ring(per * big.steps, per * big.xfers, per * (big.a_bytes + big.b_bytes), per * big.cons, stages)
     out = p.batch * M * N
-    part = p.batch * sum(r * c for r, c in blocks) * len(segs) * ACC_BYTES
+    part = p.batch * sum(u.store for u in units)          # charged bytes of the partial blocks
     w.gm_write += part
     # the reduction on the AIVs after sync_all (workspace), or the zero / cast passes around the atomic adds
     aivs = t.cores_used * chip.aiv_per_aic
@@ -709,7 +720,7 @@ def _special(t: SpecialTiling, p: Problem, chip: Chip) -> _Work:
     rows, cols = t.rows, min(t.cols, p.N)
     st = w.xfer(region(chip, rows, cols, p.N, p.out_isz), "UB", "GM")
     w.cyc["MTE3"] += per * st
-    w.gm_write += p.batch * p.M * p.N * p.out_isz
+    w.gm_write += t.units * region(chip, rows, cols, p.N, p.out_isz)
     w.tail_fix = w.lat("UB", "GM")
     sync = chip.flag_latency_cycles
     elems = rows * align_up(cols, FRACTAL)

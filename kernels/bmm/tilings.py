@@ -436,6 +436,11 @@ def iter_l0(m: int, n: int, k: int, pingpong: bool, p: Problem, chip: Chip) -> t
     nc = 2 if pingpong else 1
     if mb * nb * nc <= c_el and a_el // mb >= ka and b_el // nb >= ka and nb <= n_cap:
         bk = min(align_down(a_el // mb, ka), align_down(b_el // nb, ka), kb)
+        half = min(align_down(a_el // (2 * mb), ka), align_down(b_el // (2 * nb), ka), kb)
+        if pingpong and (2 * mb * bk > a_el or 2 * bk * nb > b_el) and half >= ka:
+            # (b)'s "GM->L1->L0->Cube->L0C->GM 流水": with one L0 copy of BaseK the move and the cube cannot
+            # overlap; two copies of the deepest BaseK that fits twice let MTE1 feed the cube while it works
+            bk = half
         l0 = 2 if 2 * mb * bk <= a_el and 2 * bk * nb <= b_el else 1     # double buffer where L0 has room
         return mb, nb, bk, l0, nc, f"L0C >= {nc}*M̄*N̄*4B: BaseM = M̄, BaseN = N̄, only K split"
     if m < n:
