@@ -51,12 +51,13 @@ def test_fold_m_is_a_free_view_through_the_matmul_kernel(dt):
 
 @pytest.mark.parametrize("dt", DTYPES)
 def test_a_resident_holds_a_in_l1(dt):
-    """A held when each core's tiles would stream more rows of A than A has (here 2 tiles per core)."""
-    _, rep, p = _run((29, 50), (64, 50, 33), dt, (64, 1, 33), fold="a_resident")
+    """A held when each core's tiles would stream more rows of A than A has and holding is not slower by
+    T_total (beyond the model's resolution): here several tiles per core of a 32-row A."""
+    _, rep, p = _run((32, 48), (96, 48, 200), dt, (96, 1, 200), fold="a_resident")
     assert rep.kernel == "to_matmul_kernel" and p.tiling.matmul.full_load == "A"
-    ops = operands(p.problem, pyto.spec((29, 50), dt), pyto.spec((64, 50, 33), dt), pyto.spec((64, 1, 33), "fp32"))
+    ops = operands(p.problem, pyto.spec((32, 48), dt), pyto.spec((96, 48, 200), dt), pyto.spec((96, 1, 200), "fp32"))
     blocks, params = batched_params(p, ops)
-    assert params["HOLD_M"] >= 29 and params["HOLD_STAGES"] == 1 and blocks == rep.blocks
+    assert params["HOLD_M"] >= 32 and params["HOLD_STAGES"] == 1 and blocks == rep.blocks
 
 
 def test_a_resident_streams_a_with_one_tile_per_core():
@@ -67,10 +68,10 @@ def test_a_resident_streams_a_with_one_tile_per_core():
 
 
 def test_a_resident_reads_less_than_streaming_a():
-    """Held A is read once per core; streamed, once per output tile (timing mode, 8 tiles per core)."""
-    p = plan((64, 256), (64, 256, 64), "fp16", branch="to_matmul")
+    """Held A is read once per core; streamed, once per output tile (timing mode, several tiles per core)."""
+    p = plan((32, 64), (128, 64, 256), "fp16", branch="to_matmul")
     assert p.tiling.fold == "a_resident"
-    ops = operands(p.problem, pyto.spec((64, 256), "fp16"), pyto.spec((64, 256, 64), "fp16"))
+    ops = operands(p.problem, pyto.spec((32, 64), "fp16"), pyto.spec((128, 64, 256), "fp16"))
     blocks, params = batched_params(p, ops)
     args = (ops.a, ops.b, ops.bias, ops.out)
     held = pyto.run(to_matmul_kernel, *args, blocks=blocks, mode="timing", **params)

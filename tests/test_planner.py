@@ -42,7 +42,7 @@ def tiling_value(t: object, name: str):
 OVERLAP = ("merge_batch", "iter_batch")
 TABLE = [
     # MergeBatch: b_core = 2*b0 (B = 4C vs 4C - 1)
-    ("merge b_core=4", P950, 128, 64, 64, 1024, "merge_batch", {"b": 2}, {"MergeBatch 1": True}),
+    ("merge b_core=4", P950, 128, 64, 64, 1024, OVERLAP, {}, {"MergeBatch 1": True}),
     ("merge b_core=3", P950, 127, 64, 64, 1024, "iter_batch", {"case": "b"}, {"MergeBatch 1": False}),
     # the L0C limit 2*(b0 M̄)(b0 N̄)*4B <= L0C: M̄N̄ = 8192 holds, N̄ = 144 fails. Where MergeBatch holds, IterBatch
     # does too: the overlap goes to T_total (test_merge_overlap_decided_by_t_total checks these shapes' choice);
@@ -89,7 +89,7 @@ TABLE = [
     ("special K=1 UB ok", P950, 128, 350, 350, 1, "special", {"mode": "outer"}, {"Special K=1 (iii)": True}),
     # the same shapes on Atlas A2 (C = 24, minCoreNum = 20, L0C = 128KB, AIV = 48)
     ("A2 b_core=5", A2, 127, 64, 64, 1024, "merge_batch", {"b": 2}, {"MergeBatch 1": True}),
-    ("A2 b_core=4", A2, 96, 64, 64, 1024, "merge_batch", {}, {"MergeBatch 1": True}),
+    ("A2 b_core=4", A2, 96, 64, 64, 1024, OVERLAP, {}, {"MergeBatch 1": True}),
     ("A2 b_core=3", A2, 95, 64, 64, 1024, "iter_batch", {}, {"MergeBatch 1": False}),
     ("A2 L0C over", A2, 128, 64, 128, 512, "asw_basic", {}, {"MergeBatch 2": False}),
     ("A2 480KB holds", A2, 128, 64, 64, 479, "merge_batch", {}, {"MergeBatch 3": True}),
@@ -152,7 +152,8 @@ def test_merge_numbers_substituted():
                                              ">= min_DatamountPerCore 491520 B  -> holds")
     assert "2*(2*64)*(2*64)*4 = 131072 B <= L0C 262144 B" in check(p, "MergeBatch 2").text
     assert "64.0 < R/b0 = 607.5/2 = 303.8" in check(p, "MergeBatch 5").text
-    assert "b_i = 2" in p.tiling.derivation[0] and "b_ii = 9" in p.tiling.derivation[0]
+    t = run(128, 64, 64, 512, branch="merge_batch").tiling
+    assert "b_i = 2" in t.derivation[0] and "b_ii = 9" in t.derivation[0]
 
 
 def test_merge_overlap_decided_by_t_total():
@@ -167,7 +168,8 @@ def test_merge_overlap_decided_by_t_total():
         assert p.branch == min(est, key=lambda b: (est[b].t_total, est[b].t_mte2_pipe))
 
 
-@pytest.mark.parametrize("shape,b,groups", [((128, 64, 128, 512), 2, 2), ((512, 32, 32, 256), 4, 4),
+@pytest.mark.parametrize("shape,b,groups", [((128, 64, 128, 512), 2, 2), ((128, 64, 64, 1024), 2, 2),
+                                            ((512, 32, 32, 256), 4, 4),
                                             ((512, 16, 16, 512), 8, 2), ((130, 16, 16, 256), 4, 2)])
 def test_merge_step1_b_leaves_two_groups(shape, b, groups):
     """Step 1's b = min(b_i, b_ii, b_core) as a factor of b_core, and (seed condition 1: "2 组起步才能构成组间乒乓
@@ -196,10 +198,11 @@ def test_merge_r_over_b0_limit():
     bad = merge_checks(parse_problem((128, 304, 64), (128, 64, 304)), chip).checks[4]
     assert ok.holds and not bad.holds
     low_r = dataclasses.replace(chip, R=100.0)                  # R/b0 = 50
-    assert plan((128, 48, 1024), (128, 1024, 48), chip=low_r).branch == "merge_batch"
+    assert home(plan((128, 48, 1024), (128, 1024, 48), chip=low_r), "merge_batch")
     p = plan((128, 64, 1024), (128, 1024, 64), chip=low_r)
     assert not check(p, "MergeBatch 5").holds and p.branch == "iter_batch"
-    assert plan((128, 32, 1024), (128, 1024, 32), chip=low_r).tiling.b <= 3   # b_ii = ceil(100/32) - 1 = 3
+    t = plan((128, 32, 1024), (128, 1024, 32), chip=low_r, branch="merge_batch").tiling
+    assert t.b <= 3                                             # b_ii = ceil(100/32) - 1 = 3
 
 
 def test_iter_l0_pseudocode_case_a():
@@ -251,7 +254,7 @@ def test_to_matmul_folds():
     assert run(1, 512, 512, 512).tiling.fold == "plain"
     p = plan((8, 64, 64), (64, 64))
     assert (p.branch, p.tiling.fold, p.tiling.mm_m) == ("to_matmul", "fold_m", 512)
-    p = plan((64, 64), (64, 64, 64))                # 2 tiles per core: holding A reads less than streaming it
+    p = plan((32, 64), (128, 64, 256))              # many tiles per core: holding A reads less, and is not slower
     assert (p.branch, p.tiling.fold, p.tiling.matmul.full_load) == ("to_matmul", "a_resident", "A")
     p = plan((64, 64), (8, 64, 64))                 # 1 tile per core: each core streams its rows of A
     assert (p.branch, p.tiling.fold, p.tiling.matmul.full_load) == ("to_matmul", "a_resident", "")
@@ -275,9 +278,10 @@ def test_explain_lists_every_branch_and_numbers():
     for b in BRANCHES:
         assert f"[{b}]" in text
     for needle in ("MergeBatch 1", "IterBatch 3b", "ASW_Basic 2", "StreamK 2", "Special K=1 (iii)",
-                   "ToMatmul 1", "524288 B >= min_DatamountPerCore 491520 B", "T_total decides",
-                   "Chosen branch: merge_batch", "b_L1", "Roofline"):
+                   "ToMatmul 1", "524288 B >= min_DatamountPerCore 491520 B", "T_total decides", "Roofline"):
         assert needle in text, needle
+    merged = plan((128, 64, 1024), (128, 1024, 128), "fp32").explain()    # MergeBatch ahead by T_total (and emulated)
+    assert "Chosen branch: merge_batch" in merged and "b_L1" in merged
     assert "not evaluated" in run(8, 64, 64, 0).explain()
 
 
@@ -326,7 +330,7 @@ def test_transposes_read_k_from_the_right_axis():
 
 
 def test_cli_plan(capsys):
-    assert main(["plan", "128", "64", "64", "512"]) == 0
+    assert main(["plan", "128", "64", "128", "1024", "--dtype", "fp32"]) == 0
     out = capsys.readouterr().out
     assert "Chosen branch: merge_batch" in out and "[stream_k]" in out
     assert main(["plan", "8", "64", "64", "64", "--batch-a", "1", "--chip", "atlas-a2", "--bias"]) == 0

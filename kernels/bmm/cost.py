@@ -126,6 +126,8 @@ class _Work:
         self.l0c_ring = 0.0                 # the cube's time bound by L0C slots waiting for Fixpipe (see l0c)
         self.phased = 0.0                   # the channels' time when every core walks the same phases at once
         self.first_phase = self.first_port = 0.0   # a load every core makes first, alone (an L1 full load)
+        self.first_gm = self.first_l2 = 0.0        # its chip-wide GM and L2 bytes (out of the channel terms)
+        self.tail_store = 0.0               # the last tile's (group's) Fixpipe cycles, inside tail_load
 
     # -- costs of single instructions (cycles) --
     def share(self, l2: bool = False) -> float:
@@ -200,15 +202,15 @@ class _Work:
     def finish(self) -> Estimate:
         p, chip, c = self.p, self.chip, self.cyc
         us = 1e6 / chip.clock_hz
-        gm_chan = (self.gm_read + self.gm_write) / chip.gm_bytes_per_cycle
-        l2_chan = self.l2_read / chip.l2_bytes_per_cycle
+        gm_chan = (self.gm_read + self.gm_write - self.first_gm) / chip.gm_bytes_per_cycle
+        l2_chan = (self.l2_read - self.first_l2) / chip.l2_bytes_per_cycle
         mte2_pipe = c["MTE2"]
         t = dict.fromkeys(TERMS, 0.0)
         if c["MMAD"] > 0 or mte2_pipe > 0:
             # the core's own transfers vs the chip-wide GM and L2 channels all cores share
             # (the GM channel's reads here; reads and writes together below: the last stores are in it)
             load = self.first_phase + max(mte2_pipe - self.first_port, l2_chan, self.phased,
-                                          self.gm_read / chip.gm_bytes_per_cycle)
+                                          (self.gm_read - self.first_gm) / chip.gm_bytes_per_cycle)
             core = self.core_gm + self.core_l2
             if self.rings and core > 0:
                 rate = min(chip.path("GM", "L1").bytes_per_cycle, core / max(load, 1.0))
@@ -220,8 +222,9 @@ class _Work:
                     load = max(load, per)
             t["MTE2"] = load + self.tail_load
             if self.gm_read >= self.gm_write:
-                # the whole GM channel, the last stores included; then their latency
-                t["MTE2"] = max(t["MTE2"], self.first_phase + gm_chan + self.tail_fix)
+                # the whole GM channel, its last stores included: after the last read, the last piece's latency
+                # and compute, then the stores' own latency (their channel time is in gm_chan)
+                t["MTE2"] = max(t["MTE2"], self.first_phase + gm_chan + self.tail_load - self.tail_store)
             t["MMAD"] = self.head + max(c["MMAD"], self.l0c_ring) + self.tail_mmad if c["MMAD"] else 0.0
             t["MTE1"] = self.head + c["MTE1"] + self.tail_mmad if c["MTE1"] else 0.0
         fix = c["FIXPIPE"] if self.write_pipe == "FIXPIPE" else c["MTE3"]
@@ -350,6 +353,7 @@ def _finish_tiles(w: _Work, per_core: float, avg: _Tile, last: _Tile, sync: floa
     w.tail_fix = store_lat
     w.tail_mmad = sync + last.store_cyc + store_lat
     w.tail_load = w.lat() + sync + last.last_cube + sync + last.store_cyc + store_lat
+    w.tail_store = last.store_cyc
     w.head = w.head or (last.first_in + w.lat() + sync + last.first_l0 + sync)
 
 
@@ -407,7 +411,7 @@ def _asw(t: AswTiling, p: Problem, chip: Chip, *, pieces: int | None = None) -> 
             # every core loads the same slab at the start, before its first tile: one core's read from GM, the
             # others' from L2, all at once -- a phase of its own ahead of the tile stream
             w.first_phase = max(held, hb / chip.gm_bytes_per_cycle, (t.cores_used - 1) * hb / chip.l2_bytes_per_cycle)
-            w.first_port = held
+            w.first_port, w.first_gm, w.first_l2 = held, hb, (t.cores_used - 1) * hb
         w.head = max(held, w.first_phase) + w.lat() + chip.flag_latency_cycles + tiles[0][0].first_l0
     big = _biggest(tiles)
     _finish_tiles(w, per, big, big, chip.flag_latency_cycles)
@@ -539,11 +543,13 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     w.tail_mmad = sync + last.store_cyc + w.tail_fix
     if stream:
         w.tail_load = w.lat() + 2 * sync + last.last_cube + last.store_cyc + w.tail_fix
+        w.tail_store = last.store_cyc
         first = (first_held if hold_a or hold_b else 0.0) + tiles[0][0].first_in
     else:
         # the last batch's slab pieces: the cube finishes the last piece's share of every tile after it lands
         share = per_batch.mmad / max(1, hp) + tiles[-1][0].first_l0
         w.tail_load = w.lat() + 2 * sync + share + last.store_cyc + w.tail_fix
+        w.tail_store = last.store_cyc
         first = first_held
     w.head = first + w.lat() + sync + tiles[0][0].first_l0 + sync
     w.gm_write += p.batch * per_batch.store
@@ -621,6 +627,7 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
     w.tail_fix = w.lat("L0C", "GM")
     w.tail_mmad = sync + last["store"] + w.tail_fix
     w.tail_load = w.lat() + 2 * sync + last["cube"] + last["store"] + w.tail_fix
+    w.tail_store = last["store"]
     h_first, h_l0 = last["head"]
     w.head = h_first + w.lat() + sync + h_l0 + sync
     w.gm_write += p.batch * M * N * p.out_isz

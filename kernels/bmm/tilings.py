@@ -678,26 +678,35 @@ def to_matmul_tiling(p: Problem, chip: Chip, fold: str) -> ToMatmulTiling:
     asw = asw_tiling(p, chip, batch=batch, m=m, n=n, full_load="")
     notes = [how]
     if fold == "a_resident":
-        # seeds/000: A held in every core's L1 (it fits twice, beside B's double buffer) whenever that reads
-        # less than streaming it: each core's tiles would stream tasks_per_core * base_m rows of A, more than
-        # A's M rows. With one tile per core (or M split into tiles) holding A whole reads more, not less:
-        # each core then streams only its tiles' rows of A, which stay in L2 for the others.
+        # seeds/000 prefers A held in every core's L1 (it fits twice, beside B's double buffer): taken when it
+        # reads less than streaming -- each core's tiles would stream tasks_per_core * base_m rows of A, more
+        # than A's M rows -- and is not slower by T_total beyond TILE_TIE (a held slab lands whole before the
+        # first tile, all cores reading it at once; with one tile per core, or M split into tiles, each core
+        # streaming just its rows reads less).
+        from .cost import estimate
         whole = align_up(M, p.mn_align) * align_up(K, p.k_align) * isz
         streamed = asw.tasks_per_core * min(asw.base_m, M)
-        held = None
-        if 2 * whole <= chip.buffers["L1"] and streamed > M:
+        held, why = None, ""
+        if 2 * whole > chip.buffers["L1"]:
+            why = f"2*{whole} B > L1"
+        elif streamed <= M:
+            why = f"{asw.tasks_per_core} tiles per core stream {streamed} <= M = {M} rows of A"
+        else:
             try:
                 held = asw_tiling(p, chip, batch=batch, m=m, n=n, full_load="A")
             except PlanError:           # no base tile leaves the padded slab within half of L1
-                held = None
+                why = "no base tile keeps A's slab, padded to whole tiles, within half of L1"
+            if held is not None:
+                wrap = lambda a: ToMatmulTiling(fold, batch, m, n, K, rearr, scat, a)  # noqa: E731
+                t_held, t_str = estimate(p, wrap(held), chip).t_total, estimate(p, wrap(asw), chip).t_total
+                if t_held > t_str * (1 + TILE_TIE):     # within the model's resolution the seed's preference holds
+                    why = f"holding A is slower by T_total ({t_held:.3f} vs {t_str:.3f} us streamed)"
+                    held = None
         if held is not None:
             asw = held
             notes.append(f"A held in L1: 2*{whole} B <= L1 and {asw.tasks_per_core} tiles per core would stream "
                          f"{streamed} > M = {M} rows of A")
         else:
-            why = (f"2*{whole} B > L1" if 2 * whole > chip.buffers["L1"] else
-                   f"{asw.tasks_per_core} tiles per core stream {streamed} <= M = {M} rows of A"
-                   if streamed <= M else "no base tile keeps A's slab, padded to whole tiles, within half of L1")
             notes.append(f"A not held ({why}): each core streams its tiles' rows of A, shared through L2")
     return ToMatmulTiling(fold, batch, m, n, K, rearr, scat, asw, tuple(notes))
 
