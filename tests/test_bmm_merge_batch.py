@@ -6,53 +6,25 @@ Each run goes plan(branch="merge_batch") -> operands -> launch and is checked wi
 b >= 2 batches per core, so the full-mode shapes have B >= 64 (b_core = B / 32) but small M, N, K; the
 large shapes run in timing mode.
 """
-import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
-from kernels.bmm import iter_batch, merge_batch
+from kernels.bmm import merge_batch
 from kernels.bmm.api import check
-from kernels.bmm.common import operands
 from kernels.bmm.conditions import merge_checks
 from kernels.bmm.planner import plan
 
-CHIP = pyto.load_chip("ascend950pr")
-NP = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32, "int8": np.int8}
-MODULES = {"merge_batch": merge_batch, "iter_batch": iter_batch}
+from bmm_helpers import CHIP, NP, inputs as _inputs, ok, run_branch
 
 
-def _inputs(a_shape, b_shape, dt, bias_shape=None, seed=0):
-    rng = np.random.default_rng(seed)
-    if dt == "int8":
-        a = rng.integers(-128, 128, a_shape).astype(np.int8)
-        b = rng.integers(-128, 128, b_shape).astype(np.int8)
-        bias = None if bias_shape is None else rng.integers(-2**20, 2**20, bias_shape).astype(np.int32)
-    else:
-        a = rng.standard_normal(a_shape).astype(NP[dt])
-        b = rng.standard_normal(b_shape).astype(NP[dt])
-        bias = None if bias_shape is None else rng.standard_normal(bias_shape).astype(np.float32)
-    return a, b, bias
+def _run(a, b, bias=None, *, branch="merge_batch", **kw):
+    return run_branch(a, b, bias, branch=branch, **kw)
 
 
-def _run(a, b, bias=None, *, transpose_a=False, transpose_b=False, branch="merge_batch"):
-    """(result or None, report, plan) of `branch` forced on these operands (numpy or pyto.spec)."""
-    dt = a.dtype if isinstance(a, pyto.Spec) else pyto.dtypes.as_dtype(a.dtype)
-    p = plan(a.shape, b.shape, dt, CHIP, bias=bias is not None, transpose_a=transpose_a, transpose_b=transpose_b,
-             branch=branch)
-    ops = operands(p.problem, a, b, bias)
-    timing = isinstance(ops.out, pyto.Spec)
-    rep = MODULES[branch].launch(p, ops, mode="timing" if timing else "full")
-    return (None if timing else ops.out), rep, p
-
-
-def _ok(a_shape, b_shape, dt="fp16", bias_shape=None, seed=0, **kw):
-    a, b, bias = _inputs(a_shape, b_shape, dt, bias_shape, seed)
-    c, rep, p = _run(a, b, bias, **kw)
-    why = check(c, a, b, bias, transpose_a=kw.get("transpose_a", False), transpose_b=kw.get("transpose_b", False))
-    assert not why, f"{a_shape} @ {b_shape} {dt}: {why}\n{p.tiling}"
-    return c, rep, p
+def _ok(*args, branch="merge_batch", **kw):
+    return ok(*args, branch=branch, **kw)
 
 
 def _roofline_us(p) -> float:

@@ -43,6 +43,24 @@ class Operands:
         return len(self.batch)
 
 
+def cdiv(x: int, y: int) -> int:
+    """ceil(x / y) for positive ints."""
+    return -(-x // y)
+
+
+def ceil_align(x: int, a: int) -> int:
+    """x rounded up to a multiple of a."""
+    return cdiv(x, a) * a
+
+
+def prod(xs) -> int:
+    """The product of a sequence of ints (1 for an empty one)."""
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
 def out_dtype(dtype: DType) -> DType:
     """numpy.matmul's result type on the cube: int8 -> int32, else the input dtype."""
     return DType.int32 if dtype is DType.int8 else dtype

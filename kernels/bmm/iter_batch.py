@@ -42,22 +42,7 @@ from pyto.errors import PlanError
 
 from .asw_basic import l1_pieces_for
 from .block import alloc_buffers, held_ab, mmad_tile
-from .common import Operands, batch_offsets
-
-
-def _cdiv(x: int, y: int) -> int:
-    return -(-x // y)
-
-
-def _ceil(x: int, a: int) -> int:
-    return _cdiv(x, a) * a
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
+from .common import batch_offsets, cdiv, ceil_align, Operands, prod
 
 
 @pl.kernel
@@ -77,13 +62,13 @@ def iter_batch_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int,
     K = a.shape[-2] if TRANSPOSE_A else a.shape[-1]
     Kb = b.shape[-1] if TRANSPOSE_B else b.shape[-2]
     assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
-    k_hold = _ceil(K, BASE_K)
+    k_hold = ceil_align(K, BASE_K)
     bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=not HOLD_M, stream_b=not HOLD_N,
                          hold_a=(HOLD_M, k_hold) if HOLD_M else None, hold_b=(k_hold, HOLD_N) if HOLD_N else None,
                          hold_stages=HOLD_STAGES, bias_dtype=bias.dtype if BIAS else None)
     with pl.section_cube():
-        for bi in pl.range(pl.block_idx(), _prod(batch), pl.block_num()):
+        for bi in pl.range(pl.block_idx(), prod(batch), pl.block_num()):
             a_b = batch_offsets(bi, batch, a.shape[:-2])
             b_b = batch_offsets(bi, batch, b.shape[:-2])
             c_b = batch_offsets(bi, batch, batch)
@@ -101,22 +86,22 @@ def iter_batch_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int,
 # ---- host side -------------------------------------------------------------------------------------
 def _balanced(size: int, base: int, align: int) -> int:
     """The same number of base tiles over `size`, as even as the fractal allows (never larger than base)."""
-    return min(base, _ceil(_cdiv(size, _cdiv(size, base)), align))
+    return min(base, ceil_align(cdiv(size, cdiv(size, base)), align))
 
 
 def _l1_bytes(q: dict, isz: int, align: int, bias: bool) -> int:
     """L1 the kernel allocates, padded as pl.alloc charges it."""
     use = 0
     if q["HOLD_M"]:
-        use += q["HOLD_STAGES"] * q["HOLD_M"] * _ceil(q["k_hold"], align)
+        use += q["HOLD_STAGES"] * q["HOLD_M"] * ceil_align(q["k_hold"], align)
     else:
-        use += q["STAGES"] * _ceil(q["BASE_M"], align) * _ceil(q["K_L1"], align)
+        use += q["STAGES"] * ceil_align(q["BASE_M"], align) * ceil_align(q["K_L1"], align)
     if q["HOLD_N"]:
-        use += q["HOLD_STAGES"] * _ceil(q["k_hold"], align) * q["HOLD_N"]
+        use += q["HOLD_STAGES"] * ceil_align(q["k_hold"], align) * q["HOLD_N"]
     else:
-        use += q["STAGES"] * _ceil(q["K_L1"], align) * _ceil(q["BASE_N"], align)
+        use += q["STAGES"] * ceil_align(q["K_L1"], align) * ceil_align(q["BASE_N"], align)
     use *= isz
-    return use + (2 * 16 * _ceil(q["BASE_N"], 16) * 4 if bias else 0)
+    return use + (2 * 16 * ceil_align(q["BASE_N"], 16) * 4 if bias else 0)
 
 
 def _fit_l1(q: dict, p, t, cap: int, min_tile: int, *, hold: bool, stream: bool) -> None:
@@ -162,19 +147,19 @@ def hold_pieces(q: dict, K: int, dt, chip) -> int:
     sides = [x for x in (q["HOLD_M"], q["HOLD_N"]) if x]
     if not sides:
         return 1
-    return l1_pieces_for(min(sides), min(sides), q["BASE_K"], _ceil(K, q["BASE_K"]), dt, chip)
+    return l1_pieces_for(min(sides), min(sides), q["BASE_K"], ceil_align(K, q["BASE_K"]), dt, chip)
 
 
 def params_for(t, p, chip) -> tuple[dict, int]:
     """The kernel's static parameters from the tiling t (IterBatchTiling), and the block count."""
     al = p.mn_align
     bm, bn = _balanced(p.M, t.base_m, al), _balanced(p.N, t.base_n, al)
-    k_hold = _ceil(p.K, t.base_k)
+    k_hold = ceil_align(p.K, t.base_k)
     hold_a = t.resident in ("AB", "A")
     hold_b = t.resident in ("AB", "B")
     k_l1 = {"AB": k_hold, "A": t.k_l1_b}.get(t.resident, t.k_l1_a)
     q = dict(BASE_M=bm, BASE_N=bn, BASE_K=t.base_k, K_L1=k_l1, k_hold=k_hold,
-             HOLD_M=_ceil(p.M, bm) if hold_a else 0, HOLD_N=_ceil(p.N, bn) if hold_b else 0,
+             HOLD_M=ceil_align(p.M, bm) if hold_a else 0, HOLD_N=ceil_align(p.N, bn) if hold_b else 0,
              HOLD_STAGES=t.l1_buffers, STAGES=max(2, t.stream_buffers))
     _fit_l1(q, p, t, chip.buffers["L1"], chip.min_tile_bytes, hold=hold_a or hold_b, stream=not (hold_a and hold_b))
     if hold_a and hold_b and q["HOLD_STAGES"] == 2:

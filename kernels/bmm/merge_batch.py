@@ -39,22 +39,7 @@ from pyto.errors import PlanError
 
 from .asw_basic import l1_pieces_for
 from .block import alloc_buffers, mmad_l1
-from .common import Operands, batch_offsets
-
-
-def _cdiv(x: int, y: int) -> int:
-    return -(-x // y)
-
-
-def _ceil(x: int, a: int) -> int:
-    return _cdiv(x, a) * a
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
+from .common import batch_offsets, cdiv, ceil_align, Operands, prod
 
 
 @pl.kernel
@@ -86,7 +71,7 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
     b_nd = tuple(b.shape[:-2]) == batch
     with pl.section_cube():
         first = pl.block_idx() * BPC
-        last = min(_prod(batch), first + BPC)
+        last = min(prod(batch), first + BPC)
         for g0 in pl.range(first, last, B_L0):
             ng = min(B_L0, last - g0)
             c_l0c = bufs.c_l0c.next()[0:ng * M_PAD, 0:ng * N_PAD]
@@ -95,8 +80,8 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
             for k1 in pl.range(0, K, K_L1):
                 a_slot, b_slot = a_l1.next(), b_l1.next()
                 k_len = min(K_L1, K - k1)
-                k_all = _ceil(k_len, align)
-                piece = _ceil(_cdiv(k_all, L1_PIECES), BASE_K)
+                k_all = ceil_align(k_len, align)
+                piece = ceil_align(cdiv(k_all, L1_PIECES), BASE_K)
                 for kp in pl.range(0, k_all, piece):        # K pieces, A's and B's interleaved (K order)
                     kw = min(piece, k_all - kp)
                     a_k = [k1 + kp, 0] if TRANSPOSE_A else [0, k1 + kp]
@@ -136,7 +121,7 @@ def _bias_row(bufs, bias, batch: tuple, g: int, ng: int, n_pad: int):
 def _l1_bytes(b: int, m_pad: int, n_pad: int, k_l1: int, isz: int, stages: int, bias: bool) -> int:
     """L1 the kernel allocates (tiles are already on the fractal grid; the bias row pads to 16 rows)."""
     use = stages * b * (m_pad + n_pad) * k_l1 * isz
-    return use + (2 * 16 * _ceil(b * n_pad, 16) * 4 if bias else 0)
+    return use + (2 * 16 * ceil_align(b * n_pad, 16) * 4 if bias else 0)
 
 
 def params_for(t, p, chip) -> tuple[dict, int]:

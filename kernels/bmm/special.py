@@ -35,17 +35,10 @@ import pyto.language as pl
 from pyto.dtypes import DType
 from pyto.errors import PlanError
 
-from .common import Operands, batch_offsets
+from .common import batch_offsets, Operands, prod
 from .conditions import FRACTAL_BYTES, align_down, align_up, cdiv
 
 COL_ALIGN = FRACTAL_BYTES     # column blocks and views: multiples of 32 elements sit on every dtype's UB grid
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 def compute_dtype(dtype: DType) -> DType:
@@ -154,7 +147,7 @@ def special_outer_kernel(a, b, bias, out, *, ROWS: int, COLS: int, BUFFERS: int,
         aiv = pl.block_idx() * 2 + pl.subblock_idx()
         if aiv < AIVS:
             pl.duplicate(zeros_ub, 0.0)
-            for u in pl.range(aiv, _prod(batch) * cdiv(M, ROWS) * cdiv(N, COLS), AIVS):
+            for u in pl.range(aiv, prod(batch) * cdiv(M, ROWS) * cdiv(N, COLS), AIVS):
                 flat, r0, c0, r, cv = _tile(u, M, N, ROWS, COLS)
                 a_bat = batch_offsets(flat, batch, tuple(a.shape[:-2]))
                 b_bat = batch_offsets(flat, batch, tuple(b.shape[:-2]))
@@ -170,17 +163,17 @@ def special_outer_kernel(a, b, bias, out, *, ROWS: int, COLS: int, BUFFERS: int,
                 else:
                     pl.load(a_col, a, [*a_bat, 0, r0], transpose=True)
                     pl.load(b_row, b, [*b_bat, 0, c0])
-                prod = prod_ub.next()[0:r, 0:cv]
-                pl.expand_add(prod, zeros_ub[0:r, 0:cv], b_row, dim=0)
-                pl.expand_mul(prod, prod, a_col, dim=1)
+                c_ub = prod_ub.next()[0:r, 0:cv]
+                pl.expand_add(c_ub, zeros_ub[0:r, 0:cv], b_row, dim=0)
+                pl.expand_mul(c_ub, c_ub, a_col, dim=1)
                 if BIAS:
                     bias_row = bias_ub.next()[0:1, 0:cv]
                     pl.load(bias_row, bias, [*batch_offsets(flat, batch, tuple(bias.shape[:-2])), 0, c0])
-                    pl.expand_add(prod, prod, bias_row, dim=0)
-                res = prod
+                    pl.expand_add(c_ub, c_ub, bias_row, dim=0)
+                res = c_ub
                 if out_ub is not None:
                     res = out_ub.next()[0:r, 0:cv]
-                    pl.cast(res, prod)
+                    pl.cast(res, c_ub)
                 pl.store(out, res, [*batch_offsets(flat, batch, batch), r0, c0])
 
 
@@ -199,7 +192,7 @@ def special_fill_kernel(bias, out, *, ROWS: int, COLS: int, BUFFERS: int, AIVS: 
         if aiv < AIVS:
             pl.duplicate(zeros_ub if BIAS else fill_ub, 0.0)
             built = None                            # (bias batch, c0) of the fill tile now in UB
-            for u in pl.range(aiv, _prod(batch) * cdiv(M, ROWS) * cdiv(N, COLS), AIVS):
+            for u in pl.range(aiv, prod(batch) * cdiv(M, ROWS) * cdiv(N, COLS), AIVS):
                 flat, r0, c0, r, cv = _tile(u, M, N, ROWS, COLS)
                 if BIAS:
                     bias_bat = batch_offsets(flat, batch, tuple(bias.shape[:-2]))

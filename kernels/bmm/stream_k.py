@@ -38,13 +38,9 @@ from pyto.tiling import ceil_align
 
 from .asw_basic import l1_pieces_for, l1_use
 from .block import accumulate, alloc_buffers, store_tile
-from .common import Operands, batch_offsets
+from .common import batch_offsets, cdiv, Operands
 
 VEC_ALIGN = 16     # UB view columns: 16 elements = 32B of fp16/bf16, a whole 32B block of fp32/int32 too
-
-
-def _cdiv(x: int, y: int) -> int:
-    return -(-x // y)
 
 
 def units_of(nb: int, m_cnt: int, n_cnt: int, grid_k: int) -> list:
@@ -161,7 +157,7 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
             m_abs, n_abs = mi * SINGLE_M + r0, ni * SINGLE_N + c0
             sum_v = sum_ub.next()[0:rows, 0:w]
             pl.load(sum_v, ws, [u0, r0, c0])
-            for c in pl.range(1, min(GRID_K, _cdiv(K, SINGLE_K))):      # fixed order: segment 1, 2, ...
+            for c in pl.range(1, min(GRID_K, cdiv(K, SINGLE_K))):      # fixed order: segment 1, 2, ...
                 part_v = part_ub.next()[0:rows, 0:w]
                 pl.load(part_v, ws, [u0 + c, r0, c0])
                 pl.add(sum_v, sum_v, part_v)
@@ -205,7 +201,7 @@ def reduce_chunk(t, problem, chip: Chip, blocks: int, *, bias: bool) -> tuple[in
         cols = ceil_align(cols // 2, VEC_ALIGN)
         fixed = 2 * cols * acc if bias and not atomic else 0
     rows_ub = max(1, (ub - fixed) // per_row(cols))
-    want = max(1, _cdiv(groups * m * _cdiv(n, cols), 2 * blocks))
+    want = max(1, cdiv(groups * m * cdiv(n, cols), 2 * blocks))
     return max(1, min(rows_ub, m, want)), cols
 
 
