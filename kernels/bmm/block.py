@@ -224,7 +224,7 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
     steps = -(-K // base_k)
     step = 0
     for k1 in pl.range(k_start, k_end, k_l1):
-        a1, b1, k_base = a_l1, b_l1, 0          # held views are indexed by absolute k
+        a1, b1 = a_l1, b_l1
         k_len = min(k_l1, k_end - k1)
         a_loads = b_loads = []
         if a_l1 is None:
@@ -238,22 +238,12 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
                 pl.load(a_loads[i][0], a, a_loads[i][1], transpose=transpose_a)
             if i < len(b_loads):
                 pl.load(b_loads[i][0], b, b_loads[i][1], transpose=transpose_b)
-        for kk in pl.range(k1, min(k1 + k_l1, k_end), base_k):
-            kt = min(base_k, _ceil(k_end - kk, bufs.align))
-            ka = kk if a_l1 is not None else kk - k1
-            kb = kk if b_l1 is not None else kk - k1
-            a_l0a = bufs.a_l0a.next()[0:mt, 0:kt]
-            pl.load(a_l0a, a1[0:mt, ka:ka + kt])
-            b_l0b = bufs.b_l0b.next()[0:kt, 0:nt]
-            pl.load(b_l0b, b1[kb:kb + kt, 0:nt])
-            phase = None
-            if use_unit_flag:
-                phase = pl.AccPhase.Final if step == steps - 1 else pl.AccPhase.Partial
-            if step == 0:
-                pl.matmul(c_l0c, a_l0a, b_l0b, bias=bias_bt, phase=phase)
-            else:
-                pl.matmul_acc(c_l0c, c_l0c, a_l0a, b_l0b, phase=phase)
-            step += 1
+        if a_l1 is not None:         # held views are indexed by absolute k: start this step's view at k1
+            a1 = a1[:, k1:]
+        if b_l1 is not None:
+            b1 = b1[k1:, :]
+        step = mmad_l1(bufs, c_l0c, a1, b1, k_len, step=step, steps=steps, bias_bt=bias_bt,
+                       use_unit_flag=use_unit_flag)
     return c_l0c
 
 
