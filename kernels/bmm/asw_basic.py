@@ -35,7 +35,7 @@ from pyto.tiling import ceil_align
 
 from ..swizzle import Swizzle, TileGrid
 from .block import Buffers, alloc_buffers, held_a, held_b, mmad_tile
-from .common import Operands, batch_offsets
+from .common import batch_offsets, Operands, run_kernel
 
 
 def asw_walk(bufs: Buffers, a, b, bias, out, grid: TileGrid, *, hold_a: bool = False, hold_b: bool = False,
@@ -152,5 +152,4 @@ def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
     chip = plan.chip_spec or pyto.load_chip(plan.chip)
     t = plan.tiling
     params = params_of(t, plan.problem, chip, bias=ops.has_bias)
-    return pyto.run(asw_basic_kernel, ops.a, ops.b, ops.bias, ops.out, chip=chip, blocks=t.cores_used, mode=mode,
-                    **params)
+    return run_kernel(asw_basic_kernel, plan, ops, params, t.cores_used, mode)

@@ -127,6 +127,12 @@ def operands(problem, a, b, bias=None) -> Operands:
     return Operands(a_n, b_n, bias_n, out, has_bias, tuple(problem.batch_shape), odt)
 
 
+def run_kernel(kernel, plan, ops: Operands, params: dict, blocks: int, mode: str) -> pyto.Report:
+    """The branch kernels' common launch: pyto.run on (a, b, bias, out) with the plan's chip."""
+    return pyto.run(kernel, ops.a, ops.b, ops.bias, ops.out, chip=plan.chip_spec or plan.chip, blocks=blocks,
+                    mode=mode, **params)
+
+
 def mode_of(ops: Operands) -> str:
     return "timing" if isinstance(ops.out, pyto.Spec) else "full"
 

@@ -42,7 +42,7 @@ from pyto.errors import PlanError
 
 from .asw_basic import l1_pieces_for
 from .block import alloc_buffers, held_ab, mmad_tile
-from .common import batch_offsets, cdiv, ceil_align, Operands, prod
+from .common import batch_offsets, cdiv, ceil_align, Operands, prod, run_kernel
 
 
 @pl.kernel
@@ -186,5 +186,4 @@ def kernel_params(plan) -> tuple[dict, int]:
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
     """Run IterBatch for `plan` on `ops` (the launch convention of kernels/bmm/common.py)."""
     params, blocks = kernel_params(plan)
-    return pyto.run(iter_batch_kernel, ops.a, ops.b, ops.bias, ops.out, chip=plan.chip_spec or plan.chip,
-                    blocks=blocks, mode=mode, **params)
+    return run_kernel(iter_batch_kernel, plan, ops, params, blocks, mode)

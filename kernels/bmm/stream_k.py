@@ -38,7 +38,7 @@ from pyto.tiling import ceil_align
 
 from .asw_basic import l1_pieces_for, l1_use
 from .block import accumulate, alloc_buffers, store_tile
-from .common import batch_offsets, cdiv, Operands
+from .common import batch_offsets, cdiv, Operands, run_kernel
 
 VEC_ALIGN = 16     # UB view columns: 16 elements = 32B of fp16/bf16, a whole 32B block of fp32/int32 too
 
@@ -228,5 +228,4 @@ def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
     chip = plan.chip_spec or pyto.load_chip(plan.chip)
     t = plan.tiling
     params = params_of(t, plan.problem, chip, bias=ops.has_bias)
-    return pyto.run(stream_k_kernel, ops.a, ops.b, ops.bias, ops.out, chip=chip, blocks=t.cores_used, mode=mode,
-                    **params)
+    return run_kernel(stream_k_kernel, plan, ops, params, t.cores_used, mode)

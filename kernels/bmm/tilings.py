@@ -465,7 +465,6 @@ def iter_tiling(p: Problem, chip: Chip, l1: IterL1) -> IterBatchTiling:
     """
     bpc = max(1, cdiv(p.batch, chip.aic))
     cores = max(1, min(p.batch, chip.aic))
-    isz = p.isz
     if l1.case in ("a", "b"):
         bm, bn, bk, l0b, l0cb, how = iter_l0(l1.m_l1, p.N, p.Kp, bpc > 1, p, chip)
         bm = min(bm, l1.m_l1)
@@ -506,7 +505,7 @@ def iter_tiling(p: Problem, chip: Chip, l1: IterL1) -> IterBatchTiling:
         how = (f"L0/L1 (ASW core tiling of one batch on one core): {held}the split side streamed per output tile "
                f"in K slices of {k_l1} ({streams} copies) -> {bm}x{bn}x{bk}")
     notes = (f"case ({l1.case}): resident {l1.resident or 'none'}, Step = {l1.step}, m_L1 = {l1.m_l1}, "
-             f"seed k_L1 A/B = {l1.k_l1_a}/{l1.k_l1_b}" + (f" (k_L1_b = min((L1 - M̄K̄*dtype)/(N̄*dtype), K))"
+             f"seed k_L1 A/B = {l1.k_l1_a}/{l1.k_l1_b}" + (" (k_L1_b = min((L1 - M̄K̄*dtype)/(N̄*dtype), K))"
                                                             if l1.resident == "A" else ""), how)
     resident = l1.resident if l1.case in ("a", "b") or a_in or b_in else ""
     return IterBatchTiling(l1.case, resident, l1.step, l1.m_l1, k_a, k_b, bm, bn, bk,
