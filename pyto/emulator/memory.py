@@ -21,6 +21,7 @@ class Memory:
         self.tiles: dict = {}
         self.pending: dict = {}   # L0C store -> (rect, [a, ...], [b, ...]): MMAD products not yet summed
         self.init: dict = {}
+        self.full: set = set()    # ids of objects written everywhere: reads need no mask lookup
         self.gm: dict = {}
         self.user = list(zip(tensors, arrays))
         if compute:
@@ -96,12 +97,18 @@ class Memory:
         return self._mask(acc.obj)[acc.batch, r0:r1, c0:c1]
 
     def mark_written(self, acc: Access) -> None:
+        if id(acc.obj) in self.full:
+            return
         cells = self._cells(acc)
         if cells is not None:
             cells[...] = True
+            if isinstance(acc.obj, TileStore) and self.init[id(acc.obj)].all():
+                self.full.add(id(acc.obj))
 
     def check_read(self, acc: Access, instr: Instr, where: str):
         """An UninitializedReadError if part of `acc` was never written, else None."""
+        if id(acc.obj) in self.full:
+            return None
         cells = self._cells(acc)
         if cells is not None and not cells.all():
             r0, r1, c0, c1 = acc.rect
