@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..ir import Buf, GMTensor, Instr, Op, Pipe
 
 _MFIX = frozenset({Pipe.M, Pipe.FIX})
+_L0C = Buf.L0C
 
 
 def _phase_exempt(obj, a: Instr, b: Instr) -> bool:
@@ -90,9 +91,10 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
         if tr is None or not tr.writes:
             continue
         rect, batch = acc.rect, acc.batch
+        l0c = getattr(acc.obj, "buf", None) is _L0C
         for erect, ebatch, u, w in tr.writes.values():
             if (u != unit and ebatch == batch and erect[0] < rect[1] and rect[0] < erect[1] and erect[2] < rect[3]
-                    and rect[2] < erect[3] and not _phase_exempt(acc.obj, ins, w)):
+                    and rect[2] < erect[3] and not (l0c and _phase_exempt(acc.obj, ins, w))):
                 _later(found, u, w)
     exempt: set = set()   # entries this write is not synced with (phase): they stay tracked
     for acc in ins.dsts:
@@ -100,11 +102,12 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
         if tr is None:
             continue
         rect, batch = acc.rect, acc.batch
+        l0c = getattr(acc.obj, "buf", None) is _L0C
         for entries in (tr.writes, tr.reads):
             for erect, ebatch, u, o in entries.values():
                 if (u != unit and ebatch == batch and erect[0] < rect[1] and rect[0] < erect[1]
                         and erect[2] < rect[3] and rect[2] < erect[3]):
-                    if _phase_exempt(acc.obj, ins, o):
+                    if l0c and _phase_exempt(acc.obj, ins, o):
                         exempt.add(id(o))
                     else:
                         _later(found, u, o)
@@ -132,6 +135,9 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
             # GM regions are rarely rewritten: drop only the same region (other covered entries stay
             # tracked, which can only add a dependency that holds anyway), not a scan of every store
             tr.writes.pop((batch, rect), None)
+        elif not exempt and rect == (0, acc.obj.shape[0], 0, acc.obj.shape[1]):
+            tr.writes.clear()          # the whole tile is rewritten: every earlier entry is covered
+            tr.reads.clear()
         else:
             for entries in (tr.writes, tr.reads):
                 dead = [k for k, e in entries.items()
