@@ -30,11 +30,12 @@ import pyto
 import pyto.language as pl
 from pyto.chip import Chip
 from pyto.dtypes import DType, as_dtype
-from pyto.errors import PlanError, PytoError, ShapeError, UnsupportedError
+from pyto.errors import PlanError, ShapeError, UnsupportedError
 from pyto.tiling import CubeTileShapes, ceil_align
 
 from .bmm.asw_basic import asw_walk, l1_pieces_for
 from .bmm.block import alloc_buffers
+from .bmm.common import user_operand
 from .swizzle import Swizzle
 
 CUBE_DTYPES = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
@@ -251,20 +252,9 @@ def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L
 
 # ---- the public function -------------------------------------------------------------------------
 def _operand(x, name: str):
-    """A 2-D numpy array (writeable, contiguous) or pyto.spec, and its DType; ShapeError otherwise."""
-    if isinstance(x, pyto.Spec):
-        shape, dt = x.shape, x.dtype
-    else:
-        if not isinstance(x, np.ndarray):
-            x = np.asarray(x)
-        try:
-            dt = as_dtype(x.dtype)
-        except PytoError as e:
-            raise ShapeError(f"matmul: {name} has dtype {x.dtype}: {e}") from None
-        x = np.ascontiguousarray(x)
-        if not x.flags.writeable:
-            x = x.copy()
-        shape = x.shape
+    """A 2-D numpy array or pyto.spec, and its DType; ShapeError otherwise."""
+    x, dt = user_operand(x, "matmul", name)
+    shape = tuple(x.shape)
     if len(shape) != 2:
         raise ShapeError(f"matmul: {name} must be 2-D, got shape {list(shape)} (batched inputs: kernels.bmm.bmm)")
     if min(shape) == 0:

@@ -107,6 +107,16 @@ class Loc:
         return f"{short}:{self.line} {self.text}".rstrip()
 
 
+def rects_overlap(a: tuple, b: tuple) -> bool:
+    """Whether rectangles (r0, r1, c0, c1) a and b share an element."""
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def rect_covers(a: tuple, b: tuple) -> bool:
+    """Whether rectangle a contains rectangle b."""
+    return a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3]
+
+
 class Access:
     """A rectangle of one buffer instance: a tile (`obj` = TileStore) or a GM tensor.
 
@@ -119,16 +129,6 @@ class Access:
 
     def __init__(self, obj: Any, rect: tuple, batch: int = -1):
         self.obj, self.rect, self.batch = obj, rect, batch
-
-    def overlaps(self, other: "Access") -> bool:
-        a, b = self.rect, other.rect
-        return (self.obj is other.obj and self.batch == other.batch
-                and a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3])
-
-    def covers(self, other: "Access") -> bool:
-        a, b = self.rect, other.rect
-        return (self.obj is other.obj and self.batch == other.batch
-                and a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3])
 
     def __repr__(self) -> str:
         return f"Access({self.obj!r}, {self.rect}, batch={self.batch})"
@@ -153,6 +153,7 @@ class Instr:
 
 
 __all__ = ["Pipe", "Buf", "Role", "Op", "AccPhase", "STPhase", "AccToVecMode", "Loc", "Access", "Instr",
+           "rects_overlap", "rect_covers",
            "MOVE_OPS", "CUBE_OPS", "VECTOR_OPS", "SYNC_OPS"]
 
 

@@ -21,13 +21,12 @@ from typing import Optional
 import ml_dtypes
 import numpy as np
 
-import pyto
 from pyto.chip import Chip
 from pyto.dtypes import DType, as_dtype
-from pyto.errors import PytoError, ShapeError, UnsupportedError
+from pyto.errors import ShapeError, UnsupportedError
 from pyto.testing import assert_close, matmul_bound
 
-from .common import mode_of, operands
+from .common import mode_of, operands, user_operand
 from .conditions import BRANCHES
 from .planner import Plan, plan
 
@@ -47,19 +46,6 @@ def launcher(branch: str):
     return module.launch
 
 
-def _operand(x, name: str):
-    """A numpy array (or pyto.spec) and its DType; ShapeError for anything bmm cannot take."""
-    if isinstance(x, pyto.Spec):
-        return x, x.dtype
-    if not isinstance(x, np.ndarray):
-        x = np.asarray(x)
-    try:
-        dt = as_dtype(x.dtype)
-    except PytoError as e:
-        raise ShapeError(f"bmm: {name} has dtype {x.dtype}: {e}") from None
-    return x, dt
-
-
 def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional[str] = None,
         transpose_a: bool = False, transpose_b: bool = False, report: bool = False):
     """C = A @ B (+ bias) with numpy.matmul semantics, run by the branch kernel the planner picks.
@@ -68,12 +54,12 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
     kernel is not built). Inputs given as pyto.spec run in timing mode and return (None, report).
     Returns C, or (C, Report) with report=True.
     """
-    a, dt = _operand(a, "a")
-    b, dtb = _operand(b, "b")
+    a, dt = user_operand(a, "bmm", "a")
+    b, dtb = user_operand(b, "bmm", "b")
     if dtb is not dt:
         raise ShapeError(f"bmm: a and b must have one dtype, got {dt} and {dtb}")
     if bias is not None:
-        bias, _ = _operand(bias, "bias")
+        bias, _ = user_operand(bias, "bmm", "bias")
     p = plan(a.shape, b.shape, dtype=dt, chip=chip, bias=bias is not None, transpose_a=transpose_a,
              transpose_b=transpose_b, branch=branch)
     ops = operands(p.problem, a, b, bias)

@@ -11,13 +11,11 @@ mode, pyto.spec in timing mode) and the static parameters it derives from `plan.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
-
 import numpy as np
 
 import pyto
 from pyto.dtypes import DType, as_dtype
-from pyto.errors import ShapeError
+from pyto.errors import PytoError, ShapeError
 
 
 @dataclass
@@ -59,6 +57,17 @@ def prod(xs) -> int:
     for x in xs:
         out *= x
     return out
+
+
+def user_operand(x, who: str, name: str) -> tuple:
+    """(array or pyto.spec, its DType) for a user's operand; ShapeError naming `who` and `name` otherwise."""
+    if isinstance(x, pyto.Spec):
+        return x, x.dtype
+    x = x if isinstance(x, np.ndarray) else np.asarray(x)
+    try:
+        return x, as_dtype(x.dtype)
+    except PytoError as e:
+        raise ShapeError(f"{who}: {name} has dtype {x.dtype}: {e}") from None
 
 
 def out_dtype(dtype: DType) -> DType:
@@ -136,6 +145,3 @@ def run_kernel(kernel, plan, ops: Operands, params: dict, blocks: int, mode: str
 def mode_of(ops: Operands) -> str:
     return "timing" if isinstance(ops.out, pyto.Spec) else "full"
 
-
-def bias_for(ops: Operands) -> Optional[object]:
-    return ops.bias if ops.has_bias else None

@@ -10,7 +10,7 @@ they take part in the tracking, and the dependencies found for them are added to
 """
 from __future__ import annotations
 
-from ..ir import Buf, GMTensor, Instr, Op, Pipe
+from ..ir import Buf, GMTensor, Instr, Op, Pipe, rect_covers
 
 _MFIX = frozenset({Pipe.M, Pipe.FIX})
 _L0C = Buf.L0C
@@ -21,12 +21,6 @@ def _phase_exempt(obj, a: Instr, b: Instr) -> bool:
             and (a.attrs.get("phase") is not None or b.attrs.get("phase") is not None))
 
 
-def _ov(a: tuple, b: tuple) -> bool:
-    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
-
-
-def _cov(a: tuple, b: tuple) -> bool:
-    return a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3]
 
 
 class _Track:
@@ -141,7 +135,7 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
         else:
             for entries in (tr.writes, tr.reads):
                 dead = [k for k, e in entries.items()
-                        if e[1] == batch and _cov(rect, e[0]) and id(e[3]) not in exempt]
+                        if e[1] == batch and rect_covers(rect, e[0]) and id(e[3]) not in exempt]
                 for k in dead:
                     del entries[k]
         tr.writes[(batch, rect)] = (rect, batch, unit, ins)

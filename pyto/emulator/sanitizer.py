@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RaceError
-from ..ir import Access, GMTensor, Instr, Pipe, Role, TileStore
+from ..ir import Access, GMTensor, Instr, Pipe, Role, TileStore, rect_covers, rects_overlap
 
 _AIC = {Pipe.MTE2: 0, Pipe.MTE1: 1, Pipe.M: 2, Pipe.FIX: 3, Pipe.S: 4}
 _AIV = {Pipe.MTE2: 0, Pipe.V: 1, Pipe.MTE3: 2, Pipe.S: 3}
@@ -24,12 +24,6 @@ def thread_of(ins: Instr) -> int:
     return _AIC[ins.pipe] if role == 0 else 5 + (role - 1) * 4 + _AIV[ins.pipe]
 
 
-def _ov(a: tuple, b: tuple) -> bool:
-    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
-
-
-def _cov(a: tuple, b: tuple) -> bool:
-    return a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3]
 
 
 def _where(ins: Instr) -> str:
@@ -79,7 +73,7 @@ class Sanitizer:
         rect, batch = acc.rect, acc.batch
         for e in hist:
             erect, ebatch, eb, et, eclock, eep, ewrite, eatomic, eins = e
-            if not (write or ewrite) or ebatch != batch or not _ov(erect, rect):
+            if not (write or ewrite) or ebatch != batch or not rects_overlap(erect, rect):
                 continue
             if atomic and eatomic:
                 continue
@@ -87,11 +81,11 @@ class Sanitizer:
             if not ordered:
                 self._report(obj, acc, e, ins, write)
         if write:
-            if any(e[1] == batch and _cov(rect, e[0]) for e in hist):
-                hist[:] = [e for e in hist if not (e[1] == batch and _cov(rect, e[0]))]
-        elif any(e[2] == b and e[3] == t and not e[6] and e[1] == batch and _cov(rect, e[0]) for e in hist):
+            if any(e[1] == batch and rect_covers(rect, e[0]) for e in hist):
+                hist[:] = [e for e in hist if not (e[1] == batch and rect_covers(rect, e[0]))]
+        elif any(e[2] == b and e[3] == t and not e[6] and e[1] == batch and rect_covers(rect, e[0]) for e in hist):
             hist[:] = [e for e in hist if not (e[2] == b and e[3] == t and not e[6] and e[1] == batch
-                                               and _cov(rect, e[0]))]
+                                               and rect_covers(rect, e[0]))]
         hist.append((rect, batch, b, t, int(vc[t]), ep, write, atomic, ins))
 
     @staticmethod
