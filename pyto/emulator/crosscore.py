@@ -16,7 +16,8 @@ from . import autosync
 _CROSS = {("L0C", "UB"), ("UB", "L1")}
 
 
-def _cross_key(ins):
+def cross_key(ins):
+    """(path, destination allocation key) of a cross-core move, None for any other instruction."""
     if ins.op is Op.MOVE and ins.attrs.get("path") in _CROSS:
         return ins.attrs["path"], ins.dsts[0].obj.key
     return None
@@ -27,7 +28,7 @@ def _spliced(prog, real: dict) -> list:
     count: dict = {}
     extra: dict = {}
     for pos, marker in prog.markers:
-        key = _cross_key(marker)
+        key = cross_key(marker)
         if key is None:
             continue
         n = count.get(key, 0)
@@ -54,7 +55,7 @@ def insert_all(programs: list, auto_sync: bool) -> None:
         for prog in progs:
             seen: dict = {}
             for ins in prog.instrs:
-                key = _cross_key(ins)
+                key = cross_key(ins)
                 if key is not None:
                     n = seen.get(key, 0)
                     seen[key] = n + 1

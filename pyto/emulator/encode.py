@@ -1,9 +1,9 @@
 """A launch's instructions as flat arrays for the event loop (simulate.py), plus what a report or a
-deadlock message needs to name them. Filled one block at a time, so a timing-mode run can drop each
-block's Instr records once encoded (bounded memory for millions of instructions)."""
+deadlock message needs to name them. Encoded one block at a time, so a timing-mode run can drop each
+block's Instr records once encoded (bounded memory for millions of instructions), and blocks traced
+alike share one encoding."""
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +15,10 @@ from .l2 import l2_hits
 from .timing import burst_bytes, cost
 
 _KIND = {Op.SET_FLAG: 1, Op.WAIT_FLAG: 2, Op.SYNC_ALL: 3}
+# per-instruction columns of a BlockCode and their types (gmb, l2b: GM and L2 channel bytes)
+_COLUMNS = dict(pipe_of=np.int64, uf_rid=np.int64, uf_wait=np.int8, uf_set=np.int8, kind=np.int8, fkey=np.int64,
+                occ=np.float64, lat=np.float64, gmb=np.float64, l2b=np.float64, core_i=np.int32, pipe_i=np.int8,
+                name_i=np.int32, loc_i=np.int32)
 
 
 def check_flag_pairs(program) -> None:
@@ -90,133 +94,212 @@ class Encoded:
     cube_dtype: object
 
 
+@dataclass
+class BlockCode:
+    """One block's instructions encoded with block-local numbers (instruction, pipe slot, unit_flag
+    region and block, flag key, program position), so blocks traced alike can share one encoding
+    (blockcache.py). `gm_io[p]` lists program p's GM transfers as (position in the program, local
+    index, bytes, is_read): their L2 regions are taken from each block's own instructions."""
+
+    n: int
+    slots: list           # local slot -> (program position, Pipe)
+    queues: list          # local slot -> local indices in program order
+    arrays: dict          # per instruction, local numbering
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    rg_ptr: np.ndarray
+    rg_blk: np.ndarray
+    region_names: list
+    n_flags: int
+    n_fkeys: int
+    waits: dict
+    participants: int
+    flops: float
+    cube_dtype: object
+    gm_read: float
+    gm_write: float
+    gm_io: list
+
+    def attach_deps(self, programs: list) -> None:
+        """Give `programs` (a block traced like the one encoded) the auto-sync dependencies of this code."""
+        instrs = [ins for prog in programs for ins in prog.instrs]
+        ptr, idx = self.dep_ptr.tolist(), self.dep_idx.tolist()
+        for i, ins in enumerate(instrs):
+            ins.deps = [instrs[j] for j in idx[ptr[i]:ptr[i + 1]]]
+
+
+def _np(values, dtype) -> np.ndarray:
+    return np.array(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
+
+
+def _gm_key(ins: Instr) -> int:
+    """The L2 region of a GM transfer: tensor, batch and rectangle of its GM side."""
+    return hash(tuple((acc.obj.uid, acc.batch, acc.rect) for acc in ins.srcs + ins.dsts
+                      if isinstance(acc.obj, GMTensor)))
+
+
 class Encoder:
-    """Append the instructions of whole blocks (auto-synced, indices assigned), then `finish()`."""
+    """Encode each block (auto-synced, indices assigned) with `encode`, append it with `add`, then
+    `finish()` joins the blocks into launch-wide arrays."""
 
     def __init__(self, chip: Chip):
         self.chip = chip
         self.n = 0
-        self.slot_of: dict = {}
+        self.names, self.locs = {}, {}
+        self.cores: list = []
         self.slots: list = []
-        self.queues: list = []
-        self.pipe_of = array("q")
-        self.dep_ptr, self.dep_idx = array("q", [0]), array("q")
-        self.uf_rid, self.rg_ptr, self.rg_blk = array("q"), array("q", [0]), array("q")
-        self.regions: dict = {}    # (store id, rect) -> region id: phased instructions share regions
-        self.region_names: list = []
-        self.uf_wait, self.uf_set, self.kind = array("b"), array("b"), array("b")
-        self.fkey, self.fkeys = array("q"), {}
-        self.occ, self.lat, self.gmb, self.l2b = array("d"), array("d"), array("d"), array("d")
-        self.core_i, self.pipe_i, self.name_i, self.loc_i = array("i"), array("b"), array("i"), array("i")
-        self.names, self.locs, self.cores, self.core_of = {}, {}, [], {}
-        self.blocks = _Blocks(chip.unit_flag_block_bytes)
+        self.chunks: list = []     # (code, instruction, slot, region, unit_flag block, flag key, core) bases
         self.streams: list = []
-        self.waits: dict = {}
+        self.n_regions = self.n_ufblocks = self.n_fkeys = 0
         self.participants = 0
-        self.gm_read = 0.0
-        self.gm_write = 0.0
-        self.flops = 0.0
+        self.gm_read = self.gm_write = self.flops = 0.0
         self.cube_dtype = None
 
-    def add(self, programs: list) -> None:
-        for prog in programs:
+    def encode(self, programs: list) -> BlockCode:
+        """The block's BlockCode; its instructions must be numbered from the encoder's next index."""
+        n0 = self.n
+        ufblocks = _Blocks(self.chip.unit_flag_block_bytes)
+        slot_of: dict = {}
+        slots, queues = [], []
+        cols: dict = {k: [] for k in _COLUMNS}
+        dep_ptr, dep_idx, rg_ptr, rg_blk = [0], [], [0], []
+        regions: dict = {}
+        region_names: list = []
+        fkeys: dict = {}
+        waits: dict = {}
+        gm_io: list = []
+        participants = 0
+        flops = gm_read = gm_write = 0.0
+        cube_dtype = None
+        i = 0
+        for pos, prog in enumerate(programs):
             check_flag_pairs(prog)
-            self.core_of[prog.id] = len(self.cores)
-            self.cores.append(str(prog))
-            if any(ins.op is Op.SYNC_ALL for ins in prog.instrs):
-                self.participants += 1
-            stream = []
-            for ins in prog.instrs:
-                self._one(prog, ins, stream)
-            self.streams.append(stream)
-
-    def _one(self, prog, ins: Instr, stream: list) -> None:
-        assert ins.index == self.n, "instructions must be added in index order"
-        self.n += 1
-        key = (ins.core, ins.pipe)
-        slot = self.slot_of.get(key)
-        if slot is None:
-            slot = self.slot_of[key] = len(self.slots)
-            self.slots.append((str(prog), ins.pipe))
-            self.queues.append(array("q"))
-        self.pipe_of.append(slot)
-        self.queues[slot].append(ins.index)
-        for d in ins.deps:
-            self.dep_idx.append(d.index)
-        self.dep_ptr.append(len(self.dep_idx))
-        uf = unit_flag_access(ins)
-        if uf is not None:
-            acc = uf[0]
-            rid = self.regions.get((id(acc.obj), acc.rect))
-            if rid is None:
-                rid = self.regions[(id(acc.obj), acc.rect)] = len(self.region_names)
-                self.rg_blk.extend(self.blocks.of(acc).tolist())
-                self.rg_ptr.append(len(self.rg_blk))
-                r0, r1, c0, c1 = acc.rect
-                self.region_names.append(f"L0C tile '{acc.obj.name}'[{r0}:{r1}, {c0}:{c1}]")
-            self.uf_rid.append(rid)
-            self.uf_wait.append(uf[1])
-            self.uf_set.append(uf[2])
-        else:
-            self.uf_rid.append(-1)
-            self.uf_wait.append(-1)
-            self.uf_set.append(-1)
-        k = _KIND.get(ins.op, 0)
-        self.kind.append(k)
-        self.fkey.append(self.fkeys.setdefault((ins.core, ins.attrs["key"]), len(self.fkeys)) if k in (1, 2) else 0)
-        if ins.op is Op.MMAD:
-            self.flops += 2.0 * ins.attrs["m"] * ins.attrs["n"] * ins.attrs["k"]
-            self.cube_dtype = ins.attrs["dtype"]
-        c = cost(self.chip, ins)
-        self.occ.append(c.occ)
-        self.lat.append(c.lat)
-        self.gmb.append(c.gm_bytes)
-        self.l2b.append(c.l2_bytes)
-        if ins.op in (Op.LOAD, Op.STORE):
-            gm = [(acc, True) for acc in ins.srcs if isinstance(acc.obj, GMTensor)]
-            gm += [(acc, False) for acc in ins.dsts if isinstance(acc.obj, GMTensor)]
-            if gm:
-                nbytes = burst_bytes(self.chip, ins.attrs) / len(gm)
-                key = hash(tuple((acc.obj.uid, acc.batch, acc.rect) for acc, _ in gm))
-                stream.append((ins.index, key, nbytes * len(gm), gm[0][1]))
-                if gm[0][1]:
-                    self.gm_read += nbytes * len(gm)
+            participants += any(ins.op is Op.SYNC_ALL for ins in prog.instrs)
+            io = []
+            for j, ins in enumerate(prog.instrs):
+                assert ins.index == n0 + i, "instructions must be encoded in index order"
+                slot = slot_of.get((pos, ins.pipe))
+                if slot is None:
+                    slot = slot_of[(pos, ins.pipe)] = len(slots)
+                    slots.append((pos, ins.pipe))
+                    queues.append([])
+                cols["pipe_of"].append(slot)
+                queues[slot].append(i)
+                dep_idx.extend(d.index - n0 for d in ins.deps)
+                dep_ptr.append(len(dep_idx))
+                uf = unit_flag_access(ins)
+                if uf is not None:
+                    acc = uf[0]
+                    rid = regions.get((id(acc.obj), acc.rect))
+                    if rid is None:
+                        rid = regions[(id(acc.obj), acc.rect)] = len(region_names)
+                        rg_blk.extend(ufblocks.of(acc).tolist())
+                        rg_ptr.append(len(rg_blk))
+                        r0, r1, c0, c1 = acc.rect
+                        region_names.append(f"L0C tile '{acc.obj.name}'[{r0}:{r1}, {c0}:{c1}]")
+                    cols["uf_rid"].append(rid)
+                    cols["uf_wait"].append(uf[1])
+                    cols["uf_set"].append(uf[2])
                 else:
-                    self.gm_write += nbytes * len(gm)
-        self.core_i.append(self.core_of[prog.id])
-        self.pipe_i.append(int(ins.pipe))
-        self.name_i.append(self.names.setdefault(ins.name, len(self.names)))
-        self.loc_i.append(self.locs.setdefault(ins.loc, len(self.locs)))
-        if k in (2, 3):
-            self.waits[ins.index] = _wait_text(ins)
+                    cols["uf_rid"].append(-1)
+                    cols["uf_wait"].append(-1)
+                    cols["uf_set"].append(-1)
+                k = _KIND.get(ins.op, 0)
+                cols["kind"].append(k)
+                cols["fkey"].append(fkeys.setdefault((pos, ins.attrs["key"]), len(fkeys)) if k in (1, 2) else 0)
+                if ins.op is Op.MMAD:
+                    flops += 2.0 * ins.attrs["m"] * ins.attrs["n"] * ins.attrs["k"]
+                    cube_dtype = ins.attrs["dtype"]
+                c = cost(self.chip, ins)
+                cols["occ"].append(c.occ)
+                cols["lat"].append(c.lat)
+                cols["gmb"].append(c.gm_bytes)
+                cols["l2b"].append(c.l2_bytes)
+                if ins.op in (Op.LOAD, Op.STORE):
+                    gm = [True for acc in ins.srcs if isinstance(acc.obj, GMTensor)]
+                    gm += [False for acc in ins.dsts if isinstance(acc.obj, GMTensor)]
+                    if gm:
+                        nbytes = burst_bytes(self.chip, ins.attrs)
+                        io.append((j, i, nbytes, gm[0]))
+                        if gm[0]:
+                            gm_read += nbytes
+                        else:
+                            gm_write += nbytes
+                cols["core_i"].append(pos)
+                cols["pipe_i"].append(int(ins.pipe))
+                cols["name_i"].append(self.names.setdefault(ins.name, len(self.names)))
+                cols["loc_i"].append(self.locs.setdefault(ins.loc, len(self.locs)))
+                if k in (2, 3):
+                    waits[i] = _wait_text(ins)
+                i += 1
+            gm_io.append(io)
+        arrays = {k: _np(v, _COLUMNS[k]) for k, v in cols.items()}
+        return BlockCode(i, slots, [_np(q, np.int64) for q in queues], arrays, _np(dep_ptr, np.int64),
+                         _np(dep_idx, np.int64), _np(rg_ptr, np.int64), _np(rg_blk, np.int64), region_names,
+                         ufblocks.total, len(fkeys), waits, participants, flops, cube_dtype, gm_read, gm_write,
+                         gm_io)
+
+    def add(self, programs: list, code: BlockCode) -> None:
+        """Append a block: its programs (numbered from the next index) encoded as `code`."""
+        base = self.n
+        core_base = len(self.cores)
+        self.cores.extend(str(prog) for prog in programs)
+        for prog, io in zip(programs, code.gm_io):
+            instrs = prog.instrs
+            self.streams.append([(base + i, _gm_key(instrs[j]), nbytes, read) for j, i, nbytes, read in io])
+        self.chunks.append((code, base, len(self.slots), self.n_regions, self.n_ufblocks, self.n_fkeys, core_base))
+        self.slots.extend((str(programs[pos]), pipe) for pos, pipe in code.slots)
+        self.n += code.n
+        self.n_regions += len(code.region_names)
+        self.n_ufblocks += code.n_flags
+        self.n_fkeys += code.n_fkeys
+        self.participants += code.participants
+        self.gm_read += code.gm_read
+        self.gm_write += code.gm_write
+        self.flops += code.flops
+        if code.cube_dtype is not None:
+            self.cube_dtype = code.cube_dtype
 
     def finish(self) -> Encoded:
-        n = self.n
-        occ, lat = np.frombuffer(self.occ, np.float64).copy(), np.frombuffer(self.lat, np.float64).copy()
-        gmb, l2b = np.frombuffer(self.gmb, np.float64).copy(), np.frombuffer(self.l2b, np.float64).copy()
+        parts: dict = {k: [] for k in (*_COLUMNS, "dep_ptr", "dep_idx", "rg_ptr", "rg_blk", "q_idx")}
+        q_len, waits, region_names = [], {}, []
+        n_deps = n_rgblk = 0
+        for code, base, slot0, rid0, blk0, fkey0, core0 in self.chunks:
+            a = code.arrays
+            parts["pipe_of"].append(a["pipe_of"] + slot0)
+            parts["uf_rid"].append(np.where(a["uf_rid"] >= 0, a["uf_rid"] + rid0, -1))
+            parts["fkey"].append(np.where((a["kind"] == 1) | (a["kind"] == 2), a["fkey"] + fkey0, 0))
+            parts["core_i"].append(a["core_i"] + core0)
+            for k in ("uf_wait", "uf_set", "kind", "occ", "lat", "gmb", "l2b", "pipe_i", "name_i", "loc_i"):
+                parts[k].append(a[k])
+            parts["dep_ptr"].append(code.dep_ptr[1:] + n_deps)
+            parts["dep_idx"].append(code.dep_idx + base)
+            n_deps += len(code.dep_idx)
+            parts["rg_ptr"].append(code.rg_ptr[1:] + n_rgblk)
+            parts["rg_blk"].append(code.rg_blk + blk0)
+            n_rgblk += len(code.rg_blk)
+            for q in code.queues:
+                parts["q_idx"].append(q + base)
+                q_len.append(len(q))
+            waits.update((base + i, text) for i, text in code.waits.items())
+            region_names += code.region_names
+        cat = {k: np.concatenate(v).astype(_COLUMNS.get(k, np.int64), copy=False) if v
+               else np.zeros(0, _COLUMNS.get(k, np.int64)) for k, v in parts.items()}
+        gmb, l2b, lat = cat["gmb"], cat["l2b"], cat["lat"]
         for i, hit in l2_hits(self.streams, self.chip.l2_bytes).items():   # re-reads served by L2
             gmb[i] -= hit
             l2b[i] += hit
             lat[i] += self.chip.l2_latency_cycles - self.chip.gm_latency_cycles
-        q_ptr = np.zeros(len(self.queues) + 1, np.int64)
-        for s, q in enumerate(self.queues):
-            q_ptr[s + 1] = q_ptr[s] + len(q)
-        q_idx = np.concatenate([np.frombuffer(q, np.int64) for q in self.queues]) if n else np.zeros(0, np.int64)
-
-        def arr(a, dt):
-            return np.frombuffer(a, dt).copy() if len(a) else np.zeros(0, dt)
-
-        arrays = dict(pipe_of=arr(self.pipe_of, np.int64), q_ptr=q_ptr, q_idx=q_idx,
-                      dep_ptr=arr(self.dep_ptr, np.int64), dep_idx=arr(self.dep_idx, np.int64),
-                      uf_rid=arr(self.uf_rid, np.int64), rg_ptr=arr(self.rg_ptr, np.int64),
-                      rg_blk=arr(self.rg_blk, np.int64),
-                      uf_wait=arr(self.uf_wait, np.int8), uf_set=arr(self.uf_set, np.int8),
-                      kind=arr(self.kind, np.int8), fkey=arr(self.fkey, np.int64), occ=occ, lat=lat,
-                      gm_bytes=gmb, l2_bytes=l2b)
-        return Encoded(arrays, self.blocks.total, len(self.fkeys), self.participants, self.slots, self.cores,
-                       list(self.names), [str(x) for x in self.locs], arr(self.core_i, np.int32),
-                       arr(self.pipe_i, np.int8), arr(self.name_i, np.int32), arr(self.loc_i, np.int32),
-                       self.waits, self.region_names, self.gm_read, self.gm_write, self.flops, self.cube_dtype)
+        q_ptr = np.zeros(len(q_len) + 1, np.int64)
+        np.cumsum(q_len, out=q_ptr[1:])
+        arrays = dict(pipe_of=cat["pipe_of"], q_ptr=q_ptr, q_idx=cat["q_idx"],
+                      dep_ptr=np.concatenate([np.zeros(1, np.int64), cat["dep_ptr"]]), dep_idx=cat["dep_idx"],
+                      uf_rid=cat["uf_rid"], rg_ptr=np.concatenate([np.zeros(1, np.int64), cat["rg_ptr"]]),
+                      rg_blk=cat["rg_blk"], uf_wait=cat["uf_wait"], uf_set=cat["uf_set"], kind=cat["kind"],
+                      fkey=cat["fkey"], occ=cat["occ"], lat=lat, gm_bytes=gmb, l2_bytes=l2b)
+        return Encoded(arrays, self.n_ufblocks, self.n_fkeys, self.participants, self.slots, self.cores,
+                       list(self.names), [str(x) for x in self.locs], cat["core_i"], cat["pipe_i"], cat["name_i"],
+                       cat["loc_i"], waits, region_names, self.gm_read, self.gm_write, self.flops, self.cube_dtype)
 
 
 def _wait_text(ins: Instr) -> str:

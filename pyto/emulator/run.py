@@ -1,10 +1,12 @@
-"""`pyto.run`: trace -> auto-sync -> schedule (sanitizer, data path, timing) -> Report.
+"""`pyto.run`: trace -> auto-sync and encode (shared by blocks traced alike) -> schedule (sanitizer,
+data path, timing) -> Report.
 
 This is the only module that chains the emulator's stages.
 """
 from __future__ import annotations
 
 import contextlib
+import gc
 from dataclasses import dataclass
 from typing import Optional
 
@@ -20,6 +22,7 @@ from . import crosscore
 from .datapath import EFFECTS
 from .memory import Memory
 from .sanitizer import Sanitizer
+from .blockcache import BlockCache
 from .encode import Encoder
 from .scheduler import schedule
 
@@ -81,29 +84,9 @@ def _check_params(kernel: Kernel, params: dict) -> None:
                               f"int, float or bool, got {type(v).__name__}")
 
 
-def trace(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, auto_sync: bool = True) -> list:
-    """Trace every (block, role) of the launch; return its programs with auto-sync filled in."""
-    launch = Launch(chip, blocks, tensors)
-    programs = []
-    for b in range(blocks):
-        programs.append(kernel.trace(Tracer(launch, b, Role.AIC), tensors, params))
-    if launch.uses_vector:
-        for b in range(blocks):
-            for role in (Role.AIV0, Role.AIV1):
-                programs.append(kernel.trace(Tracer(launch, b, role), tensors, params))
-        programs.sort(key=lambda p: p.id)
-    index = 0
-    for prog in programs:
-        for ins in prog.instrs:
-            ins.index = index
-            index += 1
-    crosscore.insert_all(programs, auto_sync)
-    return programs
-
-
-def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, auto_sync: bool = True):
+def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int):
     """Trace the launch one block at a time: yield each block's programs (AIC, and the two AIVs when
-    the kernel uses the vector side), auto-synced, with launch-wide instruction indices."""
+    the kernel uses the vector side), with launch-wide instruction indices."""
     launch = Launch(chip, blocks, tensors)
     index = 0
     vector = None
@@ -120,7 +103,6 @@ def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks
             for ins in prog.instrs:
                 ins.index = index
                 index += 1
-        crosscore.insert_all(progs, auto_sync)
         yield progs
 
 
@@ -158,15 +140,42 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
         check = _OPTIONS["check"] or mode == "full"
     if not check and mode == "full":
         raise KernelError("check=False is for mode='timing': full mode computes data in checked order")
-    chip = load_chip(chip)
+    with _gc_paused():
+        return _run(kernel, arrays, load_chip(chip), blocks, mode, auto_sync, check, params)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Tracing makes millions of small acyclic records; the cyclic collector, rescanning them at
+    every allocation threshold, would cost more than tracing itself. Reference counting frees them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _run(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, mode: str, auto_sync: bool, check: bool,
+         params: dict) -> Report:
     if not isinstance(blocks, int) or not 1 <= blocks <= chip.aic:
         raise UnsupportedError(f"blocks={blocks!r}: {chip.name} has {chip.aic} AI cores (blocks 1..{chip.aic})")
     _check_params(kernel, params)
     tensors = _gm_tensors(kernel, arrays, mode)
     enc = Encoder(chip)
+    cache = BlockCache()
     programs = []
-    for progs in trace_blocks(kernel, tensors, params, chip, blocks, auto_sync):
-        enc.add(progs)
+    for progs in trace_blocks(kernel, tensors, params, chip, blocks):
+        sig = cache.signature(progs)
+        code = cache.get(sig)
+        if code is None:
+            crosscore.insert_all(progs, auto_sync)
+            code = enc.encode(progs)
+            cache.put(sig, code)
+        elif check:
+            code.attach_deps(progs)    # the race checker follows each instruction's dependencies
+        enc.add(progs, code)
         if check:
             programs += progs
     encoded = enc.finish()

@@ -1,0 +1,97 @@
+"""Blocks traced alike share their auto-sync and encoding.
+
+The blocks of a launch mostly run the same code on different GM regions. Auto-sync and the encoding
+(encode.py) depend on a block's structure: each instruction's op, pipe, attributes, tiles and
+rectangles, the block's allocations and cross-core markers. They depend on GM positions only where
+two pipes of the block touch one tensor and one of them writes it, and there only on where those
+regions lie relative to each other (auto-sync asks whether they overlap or cover).
+`signature` is exactly that structure, so two blocks with equal signatures get the same
+dependencies and the same BlockCode; only their L2 regions are read from each block's own
+instructions (Encoder.add).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Optional
+
+from ..ir import GMTensor
+from .crosscore import cross_key
+from .encode import BlockCode
+
+_GM_POSITION = ("batch", "r0", "c0", "parts")   # attrs that say where in GM, not what
+
+
+def _attrs_key(attrs: dict) -> tuple:
+    if "batch" not in attrs:
+        return tuple(attrs.items())
+    key = tuple(kv for kv in attrs.items() if kv[0] not in _GM_POSITION)
+    parts = attrs.get("parts")
+    return key if parts is None else key + (tuple(rect for _, rect in parts),)
+
+
+def _relative(uses: list) -> tuple:
+    """GM uses moved so the first sits at batch 0, row 0, column 0: overlap and cover, all auto-sync
+    asks of them, do not change under a common shift."""
+    b0, (r0, _, c0, _) = uses[0][3], uses[0][4]
+    return tuple((pos, unit, write, batch - b0, (r[0] - r0, r[1] - r0, r[2] - c0, r[3] - c0))
+                 for pos, unit, write, batch, r in uses)
+
+
+class BlockCache:
+    """The BlockCodes of the last few distinct block signatures of one launch."""
+
+    def __init__(self, size: int = 4):
+        self.size = size
+        self._codes: OrderedDict = OrderedDict()
+        self._intern: dict = {}      # one tuple per distinct instruction key: signatures stay small
+
+    def signature(self, programs: list) -> Optional[tuple]:
+        """The block's structure (see the module docstring), or None if it cannot be keyed."""
+        intern = self._intern
+        stores: dict = {}
+        table: list = []
+        gm: dict = {}           # tensor uid -> [(instruction position, unit, write, batch, rect)]
+        body: list = []
+        for prog in programs:
+            body.append((prog.role, len(prog.instrs), tuple((p, cross_key(m)) for p, m in prog.markers)))
+            for ins in prog.instrs:
+                accs = []
+                for write, group in ((False, ins.srcs), (True, ins.dsts)):
+                    for acc in group:
+                        obj = acc.obj
+                        if isinstance(obj, GMTensor):
+                            gm.setdefault(obj.uid, []).append((len(body), (prog.role, ins.pipe), write, acc.batch,
+                                                               acc.rect))
+                            accs.append(obj.uid)
+                            continue
+                        sid = stores.get(id(obj))
+                        if sid is None:
+                            sid = stores[id(obj)] = len(table)
+                            table.append((obj.key, obj.program % 3, obj.buf, obj.shape, obj.padded, obj.dtype,
+                                          obj.name))
+                        accs.append((sid, acc.rect))
+                key = (ins.op, ins.pipe, ins.name, ins.loc, len(ins.srcs), tuple(accs), _attrs_key(ins.attrs))
+                body.append(intern.setdefault(key, key))
+        shared = tuple((uid, _relative(uses)) for uid, uses in gm.items()
+                       if any(u[2] for u in uses) and len({u[1] for u in uses}) > 1)
+        sig = (tuple(table), tuple(body), shared)
+        try:
+            hash(sig)
+        except TypeError:      # an attribute value that cannot be keyed: encode this block on its own
+            return None
+        return sig
+
+    def get(self, sig: Optional[tuple]) -> Optional[BlockCode]:
+        if sig is None:
+            return None
+        code = self._codes.get(sig)
+        if code is not None:
+            self._codes.move_to_end(sig)
+        return code
+
+    def put(self, sig: Optional[tuple], code: BlockCode) -> None:
+        if sig is None:
+            return
+        self._codes[sig] = code
+        while len(self._codes) > self.size:
+            self._codes.popitem(last=False)

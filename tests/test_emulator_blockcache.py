@@ -1,0 +1,149 @@
+"""Blocks traced alike share auto-sync and encoding (pyto/emulator/blockcache.py): a run with the
+cache must schedule every instruction exactly as a run that auto-syncs and encodes every block."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyto
+import pyto.language as pl
+from pyto.emulator.blockcache import BlockCache
+from kernels.examples.matmul_pingpong import matmul_pingpong
+from bmm_helpers import inputs, run_branch
+from test_vector import _two_stage_inputs, atomic_rows, split_k, two_stage
+
+
+_GET = BlockCache.get
+
+
+def _events(rep):
+    """Per instruction: (core, pipe, name, begin, end), in launch order."""
+    cores, pipes, names, _, core_i, pipe_i, name_i, _, begin, end = rep.events
+    return [(cores[c], pipes[p], names[n], b, e) for c, p, n, b, e in zip(core_i, pipe_i, name_i, begin, end)]
+
+
+def _both(run, monkeypatch, reuse=True):
+    """(result with the cache, result with every block encoded on its own); `reuse`: whether some
+    block must have reused another's encoding."""
+    hits = []
+
+    def counting_get(self, sig):
+        code = _GET(self, sig)
+        hits.append(code is not None)
+        return code
+
+    monkeypatch.setattr(BlockCache, "get", counting_get)
+    cached = run()
+    assert any(hits) == reuse, "no block reused another's encoding: the case does not exercise the cache"
+    monkeypatch.setattr(BlockCache, "get", lambda self, sig: None)
+    return cached, run()
+
+
+def _same(a, b):
+    (out_a, rep_a), (out_b, rep_b) = a, b
+    assert rep_a.cycles == rep_b.cycles
+    assert rep_a.gm_bytes == rep_b.gm_bytes and rep_a.l2_hit_bytes == rep_b.l2_hit_bytes
+    assert _events(rep_a) == _events(rep_b)
+    if out_a is not None:
+        np.testing.assert_array_equal(out_a, out_b)
+
+
+@pytest.mark.parametrize("mode", ["full", "timing"])
+def test_matmul_with_edge_blocks(mode, monkeypatch):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((264, 130)).astype(np.float16)   # 5 x 3 tiles, edge rows and K
+    b = rng.standard_normal((130, 192)).astype(np.float16)
+
+    def run():
+        out = np.zeros((264, 192), np.float16)
+        args = (a, b, out) if mode == "full" else [pyto.spec(x.shape, "fp16") for x in (a, b, out)]
+        rep = pyto.run(matmul_pingpong, *args, blocks=3, mode=mode, TM=64, TN=64, TK=32)
+        return (out if mode == "full" else None), rep
+
+    _same(*_both(run, monkeypatch))
+
+
+@pytest.mark.parametrize("branch, a_shape, b_shape, reuse", [
+    ("stream_k", (1, 64, 4096), (1, 4096, 64), True),    # blocks alike up to their workspace rows
+    ("special", (6, 40, 1), (6, 1, 72), True),            # K = 1: both AIVs write the output
+    ("iter_batch", (8, 64, 96), (8, 96, 80), True),
+    ("merge_batch", (16, 16, 64), (16, 64, 16), True),
+])
+def test_bmm_branches(branch, a_shape, b_shape, reuse, monkeypatch):
+    a, b, _ = inputs(a_shape, b_shape, "fp16", None, seed=3)
+
+    def run():
+        c, rep, _ = run_branch(a, b, branch=branch)
+        return c, rep
+
+    _same(*_both(run, monkeypatch, reuse))
+
+
+def test_cross_block_workspace_and_atomics(monkeypatch):
+    a, b, out = _two_stage_inputs(3)
+
+    def run_two_stage():
+        o = out.copy()
+        rep = pyto.run(two_stage, a, b, o, blocks=3, TM=32, SYNC=True, SHIFT=1)
+        return o, rep
+
+    _same(*_both(run_two_stage, monkeypatch))   # the AIVs read another block's workspace rows
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((8, 32, 64)).astype(np.float32)
+
+    def run_atomic():
+        o = np.zeros((32, 64), np.float32)
+        return o, pyto.run(atomic_rows, x, o, blocks=4, ATOMIC=True)
+
+    _same(*_both(run_atomic, monkeypatch))
+    a2 = rng.standard_normal((64, 256)).astype(np.float16)
+    b2 = rng.standard_normal((256, 64)).astype(np.float16)
+
+    def run_split_k():
+        o = np.zeros((64, 64), np.float32)
+        return o, pyto.run(split_k, a2, b2, o, blocks=4, KC=64)
+
+    _same(*_both(run_split_k, monkeypatch))
+
+
+def test_race_still_found_in_a_reused_block(monkeypatch):
+    """The race checker follows the dependencies a reused encoding gives each block."""
+    a, b, out = _two_stage_inputs(3)
+    with pytest.raises(pyto.errors.RaceError):
+        pyto.run(two_stage, a, b, out.copy(), blocks=3, TM=32, SYNC=False, SHIFT=1)
+
+
+@pl.kernel
+def store_then_reload(a, b, out, *, TM: int):
+    """Block i stores a @ b at rows 2i TM of out and reads back rows (2i + i % 2) TM: its own store
+    for even i (auto-sync orders the read after it), a region no one writes for odd i (no wait)."""
+    K, N = a.shape[1], b.shape[1]
+    a_l1 = pl.alloc(pl.L1, [TM, K], a.dtype)
+    b_l1 = pl.alloc(pl.L1, [K, N], a.dtype)
+    a_l0a = pl.alloc(pl.L0A, [TM, K], a.dtype)
+    b_l0b = pl.alloc(pl.L0B, [K, N], a.dtype)
+    c_l0c = pl.alloc(pl.L0C, [TM, N], pl.fp32)
+    r_l1 = pl.alloc(pl.L1, [TM, N], out.dtype)
+    with pl.section_cube():
+        i = pl.block_idx()
+        pl.load(a_l1, a, [0, 0])
+        pl.load(b_l1, b, [0, 0])
+        pl.load(a_l0a, a_l1)
+        pl.load(b_l0b, b_l1)
+        pl.matmul(c_l0c, a_l0a, b_l0b)
+        pl.store(out, c_l0c, [2 * i * TM, 0])
+        pl.load(r_l1, out, [(2 * i + i % 2) * TM, 0])
+
+
+def test_blocks_differing_only_in_gm_overlap_are_not_shared(monkeypatch):
+    """Where one pipe reads what another wrote in GM, the overlap is part of the block's structure."""
+    specs = (pyto.spec((32, 64), "fp16"), pyto.spec((64, 32), "fp16"), pyto.spec((8 * 32, 32), "fp16"))
+
+    def run():
+        with pyto.run_options(check=False):
+            return None, pyto.run(store_then_reload, *specs, blocks=4, mode="timing", TM=32)
+
+    cached, plain = _both(run, monkeypatch)
+    _same(cached, plain)
+    begin = {core: b for core, pipe, name, b, _ in _events(plain[1]) if pipe == "MTE2" and b > 0}
+    assert begin["block 0 AIC"] > begin["block 1 AIC"], "the even block's read-back waits for its store"
