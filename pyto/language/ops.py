@@ -10,6 +10,10 @@ from .tile import Tile
 from .trace import caller_loc, current
 
 
+_L1, _LOAD, _MTE1, _AIC = Buf.L1, Op.LOAD, Pipe.MTE1, Role.AIC
+_L1_TO_L0 = {Buf.L0A: (("L1", "L0A"), "L1->L0A"), Buf.L0B: (("L1", "L0B"), "L1->L0B")}
+
+
 def _need_tile(x, what: str, bufs: tuple, loc: Loc) -> Tile:
     if not isinstance(x, Tile):
         raise ShapeError(f"{loc}: {what} must be a tile in {'/'.join(b.name for b in bufs)}, got {x!r}")
@@ -110,8 +114,22 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
     nd_num equal parts along `nd_axis` (0: stacked rows, 1: side by side) and part j receives the
     matrix of batch (offsets' batch + j), at the same row/column offsets.
     """
-    current()   # outside a @pl.kernel: KernelError before anything else
+    tr = current()   # outside a @pl.kernel: KernelError before anything else
     loc = caller_loc()
+    if type(dst) is Tile and type(src) is Tile and offsets is None and nd_num == 1:
+        # the K loop's L1 -> L0A/L0B load, all its checks in one go (the general path below says
+        # which one fails)
+        s, d = src.store, dst.store
+        path = _L1_TO_L0.get(d.buf) if s.buf is _L1 else None
+        if path is not None and s.dtype is d.dtype and path[1] in tr.chip.paths:
+            r0, r1, c0, c1 = src.rect
+            q0, q1, p0, p1 = dst.rect
+            if (r1 - r0, c1 - c0) == ((p1 - p0, q1 - q0) if transpose else (q1 - q0, p1 - p0)):
+                attrs = {"transpose": bool(transpose), "bytes": (r1 - r0) * (c1 - c0) * s.dtype.itemsize,
+                         "path": path[0]}
+                tr.emit(Instr(_LOAD, _MTE1, (Access(s, src.rect),), (Access(d, dst.rect),), attrs, loc,
+                              name="pl.load"), _AIC)
+                return
     _need_tile(dst, "pl.load destination", (Buf.L1, Buf.UB, Buf.L0A, Buf.L0B, Buf.BT), loc)
     if isinstance(src, GMTensor):
         if dst.buffer not in (Buf.L1, Buf.UB):
