@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RaceError
-from ..ir import Access, GMTensor, Instr, Pipe, Role, TileStore, rect_covers, rects_overlap
+from ..ir import Access, GMTensor, Instr, Pipe, Role, TileStore, rect_covers
 
 _AIC = {Pipe.MTE2: 0, Pipe.MTE1: 1, Pipe.M: 2, Pipe.FIX: 3, Pipe.S: 4}
 _AIV = {Pipe.MTE2: 0, Pipe.V: 1, Pipe.MTE3: 2, Pipe.S: 3}
@@ -52,41 +52,52 @@ class Sanitizer:
                 if s[2] > self.epoch[b, t]:
                     self.epoch[b, t] = s[2]
         vc[t] += 1
+        clocks, ep = vc.tolist(), int(self.epoch[b, t])
         for acc in ins.srcs:
-            self._access(ins, acc, False, b, t, vc)
-        atomic = ins.attrs.get("atomic") == "add"
-        for acc in ins.dsts:
-            self._access(ins, acc, True, b, t, vc, atomic)
+            self._access(ins, acc, False, b, t, clocks, ep, False)
+        if ins.dsts:
+            atomic = ins.attrs.get("atomic") == "add"
+            for acc in ins.dsts:
+                self._access(ins, acc, True, b, t, clocks, ep, atomic)
         if keep:
-            self.snap[ins.index] = (b, vc.copy(), self.epoch[b, t])
+            self.snap[ins.index] = (b, vc.copy(), ep)
 
     def pass_barrier(self, ins: Instr, n: int) -> None:
         """Every core reached sync_all `ins`: its thread (and all who wait on it) enter phase `n`."""
         self.epoch[ins.core // 3, thread_of(ins)] = n
 
-    def _access(self, ins: Instr, acc: Access, write: bool, b: int, t: int, vc, atomic: bool = False) -> None:
+    def _access(self, ins: Instr, acc: Access, write: bool, b: int, t: int, clocks: list, ep: int,
+                atomic: bool) -> None:
+        """Check one access against the object's history (clocks: this thread's vector clock, ep: its
+        sync_all phase), then record it; entries it covers, and so orders every later access after,
+        are dropped."""
         obj = acc.obj
         if isinstance(obj, GMTensor) and id(obj) not in self.tracked_gm:
             return
-        hist = self.history.setdefault(id(obj), [])
-        ep = self.epoch[b, t]
+        hist = self.history.get(id(obj))
+        if hist is None:
+            hist = self.history[id(obj)] = []
         rect, batch = acc.rect, acc.batch
+        r0, r1, c0, c1 = rect
+        covers = False
         for e in hist:
-            erect, ebatch, eb, et, eclock, eep, ewrite, eatomic, eins = e
-            if not (write or ewrite) or ebatch != batch or not rects_overlap(erect, rect):
+            erect, ebatch, eb, et, eclock, eep, ewrite, eatomic, _ = e
+            if ebatch != batch:
                 continue
-            if atomic and eatomic:
-                continue
-            ordered = (eb == b and eclock <= vc[et]) or eep != ep   # a sync_all between orders any two
-            if not ordered:
+            e0, e1, f0, f1 = erect
+            if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (atomic and eatomic)
+                    and not ((eb == b and eclock <= clocks[et]) or eep != ep)):  # a sync_all between orders any two
                 self._report(obj, acc, e, ins, write)
-        if write:
-            if any(e[1] == batch and rect_covers(rect, e[0]) for e in hist):
+            if (not covers and r0 <= e0 and e1 <= r1 and c0 <= f0 and f1 <= c1
+                    and (write or (eb == b and et == t and not ewrite))):
+                covers = True
+        if covers:
+            if write:
                 hist[:] = [e for e in hist if not (e[1] == batch and rect_covers(rect, e[0]))]
-        elif any(e[2] == b and e[3] == t and not e[6] and e[1] == batch and rect_covers(rect, e[0]) for e in hist):
-            hist[:] = [e for e in hist if not (e[2] == b and e[3] == t and not e[6] and e[1] == batch
-                                               and rect_covers(rect, e[0]))]
-        hist.append((rect, batch, b, t, int(vc[t]), ep, write, atomic, ins))
+            else:
+                hist[:] = [e for e in hist if not (e[2] == b and e[3] == t and not e[6] and e[1] == batch
+                                                   and rect_covers(rect, e[0]))]
+        hist.append((rect, batch, b, t, clocks[t], ep, write, atomic, ins))
 
     @staticmethod
     def _report(obj, acc: Access, e: tuple, ins: Instr, write: bool) -> None:
