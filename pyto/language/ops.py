@@ -10,7 +10,8 @@ from .tile import Tile
 from .trace import caller_loc, current
 
 
-_L1, _LOAD, _MTE1, _AIC = Buf.L1, Op.LOAD, Pipe.MTE1, Role.AIC
+_L1, _LOAD, _MTE1, _MTE2, _AIC = Buf.L1, Op.LOAD, Pipe.MTE1, Pipe.MTE2, Role.AIC
+_GM_TO = {Buf.L1: (("GM", "L1"), "GM->L1", Role.AIC), Buf.UB: (("GM", "UB"), "GM->UB", Role.AIV0)}
 _L1_TO_L0 = {Buf.L0A: (("L1", "L0A"), "L1->L0A"), Buf.L0B: (("L1", "L0B"), "L1->L0B")}
 
 
@@ -130,6 +131,19 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
                 tr.emit(Instr(_LOAD, _MTE1, (Access(s, src.rect),), (Access(d, dst.rect),), attrs, loc,
                               name="pl.load"), _AIC)
                 return
+    if type(dst) is Tile and type(src) is GMTensor and nd_num == 1:
+        # one GM matrix into L1 or UB: the general path below without the nd_num split
+        d = dst.store
+        to = _GM_TO.get(d.buf)
+        if to is not None and src.dtype is d.dtype and to[1] in tr.chip.paths:
+            q0, q1, p0, p1 = dst.rect
+            acc, batch, r0, c0, vr, vc = _gm_region(src, [0] * src.ndim if offsets is None else offsets,
+                                                    q1 - q0, p1 - p0, transpose, loc)
+            burst, nburst = _bursts(src, vr, vc)
+            attrs = {"batch": batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
+                     "bytes": vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst, "path": to[0]}
+            tr.emit(Instr(_LOAD, _MTE2, (acc,), (Access(d, dst.rect),), attrs, loc, name="pl.load"), to[2])
+            return
     _need_tile(dst, "pl.load destination", (Buf.L1, Buf.UB, Buf.L0A, Buf.L0B, Buf.BT), loc)
     if isinstance(src, GMTensor):
         if dst.buffer not in (Buf.L1, Buf.UB):
