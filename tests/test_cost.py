@@ -5,7 +5,8 @@ import pytest
 
 import pyto
 from kernels.bmm import legal_branches, plan
-from kernels.bmm.cost import _MODELS, TERMS, _Work, estimate, region, roofline_us
+from kernels.bmm.cost import _MODELS, estimate, roofline_us
+from kernels.bmm.cost_pipes import TERMS, _Work, region
 from kernels.bmm.planner import parse_problem
 
 P950, A2 = "ascend950pr", "atlas-a2"

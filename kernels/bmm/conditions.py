@@ -153,7 +153,7 @@ def special_checks(p: Problem, chip: Chip) -> BranchCheck:
 
 
 def to_matmul_checks(p: Problem, chip: Chip) -> BranchCheck:
-    """ToMatmul: BatchA = 1 or BatchB = 1; the fold itself is chosen by the tiling (tilings.to_matmul)."""
+    """ToMatmul: BatchA = 1 or BatchB = 1; the fold itself is chosen by the tiling (tiling_asw.to_matmul_tiling)."""
     l1 = chip.buffers["L1"]
     a_bytes = p.Mp * p.Kp * p.isz
     cs = [Check("ToMatmul 1", f"BatchA = {p.batch_a}, BatchB = {p.batch_b}: BatchA = 1 or BatchB = 1",

@@ -18,7 +18,7 @@ Readings of seeds/000 where it is ambiguous (details in the functions named):
   same T_total model picks it; the seed's entry conditions and decision order are never overridden by it.
 - StreamK grid_K is the largest power of two <= blocksPerBatch meeting both inequalities: they only get
   harder as grid_K grows, so "the smallest" would always be 2, while the seed's table (6.8K -> 2,
-  27K -> 4, 108K -> 8) needs the largest (tilings.stream_tiling).
+  27K -> 4, 108K -> 8) needs the largest (tiling_streamk_special.stream_tiling).
 - ASW_Basic condition 1 is evaluated at the smallest tile 16 x 16 (the most blocks), so it is exactly the
   negation of StreamK condition 1.
 - An empty output (B*M*N = 0) is Special ("empty"). Overlaps (MergeBatch/IterBatch, ToMatmul/BMM,
@@ -40,8 +40,10 @@ from pyto.errors import PlanError, ShapeError
 from .conditions import (BRANCHES, SEED_NAMES, BranchCheck, Problem, asw_checks, iter_checks, iter_l1,
                          merge_checks, special_checks, stream_checks, to_matmul_checks)
 from .cost import Estimate, estimate, roofline_us
-from .tilings import (Tiling, asw_tiling, check_fits, field_docs, iter_tiling, merge_tiling,
-                      special_tiling, stream_tiling, to_matmul_folds, to_matmul_tiling)
+from .tiling_asw import asw_tiling, to_matmul_folds, to_matmul_tiling
+from .tiling_batch import iter_tiling, merge_tiling
+from .tiling_streamk_special import special_tiling, stream_tiling
+from .tilings import Tiling, check_fits, field_docs
 
 SUPPORTED = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
 REDUCE_MODES = ("workspace", "atomic")

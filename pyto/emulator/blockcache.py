@@ -43,23 +43,30 @@ class BlockCache:
     def __init__(self, size: int = 4):
         self.size = size
         self._codes: OrderedDict = OrderedDict()
-        self._intern: dict = {}      # one tuple per distinct instruction key: signatures stay small
+        self._intern: dict = {}      # instruction key -> a small int: signatures are tuples of ints
 
     def signature(self, programs: list) -> Optional[tuple]:
         """The block's structure (see the module docstring), or None if it cannot be keyed."""
+        try:
+            return self._signature(programs)
+        except TypeError:      # an attribute value that cannot be keyed: encode this block on its own
+            return None
+
+    def _signature(self, programs: list) -> tuple:
         intern = self._intern
         stores: dict = {}
         table: list = []
         gm: dict = {}           # tensor uid -> [(instruction position, unit, write, batch, rect)]
         body: list = []
         for prog in programs:
-            body.append((prog.role, len(prog.instrs), tuple((p, cross_key(m)) for p, m in prog.markers)))
+            body.append(intern.setdefault((prog.role, len(prog.instrs),
+                                           tuple((p, cross_key(m)) for p, m in prog.markers)), len(intern)))
             for ins in prog.instrs:
                 accs = []
                 for write, group in ((False, ins.srcs), (True, ins.dsts)):
                     for acc in group:
                         obj = acc.obj
-                        if isinstance(obj, GMTensor):
+                        if type(obj) is GMTensor:
                             gm.setdefault(obj.uid, []).append((len(body), (prog.role, ins.pipe), write, acc.batch,
                                                                acc.rect))
                             accs.append(obj.uid)
@@ -69,16 +76,14 @@ class BlockCache:
                             sid = stores[id(obj)] = len(table)
                             table.append((obj.key, obj.program % 3, obj.buf, obj.shape, obj.padded, obj.dtype,
                                           obj.name))
-                        accs.append((sid, acc.rect))
+                        accs.append(sid)
+                        accs.append(acc.rect)
                 key = (ins.op, ins.pipe, ins.name, ins.loc, len(ins.srcs), tuple(accs), _attrs_key(ins.attrs))
-                body.append(intern.setdefault(key, key))
+                body.append(intern.setdefault(key, len(intern)))
         shared = tuple((uid, _relative(uses)) for uid, uses in gm.items()
                        if any(u[2] for u in uses) and len({u[1] for u in uses}) > 1)
         sig = (tuple(table), tuple(body), shared)
-        try:
-            hash(sig)
-        except TypeError:      # an attribute value that cannot be keyed: encode this block on its own
-            return None
+        hash(sig)
         return sig
 
     def get(self, sig: Optional[tuple]) -> Optional[BlockCode]:
