@@ -167,7 +167,7 @@ def _run(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, mode: str, auto
     cache = BlockCache()
     programs = []
     for progs in trace_blocks(kernel, tensors, params, chip, blocks):
-        sig = cache.signature(progs)
+        sig = cache.signature(progs) if blocks > 1 else None   # one block: nothing to share with
         code = cache.get(sig)
         if code is None:
             crosscore.insert_all(progs, auto_sync)
