@@ -1,0 +1,79 @@
+"""The ASW_Basic and ToMatmul cost models: each core walks its base tiles (A or B held in L1 on a full load)."""
+from __future__ import annotations
+
+from pyto.chip import Chip
+
+from .conditions import Problem, align_up, cdiv
+from .cost_pipes import _Work, a_region, b_region
+from .cost_tile import _Tile, _acc_tile, _bias, _biggest, _finish_tiles, _tiles
+from .tilings import AswTiling, ToMatmulTiling
+
+
+def _reuse(p: Problem, t: AswTiling) -> tuple[float, float]:
+    """How many tiles read each region of A and of B (the same rectangle: an L2 hit after the first)."""
+    per_b = t.batch
+    ra = t.tiles_n * (per_b / p.batch_a if p.batch_a < per_b else 1)
+    rb = t.tiles_m * (per_b / p.batch_b if p.batch_b < per_b else 1)
+    return max(1.0, ra), max(1.0, rb)
+
+
+def _asw(t: AswTiling, p: Problem, chip: Chip, *, pieces: int | None = None) -> _Work:
+    """ASW_Basic / ToMatmul / matmul: each core walks its base tiles (asw_walk + block.accumulate); A (or B)
+    held in L1 when full_load; streamed slices in l1_pieces_for pieces."""
+    from .asw_basic import l1_pieces_for, params_of
+    w = _Work(p, chip, t.cores_used)
+    pieces = l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, p.dtype, chip) if pieces is None else pieces
+    hold_a, hold_b = t.full_load == "A", t.full_load == "B"
+    classes = _tiles(t.m, t.n, t.base_m, t.base_n)
+    n_tiles = sum(c for *_, c in classes)
+    ra, rb = _reuse(p, t)
+    in_flight = min(t.batch, cdiv(t.cores_used, t.tiles_m * t.tiles_n))
+    live = in_flight * (cdiv(t.tiles_m, t.l2_tiles_m) * t.base_m + cdiv(t.tiles_n, t.l2_tiles_n) * t.base_n) * t.k * p.isz
+    fits = live <= chip.l2_bytes
+    # L2 share of the streamed bytes: all but the first read of each region
+    fa = (1 - 1 / ra) if fits else 0.0
+    fb = (1 - 1 / rb) if fits else 0.0
+    tiles = []
+    for r, c, cnt in classes:
+        tl = _acc_tile(w, r, c, t.k, base_m=t.base_m, base_n=t.base_n, base_k=t.base_k, k_l1=t.k_l1,
+                       pieces=pieces, stream_a=not hold_a, stream_b=not hold_b)
+        tiles.append((tl, cnt))
+    avg = _Tile()
+    for tl, cnt in tiles:
+        avg.add(tl, cnt / n_tiles)
+    tot_a = t.batch * sum(tl.a_bytes * cnt for tl, cnt in tiles)
+    tot_b = t.batch * sum(tl.b_bytes * cnt for tl, cnt in tiles)
+    per = t.tasks_per_core
+    w.traffic(tot_a / ra, tot_a, live)
+    w.traffic(tot_b / rb, tot_b, live)
+    w.bytes_in(per * (avg.a_bytes + avg.b_bytes), per * (fa * avg.a_bytes + fb * avg.b_bytes))
+    held = 0.0
+    if hold_a or hold_b:
+        rows = align_up(t.m, t.base_m) if hold_a else align_up(t.n, t.base_n)
+        k_pad = align_up(t.k, t.base_k)
+        hb = a_region(chip, p, min(rows, p.M), min(k_pad, p.K)) if hold_a else b_region(chip, p, min(k_pad, p.K),
+                                                                                      min(rows, p.N))
+        holds = 1 if (p.batch_a == 1 if hold_a else p.batch_b == 1) else per
+        held = w.xfer(hb)
+        w.cyc["MTE2"] += holds * held
+        w.traffic(hb, holds * t.cores_used * hb, hb)
+        w.bytes_in(holds * hb, (holds - 1) * hb)
+        if holds == 1:
+            # every core loads the same slab at the start, before its first tile: one core's read from GM, the
+            # others' from L2, all at once -- a phase of its own ahead of the tile stream
+            w.first_phase = max(held, hb / chip.gm_bytes_per_cycle, (t.cores_used - 1) * hb / chip.l2_bytes_per_cycle)
+            w.first_port, w.first_gm, w.first_l2 = held, hb, (t.cores_used - 1) * hb
+        w.head = max(held, w.first_phase) + w.lat() + chip.flag_latency_cycles + tiles[0][0].first_l0
+    big = _biggest(tiles)
+    _finish_tiles(w, per, big, big, chip.flag_latency_cycles)
+    stages = params_of(t, p, chip, bias=p.bias)["STAGES"]
+    w.ring(per * big.steps, per * big.xfers, per * (big.a_bytes + big.b_bytes), per * big.cons, stages)
+    w.gm_write += t.batch * sum(tl.store * cnt for tl, cnt in tiles)     # charged: short rows cost the burst minimum
+    _bias(w, p, per, t.base_n)
+    return w
+
+
+def _to_matmul(t: ToMatmulTiling, p: Problem, chip: Chip) -> _Work:
+    """The folded matmul: every fold runs an ASW tile walk (the view for plain / fold_m, the batched walk with
+    A broadcast otherwise); fold_n is run as the broadcast problem, so no rearrangement pass is paid."""
+    return _asw(t.matmul, p, chip)

@@ -1,0 +1,196 @@
+"""The cost model's machinery: Estimate (each pipe's critical-path time), the charged bytes of a GM region,
+and _Work, the busiest core's pipe cycles and the chip-wide GM/L2 channels that finish() turns into an Estimate."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyto.chip import Chip
+
+from .conditions import ACC_BYTES, FRACTAL, Problem, cdiv
+
+TERMS = ("MMAD", "MTE2", "MTE1", "FIXPIPE", "REDUCE", "VECTOR", "MTE3")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Each pipe's critical-path time in microseconds, T_total = the largest, and the work behind them."""
+
+    t_mmad: float
+    t_mte2: float
+    t_mte1: float
+    t_fixpipe: float
+    t_reduce: float
+    t_vector: float
+    t_mte3: float
+    t_total: float
+    bottleneck: str      # one of TERMS
+    flops: int           # 2*B*M*N*K
+    bytes: int           # compulsory bytes: inputs once, output once
+    gm_bytes: int        # GM traffic the plan causes (charged reads that miss L2 + writes)
+    l2_bytes: int        # charged reads served by L2
+    cores_used: int
+    t_mte2_pipe: float = 0.0  # the busiest core's own MTE2 transfer time, without the chip-wide channels
+
+    def terms(self) -> dict[str, float]:
+        return dict(zip(TERMS, (self.t_mmad, self.t_mte2, self.t_mte1, self.t_fixpipe, self.t_reduce,
+                                self.t_vector, self.t_mte3)))
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"T_{k}={v:.3f}" for k, v in self.terms().items() if v > 0)
+        return (f"T_total = {self.t_total:.3f} us (bottleneck {self.bottleneck}; {parts} us); "
+                f"{self.flops} FLOP, GM traffic {self.gm_bytes} B (compulsory {self.bytes} B), L2 hits "
+                f"{self.l2_bytes} B, {self.cores_used} cores")
+
+
+# ---- charged bytes of a GM region (pl.load / pl.store: ops._bursts, timing.burst_bytes) ------------------
+def region(chip: Chip, rows: float, cols: float, row_len: int, isz: int) -> float:
+    """Charged bytes of rows x cols elements of a tensor whose rows hold row_len elements."""
+    if rows <= 0 or cols <= 0:
+        return 0.0
+    if cols >= row_len:
+        return max(rows * cols * isz, chip.burst_min_bytes)
+    return rows * max(cols * isz, chip.burst_min_bytes)
+
+
+def a_region(chip: Chip, p: Problem, r: float, kc: float) -> float:
+    """A rows r (of M) x K columns kc, as stored: [.., M, K] (ND) or [.., K, M] (DN)."""
+    return region(chip, kc, r, p.M, p.isz) if p.transpose_a else region(chip, r, kc, p.K, p.isz)
+
+
+def b_region(chip: Chip, p: Problem, kc: float, c: float) -> float:
+    """B K rows kc x columns c (of N), as stored: [.., K, N] (ND) or [.., N, K] (DN)."""
+    return region(chip, c, kc, p.K, p.isz) if p.transpose_b else region(chip, kc, c, p.N, p.isz)
+
+
+class _Work:
+    """The busiest core's pipes (busy cycles), the chip-wide channel bytes, and the pipeline's fill/drain."""
+
+    def __init__(self, p: Problem, chip: Chip, cores: int, write_pipe: str = "FIXPIPE"):
+        self.p, self.chip, self.cores, self.write_pipe = p, chip, max(1, cores), write_pipe
+        self.cyc = dict.fromkeys(TERMS, 0.0)
+        self.gm_read = self.gm_write = self.l2_read = 0.0
+        self.core_gm = self.core_l2 = 0.0   # the busiest core's own charged bytes from GM / from L2
+        self.head = 0.0                     # cycles before the cube can start (first pieces in, first MTE1)
+        self.tail_load = 0.0                # cycles after the last transfer in until the end
+        self.tail_mmad = 0.0                # cycles after the last MMAD until the end
+        self.tail_fix = 0.0                 # cycles after the last store leaves Fixpipe
+        self.serial = 0.0                   # cycles of a phase after a barrier (StreamK's reduction)
+        # rings of L1 slots: a slot is refilled only after the cube has read it, so each pass around a ring of
+        # `stages` slots costs (transfer + latency + the cube's time on it + two sync edges) / stages per slot
+        self.rings: list[tuple[float, float, float, float, int]] = []   # (slots, xfers, bytes, cube, stages)
+        self.l0c_ring = 0.0                 # the cube's time bound by L0C slots waiting for Fixpipe (see l0c)
+        self.phased = 0.0                   # the channels' time when every core walks the same phases at once
+        self.first_phase = self.first_port = 0.0   # a load every core makes first, alone (an L1 full load)
+        self.first_gm = self.first_l2 = 0.0        # its chip-wide GM and L2 bytes (out of the channel terms)
+        self.tail_store = 0.0               # the last tile's (group's) Fixpipe cycles, inside tail_load
+
+    # -- costs of single instructions (cycles) --
+    def share(self, l2: bool = False) -> float:
+        """Bytes per cycle one core gets when every core moves data at once."""
+        chan = self.chip.l2_bytes_per_cycle if l2 else self.chip.gm_bytes_per_cycle
+        return chan / self.cores
+
+    def xfer(self, charged: float, src: str = "GM", dst: str = "L1") -> float:
+        """Pipe cycles of one GM transfer of `charged` bytes on its own: setup + bytes at the path's rate (the
+        chip-wide channels are booked separately, see finish)."""
+        return self.chip.dma_setup_cycles + charged / self.chip.path(src, dst).bytes_per_cycle
+
+    def lat(self, src: str = "GM", dst: str = "L1", l2: bool = False) -> float:
+        """Completion latency of a GM transfer after it leaves its pipe."""
+        far = self.chip.l2_latency_cycles if l2 else self.chip.gm_latency_cycles
+        return self.chip.path(src, dst).latency + far
+
+    def mmad_cycles(self, m: int, n: int, k: int) -> float:
+        cps = self.chip.cube_cycles_per_step[self.p.dtype.name]
+        return cdiv(m, FRACTAL) * cdiv(n, FRACTAL) * cdiv(k, self.p.k0) * cps + self.chip.mmad_head_cycles
+
+    def mte1_cycles(self, a_bytes: float, b_bytes: float) -> float:
+        return a_bytes / self.chip.path("L1", "L0A").bytes_per_cycle + b_bytes / self.chip.path("L1", "L0B").bytes_per_cycle
+
+    def vec_cycles(self, elems: float) -> float:
+        return self.chip.vector_head_cycles + elems * ACC_BYTES / self.chip.vector_bytes_per_cycle
+
+    # -- accumulation (kept for direct use) --
+    def mmad(self, count: float, m: int, n: int, k: int, bk: int) -> None:
+        """count tiles of m x n accumulated over k in MMADs of depth bk."""
+        if k <= 0 or count <= 0:
+            return
+        full, tail = divmod(k, bk)
+        self.cyc["MMAD"] += count * (full * self.mmad_cycles(m, n, bk) + (self.mmad_cycles(m, n, tail) if tail else 0))
+
+    def load(self, count: float, rows: float, row_bytes: float, gm_frac: float = 1.0, dst: str = "L1") -> None:
+        """count GM -> L1 (or UB) transfers of `rows` rows of `row_bytes` each (not full width)."""
+        charged = rows * max(row_bytes, self.chip.burst_min_bytes)
+        self.cyc["MTE2"] += count * self.xfer(charged, "GM", dst)
+
+    def ring(self, slots: float, xfers: float, charged: float, cube: float, stages: int) -> None:
+        """A ring of `stages` L1 slots filled `slots` times on the busiest core: `xfers` transfers of `charged`
+        bytes in all, the cube busy `cube` cycles on them."""
+        if slots > 0:
+            self.rings.append((slots, xfers, charged, cube, max(1, stages)))
+
+    def l0c(self, tiles: float, mmad: float, fix: float, stages: int, unit_flag: bool) -> None:
+        """L0C slots: a tile's first MMAD into a slot waits for the previous tile's Fixpipe there -- until it
+        has left the pipe with unit_flag, until its write has landed (its latency too) with software sync."""
+        if tiles <= stages:
+            return
+        wait = 0.0 if unit_flag else self.lat("L0C", "GM")
+        per = (mmad + fix + wait + 2 * self.chip.flag_latency_cycles) / max(1, stages)
+        self.l0c_ring = max(self.l0c_ring, tiles * per)
+
+    def bytes_in(self, charged: float, hit: float) -> None:
+        """The busiest core's charged read bytes, `hit` of them from L2."""
+        self.core_gm += charged - hit
+        self.core_l2 += hit
+
+    def traffic(self, unique: float, total: float, live: float) -> float:
+        """Book chip-wide reads of one operand: the first read of each region from GM, repeats from L2 when
+        the live set fits L2. Returns the fraction of the reads served by GM."""
+        total = max(total, unique)
+        if live <= self.chip.l2_bytes:
+            self.gm_read += unique
+            self.l2_read += total - unique
+            return unique / total if total else 1.0
+        self.gm_read += total
+        return 1.0
+
+    def finish(self) -> Estimate:
+        p, chip, c = self.p, self.chip, self.cyc
+        us = 1e6 / chip.clock_hz
+        gm_chan = (self.gm_read + self.gm_write - self.first_gm) / chip.gm_bytes_per_cycle
+        l2_chan = (self.l2_read - self.first_l2) / chip.l2_bytes_per_cycle
+        mte2_pipe = c["MTE2"]
+        t = dict.fromkeys(TERMS, 0.0)
+        if c["MMAD"] > 0 or mte2_pipe > 0:
+            # the core's own transfers vs the chip-wide GM and L2 channels all cores share
+            # (the GM channel's reads here; reads and writes together below: the last stores are in it)
+            load = self.first_phase + max(mte2_pipe - self.first_port, l2_chan, self.phased,
+                                          (self.gm_read - self.first_gm) / chip.gm_bytes_per_cycle)
+            core = self.core_gm + self.core_l2
+            if self.rings and core > 0:
+                rate = min(chip.path("GM", "L1").bytes_per_cycle, core / max(load, 1.0))
+                hit = self.core_l2 / core
+                lat = hit * self.lat(l2=True) + (1 - hit) * self.lat()
+                for slots, xfers, charged, cube, stages in self.rings:
+                    per = (xfers * chip.dma_setup_cycles + charged / rate + slots * (lat + 2 * chip.flag_latency_cycles)
+                           + cube) / stages
+                    load = max(load, per)
+            t["MTE2"] = load + self.tail_load
+            if self.gm_read >= self.gm_write:
+                # the whole GM channel, its last stores included: after the last read, the last piece's latency
+                # and compute, then the stores' own latency (their channel time is in gm_chan)
+                t["MTE2"] = max(t["MTE2"], self.first_phase + gm_chan + self.tail_load - self.tail_store)
+            t["MMAD"] = self.head + max(c["MMAD"], self.l0c_ring) + self.tail_mmad if c["MMAD"] else 0.0
+            t["MTE1"] = self.head + c["MTE1"] + self.tail_mmad if c["MTE1"] else 0.0
+        fix = c["FIXPIPE"] if self.write_pipe == "FIXPIPE" else c["MTE3"]
+        write = max(fix, gm_chan if self.gm_read < self.gm_write else 0.0)
+        t[self.write_pipe] = self.head + write + self.tail_fix if write else 0.0
+        t["VECTOR"] = self.head + c["VECTOR"] + self.tail_fix if c["VECTOR"] else 0.0
+        if self.serial:
+            cube = max(t.values())
+            t["REDUCE"] = cube + self.serial
+        t = {k: v * us for k, v in t.items()}
+        bottleneck = max(TERMS, key=lambda k: t[k])
+        return Estimate(t["MMAD"], t["MTE2"], t["MTE1"], t["FIXPIPE"], t["REDUCE"], t["VECTOR"], t["MTE3"],
+                        t[bottleneck], bottleneck, p.flops, p.compulsory_bytes,
+                        round(self.gm_read + self.gm_write), round(self.l2_read), self.cores, mte2_pipe * us)

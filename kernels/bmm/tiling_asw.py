@@ -1,0 +1,178 @@
+"""ASW_Basic and ToMatmul tilings: the 2-D base-tile walk (base tiles, L1 full load, L2 blocks, swizzle
+window) and the batch folds ToMatmul runs it on."""
+from __future__ import annotations
+
+from pyto.chip import Chip
+from pyto.errors import PlanError
+
+from .conditions import ACC_BYTES, Problem, align_up, asw_window, cdiv
+from .cost import estimate
+from .tiling_cube import cube_candidates
+from .tilings import AswTiling, ToMatmulTiling
+
+FULL_LOAD_ROUNDS = 4  # seed ASW 5: the other side loops >= 4 rounds per core before a side is held in L1
+TILE_TIE = 0.01       # base tiles whose estimates differ by less than this are ranked by padding, then size
+
+
+# ---- ASW_Basic ----------------------------------------------------------------------------------------
+
+def _l2_tiles(m: int, n: int, k: int, bm: int, bn: int, p: Problem, chip: Chip) -> tuple[int, int]:
+    """mL2TileNum x nL2TileNum: fewest L2 blocks whose A rows + B columns fit L2, ties to the smaller tail."""
+    tm, tn, isz, l2 = cdiv(m, bm), cdiv(n, bn), p.isz, chip.l2_bytes
+    if (m * k + k * n) * isz <= l2:
+        return 1, 1
+    best, best_key = (tm, tn), None
+    for ml2 in range(1, tm + 1):
+        rest = l2 - cdiv(tm, ml2) * bm * k * isz
+        cols = rest // (k * bn * isz) if rest > 0 else 0
+        if cols < 1:
+            continue
+        nl2 = cdiv(tn, min(cols, tn))
+        key = (ml2 * nl2, ml2 * cdiv(tm, ml2) - tm + nl2 * cdiv(tn, nl2) - tn)
+        if best_key is None or key < best_key:
+            best, best_key = (ml2, nl2), key
+    return best
+
+
+def _asw_of(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, tiles: tuple, full_load: str,
+            notes: tuple = ()) -> AswTiling:
+    bm, bn, bk, k_l1, nbuf = tiles
+    C = chip.aic
+    tm, tn = cdiv(m, bm), cdiv(n, bn)
+    tasks = batch * tm * tn
+    ml2, nl2 = _l2_tiles(m, n, k, bm, bn, p, chip)
+    split = tuple(d for d, c in (("B", batch), ("M", tm), ("N", tn)) if c > 1)
+    bres = "".join(s for s, on in (("A", p.broadcast in ("a", "cross")), ("B", p.broadcast in ("b", "cross")))
+                   if on)
+    return AswTiling(batch, m, n, k, bm, bn, bk, k_l1, nbuf, 2, 2, tm, tn, tasks, cdiv(tasks, min(tasks, C)),
+                     min(tasks, C), split, asw_window(chip), ml2, nl2, full_load, bres, notes)
+
+
+def _asw_tiles(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, full_load: str) -> tuple:
+    """The base tiles of an ASW tile walk: of every tile shape that fits (cube_candidates), the one the cost
+    model (cost.estimate, the same model the planner arbitrates with) finds fastest; ties to less padding,
+    then the larger tile. The seed's ASW 4 leaves the choice to the balance of cube and move time."""
+    cands = cube_candidates(m, n, k, batch, p, chip, cores=chip.aic, a_in_l1=full_load == "A",
+                            b_in_l1=full_load == "B", held_twice=bool(full_load))
+    timed = [(estimate(p, _asw_of(p, chip, batch, m, n, k, tiles, full_load), chip).t_total, pad, area, tiles)
+             for (_, pad, area), tiles in cands]
+    fastest = min(x[0] for x in timed)
+    # within the model's resolution (TILE_TIE of the fastest) the tiles that pad least, then the largest, win:
+    # what the seed asks of ASW 4 besides the cube/move balance ("优先整除 M、N 减少尾块")
+    return min((x for x in timed if x[0] <= fastest * (1 + TILE_TIE)), key=lambda x: (x[1], x[2], x[0]))[3]
+
+
+def asw_tiling(p: Problem, chip: Chip, *, batch: int | None = None, m: int | None = None, n: int | None = None,
+               full_load: str | None = None) -> AswTiling:
+    """ASW_Basic tiling of `batch` x [m, K] @ [K, n] (defaults: the problem's own); full_load None = decide."""
+    batch, m, n, k = p.batch if batch is None else batch, p.M if m is None else m, p.N if n is None else n, p.K
+    C, isz, notes = chip.aic, p.isz, []
+    bm, bn, bk, k_l1, nbuf = _asw_tiles(p, chip, batch, m, n, k, "")
+    tasks = batch * cdiv(m, bm) * cdiv(n, bn)
+    notes.append(f"base tiles {bm}x{bn}x{bk}: 2*{bm}*{bn}*4B = {2 * bm * bn * ACC_BYTES} B <= L0C "
+                 f"{chip.buffers['L0C']} B, 2*{bm}*{bk}*{isz} <= L0A, 2*{bk}*{bn}*{isz} <= L0B; "
+                 f"P = {batch}*{cdiv(m, bm)}*{cdiv(n, bn)} = {tasks} tiles for C = {C}")
+    if full_load is None:
+        full_load = ""
+        for side, rows, shared in (("A", m, p.batch_a == 1), ("B", n, p.batch_b == 1)):
+            whole = align_up(rows, p.mn_align) * align_up(k, p.k_align) * isz
+            base = bm if side == "A" else bn
+            rounds = cdiv(tasks, C)
+            if shared and batch > 1 and align_up(rows, p.mn_align) <= base and 2 * whole <= chip.buffers["L1"] \
+                    and rounds >= FULL_LOAD_ROUNDS and not full_load:
+                full_load = side
+                notes.append(f"L1 full load of {side}: no batch, {rows} rows fit one base tile, 2*{whole} B <= "
+                             f"L1, {rounds} >= {FULL_LOAD_ROUNDS} rounds per core")
+    if full_load:
+        whole = (align_up(m if full_load == "A" else n, p.mn_align)) * align_up(k, p.k_align) * isz
+        if whole > chip.buffers["L1"]:
+            raise PlanError(f"full load of {full_load}: {whole} B > L1 {chip.buffers['L1']} B")
+        bm, bn, bk, k_l1, nbuf = _asw_tiles(p, chip, batch, m, n, k, full_load)
+    tm, tn = cdiv(m, bm), cdiv(n, bn)
+    tasks = batch * tm * tn
+    ml2, nl2 = _l2_tiles(m, n, k, bm, bn, p, chip)
+    ws = (m * k + k * n) * isz
+    notes.append(f"L2: one batch's A + B = {ws} B {'<=' if ml2 * nl2 == 1 else '>'} L2 {chip.l2_bytes} B -> "
+                 f"mL2TileNum x nL2TileNum = {ml2} x {nl2}" + (" (diagonal core assignment per block)"
+                                                               if ml2 * nl2 > 1 else ""))
+    split = tuple(d for d, c in (("B", batch), ("M", tm), ("N", tn)) if c > 1)
+    shared = [f"{'B[K,N]' if d == 'M' else 'A[M,K]'} shared by {tm if d == 'M' else tn} tiles"
+              for d in split if d in "MN"]
+    notes.append(f"split {'x'.join(split) or 'nothing'}" + (": " + ", ".join(shared) + " (repeats hit L2)"
+                                                            if shared else ""))
+    bres = "".join(s for s, on in (("A", p.broadcast in ("a", "cross")), ("B", p.broadcast in ("b", "cross")))
+                   if on)
+    return AswTiling(batch, m, n, k, bm, bn, bk, k_l1, nbuf, 2, 2, tm, tn, tasks, cdiv(tasks, min(tasks, C)),
+                     min(tasks, C), split, asw_window(chip), ml2, nl2, full_load, bres, tuple(notes))
+
+
+# ---- ToMatmul -----------------------------------------------------------------------------------------
+
+def to_matmul_folds(p: Problem) -> tuple[str, ...]:
+    """The folds seeds/000 offers for this problem, in order of preference."""
+    if p.batch_a == 1 and p.batch_b == 1:
+        return ("plain",)
+    if p.batch_b == 1:
+        return ("fold_m",)
+    if p.batch_a == 1:
+        return ("a_resident", "fold_n")
+    return ()
+
+
+def to_matmul_tiling(p: Problem, chip: Chip, fold: str) -> ToMatmulTiling:
+    """One fold's tiling: the folded matmul shape, its rearrangement traffic and an ASW-style 2-D tiling."""
+    B, M, N, K, isz = p.batch, p.M, p.N, p.K, p.isz
+    if fold == "plain":
+        mm = (1, M, N, 0, 0, "no batch: a plain matmul")
+    elif fold == "fold_m":
+        mm = (1, B * M, N, 2 * B * M * K * isz if p.transpose_a else 0, 0,
+              "BatchB = 1: A [B, M, K] viewed as [B*M, K]" + (" after rewriting DN A as ND" if p.transpose_a else ""))
+    elif fold == "a_resident":
+        if p.Mp * p.Kp * isz > chip.buffers["L1"]:
+            raise PlanError(f"to_matmul a_resident: M̄K̄*dtype = {p.Mp * p.Kp * isz} B > L1 {chip.buffers['L1']} B")
+        mm = (B, M, N, 0, 0, "BatchA = 1, M̄K̄*dtype <= L1: A held in every core's L1, cores share B's batches")
+    elif fold == "fold_n":
+        # the seed folds B to [K, B*N] (a transpose pass) and scatters the [M, B*N] output; the kernel runs the
+        # broadcast problem instead (to_matmul.py), the same result without either pass: its tiles are those of
+        # B batches of [M, K] @ [K, N], and the passes' bytes are recorded as what the fold would have moved
+        mm = (B, M, N, 0 if p.transpose_b else 2 * B * K * N * isz, 2 * B * M * N * p.out_isz,
+              "BatchA = 1: B [B, K, N] folded to [K, B*N]" + (" (DN B is already [B*N, K])" if p.transpose_b
+                                                               else " by a transpose pass")
+              + ", output [M, B*N] scattered to [B, M, N]; run as the broadcast problem (A's batch broadcast to "
+              "B, A re-read through L2), which moves neither")
+    else:
+        raise PlanError(f"unknown fold {fold!r}")
+    batch, m, n, rearr, scat, how = mm
+    asw = asw_tiling(p, chip, batch=batch, m=m, n=n, full_load="")
+    notes = [how]
+    if fold == "a_resident":
+        # seeds/000 prefers A held in every core's L1 (it fits twice, beside B's double buffer): taken when it
+        # reads less than streaming -- each core's tiles would stream tasks_per_core * base_m rows of A, more
+        # than A's M rows -- and is not slower by T_total beyond TILE_TIE (a held slab lands whole before the
+        # first tile, all cores reading it at once; with one tile per core, or M split into tiles, each core
+        # streaming just its rows reads less).
+        whole = align_up(M, p.mn_align) * align_up(K, p.k_align) * isz
+        streamed = asw.tasks_per_core * min(asw.base_m, M)
+        held, why = None, ""
+        if 2 * whole > chip.buffers["L1"]:
+            why = f"2*{whole} B > L1"
+        elif streamed <= M:
+            why = f"{asw.tasks_per_core} tiles per core stream {streamed} <= M = {M} rows of A"
+        else:
+            try:
+                held = asw_tiling(p, chip, batch=batch, m=m, n=n, full_load="A")
+            except PlanError:           # no base tile leaves the padded slab within half of L1
+                why = "no base tile keeps A's slab, padded to whole tiles, within half of L1"
+            if held is not None:
+                wrap = lambda a: ToMatmulTiling(fold, batch, m, n, K, rearr, scat, a)  # noqa: E731
+                t_held, t_str = estimate(p, wrap(held), chip).t_total, estimate(p, wrap(asw), chip).t_total
+                if t_held > t_str * (1 + TILE_TIE):     # within the model's resolution the seed's preference holds
+                    why = f"holding A is slower by T_total ({t_held:.3f} vs {t_str:.3f} us streamed)"
+                    held = None
+        if held is not None:
+            asw = held
+            notes.append(f"A held in L1: 2*{whole} B <= L1 and {asw.tasks_per_core} tiles per core would stream "
+                         f"{streamed} > M = {M} rows of A")
+        else:
+            notes.append(f"A not held ({why}): each core streams its tiles' rows of A, shared through L2")
+    return ToMatmulTiling(fold, batch, m, n, K, rearr, scat, asw, tuple(notes))
