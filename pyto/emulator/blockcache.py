@@ -21,12 +21,11 @@ from .encode import BlockCode
 _GM_POSITION = ("batch", "r0", "c0", "parts")   # attrs that say where in GM, not what
 
 
-def _attrs_key(attrs: dict) -> tuple:
-    if "batch" not in attrs:
-        return tuple(attrs.items())
-    key = tuple(kv for kv in attrs.items() if kv[0] not in _GM_POSITION)
+def _gm_attrs(attrs: dict) -> list:
+    """A GM transfer's attributes without its GM position (nd_num parts keep their tile rectangles)."""
+    key = [kv for kv in attrs.items() if kv[0] not in _GM_POSITION]
     parts = attrs.get("parts")
-    return key if parts is None else key + (tuple(rect for _, rect in parts),)
+    return key if parts is None else key + [tuple(rect for _, rect in parts)]
 
 
 def _relative(uses: list) -> tuple:
@@ -58,27 +57,38 @@ class BlockCache:
         table: list = []
         gm: dict = {}           # tensor uid -> [(instruction position, unit, write, batch, rect)]
         body: list = []
+
+        def table_id(store) -> int:
+            stores[id(store)] = len(table)
+            table.append((store.key, store.program % 3, store.buf, store.shape, store.padded, store.dtype, store.name))
+            return stores[id(store)]
+
         for prog in programs:
             body.append(intern.setdefault((prog.role, len(prog.instrs),
                                            tuple((p, cross_key(m)) for p, m in prog.markers)), len(intern)))
             for ins in prog.instrs:
-                accs = []
-                for write, group in ((False, ins.srcs), (True, ins.dsts)):
-                    for acc in group:
-                        obj = acc.obj
-                        if type(obj) is GMTensor:
-                            gm.setdefault(obj.uid, []).append((len(body), (prog.role, ins.pipe), write, acc.batch,
-                                                               acc.rect))
-                            accs.append(obj.uid)
-                            continue
+                a = ins.attrs
+                key = [ins.op, ins.pipe, ins.name, ins.loc, len(ins.srcs), len(ins.dsts)]
+                for acc in ins.srcs:
+                    obj = acc.obj
+                    if type(obj) is GMTensor:
+                        gm.setdefault(obj.uid, []).append((len(body), (prog.role, ins.pipe), False, acc.batch,
+                                                           acc.rect))
+                        key.append(obj.uid)
+                    else:
                         sid = stores.get(id(obj))
-                        if sid is None:
-                            sid = stores[id(obj)] = len(table)
-                            table.append((obj.key, obj.program % 3, obj.buf, obj.shape, obj.padded, obj.dtype,
-                                          obj.name))
-                        accs.append(sid)
-                        accs.append(acc.rect)
-                key = (ins.op, ins.pipe, ins.name, ins.loc, len(ins.srcs), tuple(accs), _attrs_key(ins.attrs))
+                        key += (table_id(obj) if sid is None else sid, acc.rect)
+                for acc in ins.dsts:
+                    obj = acc.obj
+                    if type(obj) is GMTensor:
+                        gm.setdefault(obj.uid, []).append((len(body), (prog.role, ins.pipe), True, acc.batch,
+                                                           acc.rect))
+                        key.append(obj.uid)
+                    else:
+                        sid = stores.get(id(obj))
+                        key += (table_id(obj) if sid is None else sid, acc.rect)
+                key += a.items() if "batch" not in a else _gm_attrs(a)
+                key = tuple(key)
                 body.append(intern.setdefault(key, len(intern)))
         shared = tuple((uid, _relative(uses)) for uid, uses in gm.items()
                        if any(u[2] for u in uses) and len({u[1] for u in uses}) > 1)
