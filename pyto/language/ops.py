@@ -43,16 +43,20 @@ def _check_phase(phase, cls, loc: Loc, op: str):
 
 def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc: Loc):
     """Validate offsets into `gm`; return (Access, batch index, r0, c0, valid rows, valid cols) in GM coords."""
-    if not isinstance(offsets, (list, tuple)) or len(offsets) != gm.ndim or gm.ndim < 2:
-        raise ShapeError(f"{loc}: offsets into {gm!r} need {gm.ndim} ints, got {offsets!r}")
-    if not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets):
-        raise KernelError(f"{loc}: offsets must be Python ints, got {offsets!r}")
-    batch = 0
-    for o, d in zip(offsets[:-2], gm.shape[:-2]):
-        if not 0 <= o < d:
-            raise OutOfBoundsError(f"{loc}: batch offset {o} outside {gm!r}")
-        batch = batch * d + o
-    r0, c0 = offsets[-2], offsets[-1]
+    if len(gm.shape) == 2 and type(offsets) in (list, tuple) and len(offsets) == 2 \
+            and type(offsets[0]) is int and type(offsets[1]) is int:
+        batch, (r0, c0) = 0, offsets      # a matrix: the checks below, in one go
+    else:
+        if not isinstance(offsets, (list, tuple)) or len(offsets) != gm.ndim or gm.ndim < 2:
+            raise ShapeError(f"{loc}: offsets into {gm!r} need {gm.ndim} ints, got {offsets!r}")
+        if not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets):
+            raise KernelError(f"{loc}: offsets must be Python ints, got {offsets!r}")
+        batch = 0
+        for o, d in zip(offsets[:-2], gm.shape[:-2]):
+            if not 0 <= o < d:
+                raise OutOfBoundsError(f"{loc}: batch offset {o} outside {gm!r}")
+            batch = batch * d + o
+        r0, c0 = offsets[-2], offsets[-1]
     gr, gc = (cols, rows) if transpose else (rows, cols)
     R, C = gm.shape[-2], gm.shape[-1]
     if not (0 <= r0 < R and 0 <= c0 < C):
