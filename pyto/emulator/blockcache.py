@@ -28,12 +28,23 @@ def _gm_attrs(attrs: dict) -> list:
     return key if parts is None else key + [tuple(rect for _, rect in parts)]
 
 
-def _relative(uses: list) -> tuple:
-    """GM uses moved so the first sits at batch 0, row 0, column 0: overlap and cover, all auto-sync
+def _shared(gm: list) -> tuple:
+    """The GM uses of tensors that one unit (role, pipe) of the block writes and another touches, each
+    tensor's moved so its first use sits at batch 0, row 0, column 0: overlap and cover, all auto-sync
     asks of them, do not change under a common shift."""
-    b0, (r0, _, c0, _) = uses[0][3], uses[0][4]
-    return tuple((pos, unit, write, batch - b0, (r[0] - r0, r[1] - r0, r[2] - c0, r[3] - c0))
-                 for pos, unit, write, batch, r in uses)
+    by: dict = {}
+    for use in gm:
+        by.setdefault(use[0], []).append(use)
+    out = []
+    for uid, uses in by.items():
+        if not any(u[4] for u in uses) or len({(u[2], u[3]) for u in uses}) < 2:
+            continue
+        first = uses[0][5]
+        b0, r0, c0 = first.batch, first.rect[0], first.rect[2]
+        out.append((uid, tuple((pos, role, pipe, write, a.batch - b0,
+                                (a.rect[0] - r0, a.rect[1] - r0, a.rect[2] - c0, a.rect[3] - c0))
+                               for _, pos, role, pipe, write, a in uses)))
+    return tuple(out)
 
 
 class BlockCache:
@@ -55,7 +66,7 @@ class BlockCache:
         intern = self._intern
         stores: dict = {}
         table: list = []
-        gm: dict = {}           # tensor uid -> [(instruction position, unit, write, batch, rect)]
+        gm: list = []           # GM uses: (tensor uid, instruction position, role, pipe, write, access)
         body: list = []
 
         def table_id(store) -> int:
@@ -72,8 +83,7 @@ class BlockCache:
                 for acc in ins.srcs:
                     obj = acc.obj
                     if type(obj) is GMTensor:
-                        gm.setdefault(obj.uid, []).append((len(body), (prog.role, ins.pipe), False, acc.batch,
-                                                           acc.rect))
+                        gm.append((obj.uid, len(body), prog.role, ins.pipe, False, acc))
                         key.append(obj.uid)
                     else:
                         sid = stores.get(id(obj))
@@ -81,8 +91,7 @@ class BlockCache:
                 for acc in ins.dsts:
                     obj = acc.obj
                     if type(obj) is GMTensor:
-                        gm.setdefault(obj.uid, []).append((len(body), (prog.role, ins.pipe), True, acc.batch,
-                                                           acc.rect))
+                        gm.append((obj.uid, len(body), prog.role, ins.pipe, True, acc))
                         key.append(obj.uid)
                     else:
                         sid = stores.get(id(obj))
@@ -90,9 +99,7 @@ class BlockCache:
                 key += a.items() if "batch" not in a else _gm_attrs(a)
                 key = tuple(key)
                 body.append(intern.setdefault(key, len(intern)))
-        shared = tuple((uid, _relative(uses)) for uid, uses in gm.items()
-                       if any(u[2] for u in uses) and len({u[1] for u in uses}) > 1)
-        sig = (tuple(table), tuple(body), shared)
+        sig = (tuple(table), tuple(body), _shared(gm))
         hash(sig)
         return sig
 
