@@ -10,7 +10,8 @@ from .tile import Tile
 from .trace import caller_loc, current
 
 
-_L1, _LOAD, _MTE1, _MTE2, _AIC = Buf.L1, Op.LOAD, Pipe.MTE1, Pipe.MTE2, Role.AIC
+_L1, _L0A, _L0B, _L0C = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C
+_LOAD, _MTE1, _MTE2, _AIC = Op.LOAD, Pipe.MTE1, Pipe.MTE2, Role.AIC
 _GM_TO = {Buf.L1: (("GM", "L1"), "GM->L1", Role.AIC), Buf.UB: (("GM", "UB"), "GM->UB", Role.AIV0)}
 _L1_TO_L0 = {Buf.L0A: (("L1", "L0A"), "L1->L0A"), Buf.L0B: (("L1", "L0B"), "L1->L0B")}
 
@@ -278,9 +279,9 @@ def move(dst: Tile, src: Tile, *, acc_to_vec_mode: Optional[AccToVecMode] = None
 
 
 def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, accumulate: bool, loc: Loc) -> None:
-    _need_tile(dst, f"{name} destination", (Buf.L0C,), loc)
-    _need_tile(a, f"{name} left operand", (Buf.L0A,), loc)
-    _need_tile(b, f"{name} right operand", (Buf.L0B,), loc)
+    for x, what, buf in ((dst, "destination", _L0C), (a, "left operand", _L0A), (b, "right operand", _L0B)):
+        if type(x) is not Tile or x.store.buf is not buf:
+            _need_tile(x, f"{name} {what}", (buf,), loc)
     _check_phase(phase, AccPhase, loc, name)
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2 or dst.shape != (m, n):
