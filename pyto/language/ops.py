@@ -50,8 +50,9 @@ def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc
     else:
         if not isinstance(offsets, (list, tuple)) or len(offsets) != gm.ndim or gm.ndim < 2:
             raise ShapeError(f"{loc}: offsets into {gm!r} need {gm.ndim} ints, got {offsets!r}")
-        if not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets):
-            raise KernelError(f"{loc}: offsets must be Python ints, got {offsets!r}")
+        for o in offsets:
+            if type(o) is not int and (not isinstance(o, int) or isinstance(o, bool)):
+                raise KernelError(f"{loc}: offsets must be Python ints, got {offsets!r}")
         batch = 0
         for o, d in zip(offsets[:-2], gm.shape[:-2]):
             if not 0 <= o < d:
