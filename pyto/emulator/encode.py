@@ -15,7 +15,8 @@ from .l2 import l2_hits
 from .timing import burst_bytes, cost
 
 _KIND = {Op.SET_FLAG: 1, Op.WAIT_FLAG: 2, Op.SYNC_ALL: 3}
-# per-instruction columns of a BlockCode and their types (gmb, l2b: GM and L2 channel bytes)
+# per-instruction columns of a BlockCode, in the order encode() builds each row, and their types
+# (gmb, l2b: GM and L2 channel bytes)
 _COLUMNS = dict(pipe_of=np.int64, uf_rid=np.int64, uf_wait=np.int8, uf_set=np.int8, kind=np.int8, fkey=np.int64,
                 occ=np.float64, lat=np.float64, gmb=np.float64, l2b=np.float64, core_i=np.int32, pipe_i=np.int8,
                 name_i=np.int32, loc_i=np.int32)
@@ -51,23 +52,45 @@ def unit_flag_access(ins: Instr):
     return ins.srcs[0], 1, 0 if phase is STPhase.Final else -1
 
 
-class _Blocks:
-    """Global ids of the 512-byte unit_flag blocks of L0C views (Nz: a 16x16 fp32 fractal is 1 KB)."""
+class _UnitFlagRegions:
+    """The unit_flag regions of one block's phased instructions (each a distinct L0C view) and the
+    512-byte unit_flag blocks each covers (Nz: a 16x16 fp32 fractal is 1 KB), numbered from 0."""
 
     def __init__(self, block_bytes: int):
-        self.block_bytes, self.base, self.total = block_bytes, {}, 0
+        self.block_bytes, self.total = block_bytes, 0
+        self.base: dict = {}      # store id -> (its first block id, the store: kept alive so ids stay unique)
+        self.ids: dict = {}       # (store id, rect) -> region id
+        self.ptr, self.blocks, self.names = [0], [], []
 
-    def of(self, acc) -> np.ndarray:
+    def of(self, ins: Instr) -> tuple:
+        """(region id, value awaited, value set) of a phased instruction; (-1, -1, -1) otherwise."""
+        uf = unit_flag_access(ins)
+        if uf is None:
+            return _NO_UNIT_FLAG
+        acc = uf[0]
+        rid = self.ids.get((id(acc.obj), acc.rect))
+        if rid is None:
+            rid = self.ids[(id(acc.obj), acc.rect)] = len(self.names)
+            self.blocks.extend(self._blocks(acc).tolist())
+            self.ptr.append(len(self.blocks))
+            r0, r1, c0, c1 = acc.rect
+            self.names.append(f"L0C tile '{acc.obj.name}'[{r0}:{r1}, {c0}:{c1}]")
+        return rid, uf[1], uf[2]
+
+    def _blocks(self, acc) -> np.ndarray:
         store, (r0, r1, c0, c1) = acc.obj, acc.rect
         rows1 = store.padded[0] // 16
         per = 16 * 16 * store.dtype.itemsize // self.block_bytes
         if id(store) not in self.base:
-            self.base[id(store)] = (self.total, store)   # keep the store alive: ids must stay unique
+            self.base[id(store)] = (self.total, store)
             self.total += rows1 * (store.padded[1] // 16) * per
         fr = np.arange(r0 // 16, -(-r1 // 16))
         fc = np.arange(c0 // 16, -(-c1 // 16))
         frac = (fc[:, None] * rows1 + fr[None, :]).ravel()
         return self.base[id(store)][0] + (frac[:, None] * per + np.arange(per)[None, :]).ravel()
+
+
+_NO_UNIT_FLAG = (-1, -1, -1)
 
 
 @dataclass
@@ -158,19 +181,17 @@ class Encoder:
     def encode(self, programs: list) -> BlockCode:
         """The block's BlockCode; its instructions must be numbered from the encoder's next index."""
         n0 = self.n
-        ufblocks = _Blocks(self.chip.unit_flag_block_bytes)
+        uf = _UnitFlagRegions(self.chip.unit_flag_block_bytes)
         slot_of: dict = {}
-        slots, queues = [], []
-        cols: dict = {k: [] for k in _COLUMNS}
-        dep_ptr, dep_idx, rg_ptr, rg_blk = [0], [], [0], []
-        regions: dict = {}
-        region_names: list = []
+        slots, queues, rows = [], [], []
+        dep_ptr, dep_idx = [0], []
         fkeys: dict = {}
         waits: dict = {}
         gm_io: list = []
         participants = 0
         flops = gm_read = gm_write = 0.0
         cube_dtype = None
+        names, locs, chip = self.names, self.locs, self.chip
         i = 0
         for pos, prog in enumerate(programs):
             check_flag_pairs(prog)
@@ -178,65 +199,43 @@ class Encoder:
             io = []
             for j, ins in enumerate(prog.instrs):
                 assert ins.index == n0 + i, "instructions must be encoded in index order"
-                slot = slot_of.get((pos, ins.pipe))
+                op, pipe = ins.op, ins.pipe
+                slot = slot_of.get((pos, pipe))
                 if slot is None:
-                    slot = slot_of[(pos, ins.pipe)] = len(slots)
-                    slots.append((pos, ins.pipe))
+                    slot = slot_of[(pos, pipe)] = len(slots)
+                    slots.append((pos, pipe))
                     queues.append([])
-                cols["pipe_of"].append(slot)
                 queues[slot].append(i)
                 dep_idx.extend(d.index - n0 for d in ins.deps)
                 dep_ptr.append(len(dep_idx))
-                uf = unit_flag_access(ins)
-                if uf is not None:
-                    acc = uf[0]
-                    rid = regions.get((id(acc.obj), acc.rect))
-                    if rid is None:
-                        rid = regions[(id(acc.obj), acc.rect)] = len(region_names)
-                        rg_blk.extend(ufblocks.of(acc).tolist())
-                        rg_ptr.append(len(rg_blk))
-                        r0, r1, c0, c1 = acc.rect
-                        region_names.append(f"L0C tile '{acc.obj.name}'[{r0}:{r1}, {c0}:{c1}]")
-                    cols["uf_rid"].append(rid)
-                    cols["uf_wait"].append(uf[1])
-                    cols["uf_set"].append(uf[2])
-                else:
-                    cols["uf_rid"].append(-1)
-                    cols["uf_wait"].append(-1)
-                    cols["uf_set"].append(-1)
-                k = _KIND.get(ins.op, 0)
-                cols["kind"].append(k)
-                cols["fkey"].append(fkeys.setdefault((pos, ins.attrs["key"]), len(fkeys)) if k in (1, 2) else 0)
-                if ins.op is Op.MMAD:
+                k = _KIND.get(op, 0)
+                fkey = fkeys.setdefault((pos, ins.attrs["key"]), len(fkeys)) if k == 1 or k == 2 else 0
+                if k >= 2:
+                    waits[i] = _wait_text(ins)
+                if op is Op.MMAD:
                     flops += 2.0 * ins.attrs["m"] * ins.attrs["n"] * ins.attrs["k"]
                     cube_dtype = ins.attrs["dtype"]
-                c = cost(self.chip, ins)
-                cols["occ"].append(c.occ)
-                cols["lat"].append(c.lat)
-                cols["gmb"].append(c.gm_bytes)
-                cols["l2b"].append(c.l2_bytes)
-                if ins.op in (Op.LOAD, Op.STORE):
+                elif op is Op.LOAD or op is Op.STORE:
                     gm = [True for acc in ins.srcs if isinstance(acc.obj, GMTensor)]
                     gm += [False for acc in ins.dsts if isinstance(acc.obj, GMTensor)]
                     if gm:
-                        nbytes = burst_bytes(self.chip, ins.attrs)
+                        nbytes = burst_bytes(chip, ins.attrs)
                         io.append((j, i, nbytes, gm[0]))
                         if gm[0]:
                             gm_read += nbytes
                         else:
                             gm_write += nbytes
-                cols["core_i"].append(pos)
-                cols["pipe_i"].append(int(ins.pipe))
-                cols["name_i"].append(self.names.setdefault(ins.name, len(self.names)))
-                cols["loc_i"].append(self.locs.setdefault(ins.loc, len(self.locs)))
-                if k in (2, 3):
-                    waits[i] = _wait_text(ins)
+                c = cost(chip, ins)
+                rows.append((slot, *uf.of(ins), k, fkey, c.occ, c.lat, c.gm_bytes, c.l2_bytes,
+                             pos, int(pipe), names.setdefault(ins.name, len(names)),
+                             locs.setdefault(ins.loc, len(locs))))
                 i += 1
             gm_io.append(io)
-        arrays = {k: _np(v, _COLUMNS[k]) for k, v in cols.items()}
+        cols = list(zip(*rows)) if rows else [()] * len(_COLUMNS)
+        arrays = {name: _np(col, dt) for (name, dt), col in zip(_COLUMNS.items(), cols)}
         return BlockCode(i, slots, [_np(q, np.int64) for q in queues], arrays, _np(dep_ptr, np.int64),
-                         _np(dep_idx, np.int64), _np(rg_ptr, np.int64), _np(rg_blk, np.int64), region_names,
-                         ufblocks.total, len(fkeys), waits, participants, flops, cube_dtype, gm_read, gm_write,
+                         _np(dep_idx, np.int64), _np(uf.ptr, np.int64), _np(uf.blocks, np.int64), uf.names,
+                         uf.total, len(fkeys), waits, participants, flops, cube_dtype, gm_read, gm_write,
                          gm_io)
 
     def add(self, programs: list, code: BlockCode) -> None:
