@@ -147,3 +147,68 @@ def test_blocks_differing_only_in_gm_overlap_are_not_shared(monkeypatch):
     _same(cached, plain)
     begin = {core: b for core, pipe, name, b, _ in _events(plain[1]) if pipe == "MTE2" and b > 0}
     assert begin["block 0 AIC"] > begin["block 1 AIC"], "the even block's read-back waits for its store"
+
+
+# ---- the race check of blocks alike (pyto/emulator/replay.py) ----------------------------------------
+EXPECTED = {"pingpong": "ok", "two_stage_sync": "ok", "two_stage_race": "RaceError", "atomic": "ok",
+            "plain_store_race": "RaceError", "split_k": "ok", "store_then_reload": "ok"}
+
+
+def _verdict(fn):
+    try:
+        return "ok", fn()
+    except pyto.errors.PytoError as e:
+        return type(e).__name__, None
+
+
+@pytest.mark.parametrize("case", ["pingpong", "two_stage_sync", "two_stage_race", "atomic", "plain_store_race",
+                                  "split_k", "store_then_reload"])
+def test_followers_get_the_verdict_of_checking_every_block(case, monkeypatch):
+    """A block that borrows its leader's clocks is judged as if checked in full: same verdict, same data."""
+    rng = np.random.default_rng(4)
+    a16 = rng.standard_normal((64, 256)).astype(np.float16)
+    b16 = rng.standard_normal((256, 64)).astype(np.float16)
+    ta, tb, tout = _two_stage_inputs(3)
+    x = rng.standard_normal((8, 32, 64)).astype(np.float32)
+    runs = {
+        "pingpong": lambda o: pyto.run(matmul_pingpong, a16, b16, o, blocks=4, TM=32, TN=32, TK=64),
+        "two_stage_sync": lambda o: pyto.run(two_stage, ta, tb, o, blocks=3, TM=32, SYNC=True, SHIFT=1),
+        "two_stage_race": lambda o: pyto.run(two_stage, ta, tb, o, blocks=3, TM=32, SYNC=False, SHIFT=1),
+        "atomic": lambda o: pyto.run(atomic_rows, x, o, blocks=4, ATOMIC=True),
+        "plain_store_race": lambda o: pyto.run(atomic_rows, x, o, blocks=4, ATOMIC=False),
+        "split_k": lambda o: pyto.run(split_k, a16, b16, o, blocks=4, KC=64),
+        "store_then_reload": lambda o: pyto.run(store_then_reload, a16[:32, :64], b16[:64, :32], o, blocks=4, TM=32),
+    }
+    outs = {"pingpong": lambda: np.zeros((64, 64), np.float16), "two_stage_sync": tout.copy,
+            "two_stage_race": tout.copy, "atomic": lambda: np.zeros((32, 64), np.float32),
+            "plain_store_race": lambda: np.zeros((32, 64), np.float32),
+            "split_k": lambda: np.zeros((64, 64), np.float32), "store_then_reload": lambda: np.zeros((256, 32), np.float16)}
+    import pyto.emulator.replay as replay_mod
+    real = replay_mod._leaders
+    followed = []
+
+    def counting(spans, sched):
+        leaders = real(spans, sched)
+        followed.append(sum(lead != b for b, lead in enumerate(leaders)))
+        return leaders
+
+    def run():
+        o = outs[case]()
+        verdict, _ = _verdict(lambda: runs[case](o))
+        return verdict, o
+
+    monkeypatch.setattr(replay_mod, "_leaders", counting)
+    shared = run()
+    monkeypatch.setattr(replay_mod, "_leaders", lambda spans, sched: list(range(len(spans))))
+    full = run()
+    assert shared[0] == full[0] == EXPECTED[case], (case, shared[0], full[0])
+    np.testing.assert_array_equal(shared[1], full[1])
+    if case not in ("two_stage_race", "two_stage_sync", "store_then_reload"):
+        assert sum(followed) > 0, f"{case}: no block followed another; the case does not exercise the sharing"
+
+
+def test_on_chip_race_of_blocks_alike_is_reported():
+    """seeds/001 case 2 on three blocks alike: the leader's L0C race is found (the followers share it)."""
+    from test_emulator_phases import _inputs, misuse2
+    with pytest.raises(pyto.errors.RaceError, match="L0C"):
+        pyto.run(misuse2, *_inputs(32, 32, 64), blocks=3, K_SQ=64, TILE_SQ=32)

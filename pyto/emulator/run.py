@@ -15,13 +15,12 @@ import numpy as np
 from ..chip import Chip, load_chip
 from ..dtypes import DType, as_dtype
 from ..errors import DeadlockError, KernelError, ShapeError, UnsupportedError
-from ..ir import GMTensor, Op, Pipe, Role
+from ..ir import GMTensor, Pipe, Role
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
 from . import crosscore
-from .datapath import EFFECTS
 from .memory import Memory
-from .sanitizer import Sanitizer
+from .replay import Span, replay
 from .blockcache import BlockCache
 from .encode import Encoder
 from .scheduler import schedule
@@ -165,67 +164,29 @@ def _run(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, mode: str, auto
     tensors = _gm_tensors(kernel, arrays, mode)
     enc = Encoder(chip)
     cache = BlockCache()
-    programs = []
+    programs, spans = [], []
     for progs in trace_blocks(kernel, tensors, params, chip, blocks):
         sig = cache.signature(progs) if blocks > 1 else None   # one block: nothing to share with
         code = cache.get(sig)
-        if code is None:
+        synced = code is None
+        if synced:
             crosscore.insert_all(progs, auto_sync)
             code = enc.encode(progs)
             cache.put(sig, code)
-        elif check:
-            code.attach_deps(progs)    # the race checker follows each instruction's dependencies
-        enc.add(progs, code)
         if check:
+            spans.append(Span(enc.n, code, progs, synced))
             programs += progs
+        enc.add(progs, code)
     encoded = enc.finish()
     sched = schedule(encoded, chip)
     if check:
         if mode == "full":
             _check_writable(programs, tensors, arrays)
         instrs = [ins for p in programs for ins in p.instrs]
-        _replay(instrs, sched, blocks, Memory(tensors, list(arrays), compute=(mode == "full")))
+        replay(instrs, sched, blocks, Memory(tensors, list(arrays), compute=(mode == "full")), spans)
     elif sched.deadlock:
         raise DeadlockError(sched.deadlock)
     return _report(kernel, chip, blocks, mode, encoded, sched)
-
-
-def _replay(instrs: list, sched, blocks: int, mem: Memory) -> None:
-    """Apply each instruction in the order it started: happens-before and race checks, the
-    uninitialised-read check, and (full mode) its data effect. Then report a stall, or commit GM.
-
-    An uninitialised read is held back until the end: if it is half of a race, the race is reported
-    whichever access the simulation happened to run first.
-    """
-    written = {id(a.obj) for ins in instrs for a in ins.dsts if isinstance(a.obj, GMTensor)}
-    keep = {d.index for ins in instrs for d in ins.deps}
-    keep.update(int(j) for j in sched.join_idx)
-    san = Sanitizer(blocks, written)
-    barriers_seen = {}
-    uninit: list = []
-    order, ptr, idx = sched.order.tolist(), sched.join_ptr.tolist(), sched.join_idx.tolist()
-    for pos, i in enumerate(order):
-        ins = instrs[i]
-        joins = ins.deps
-        if ptr[pos + 1] > ptr[pos]:
-            joins = joins + [instrs[j] for j in idx[ptr[pos]:ptr[pos + 1]]]
-        if ins.op is Op.SYNC_ALL:
-            n = barriers_seen[ins.core] = barriers_seen.get(ins.core, 0) + 1
-            san.pass_barrier(ins, n)
-        san.begin(ins, joins, i in keep)
-        for acc in ins.srcs:
-            err = mem.check_read(acc, ins, f"PIPE_{ins.pipe.name}")
-            if err is not None:
-                uninit.append(err)
-        if mem.compute and not uninit:
-            EFFECTS[ins.op](ins, mem)
-        for acc in ins.dsts:
-            mem.mark_written(acc)
-    if uninit:
-        raise uninit[0]
-    if sched.deadlock:
-        raise DeadlockError(sched.deadlock)
-    mem.commit(written)
 
 
 def _report(kernel, chip, blocks, mode, enc, sched) -> Report:

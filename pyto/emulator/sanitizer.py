@@ -41,8 +41,9 @@ class Sanitizer:
         self.history: dict = {}
         self.tracked_gm = tracked_gm
 
-    def begin(self, ins: Instr, joins: list, keep: bool) -> None:
-        """`ins` starts after the instructions in `joins` (its sync sources): advance its clock, check its accesses."""
+    def begin(self, ins: Instr, joins: list, keep: bool) -> tuple:
+        """`ins` starts after the instructions in `joins` (its sync sources): advance its clock, check its
+        accesses. Returns its (vector clock, sync_all phase)."""
         b, t = ins.core // 3, thread_of(ins)
         vc = self.vc[b, t]
         for j in joins:
@@ -61,6 +62,19 @@ class Sanitizer:
                 self._access(ins, acc, True, b, t, clocks, ep, atomic)
         if keep:
             self.snap[ins.index] = (b, vc.copy(), ep)
+        return clocks, ep
+
+    def check_gm(self, ins: Instr, clocks: list, ep: int) -> None:
+        """Check the GM accesses of `ins` as if it ran with vector clock `clocks` in phase `ep` (a block
+        whose clocks are another's, see replay.py)."""
+        b, t = ins.core // 3, thread_of(ins)
+        for acc in ins.srcs:
+            if isinstance(acc.obj, GMTensor):
+                self._access(ins, acc, False, b, t, clocks, ep, False)
+        atomic = ins.attrs.get("atomic") == "add"
+        for acc in ins.dsts:
+            if isinstance(acc.obj, GMTensor):
+                self._access(ins, acc, True, b, t, clocks, ep, atomic)
 
     def pass_barrier(self, ins: Instr, n: int) -> None:
         """Every core reached sync_all `ins`: its thread (and all who wait on it) enter phase `n`."""

@@ -1,0 +1,126 @@
+"""The checked pass over a schedule: each instruction, in the order it started, gets its happens-before
+and race checks, the uninitialised-read check and (full mode) its data effect; then GM is committed.
+
+Blocks that share an encoding (blockcache.py) and whose waits were released by the same instructions
+(relative to the block: the schedule's joins) have the same happens-before order, so the race checker
+reaches the same verdict on their own buffers, with the same vector clocks. Such a block (a follower)
+borrows the clocks of the first block like it (its leader) and is checked only where it touches GM
+that some instruction of the launch writes: there another block may race with it. Its tiles'
+uninitialised reads are its leader's. A launch that stalls is checked block by block in full.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import DeadlockError
+from ..ir import GMTensor, Op
+from .datapath import EFFECTS
+from .memory import Memory
+from .sanitizer import Sanitizer
+
+
+class Span(NamedTuple):
+    """One block of the launch: its first instruction index, encoding, programs, and whether auto-sync
+    ran on these programs (a block that reused another's encoding has no dependencies attached yet)."""
+
+    first: int
+    code: object          # encode.BlockCode
+    programs: list
+    synced: bool
+
+
+def _leaders(spans: list, sched) -> list:
+    """Per block, the index of the block it follows (itself when it leads)."""
+    if sched.deadlock or len(spans) < 2:
+        return list(range(len(spans)))
+    order, ptr, idx = sched.order, sched.join_ptr, sched.join_idx
+    owner = np.repeat(order, np.diff(ptr[:len(order) + 1]))       # the instruction each join belongs to
+    src = idx[:len(owner)]
+    by = np.lexsort((src, owner))
+    owner, src = owner[by], src[by]
+    firsts = np.array([sp.first for sp in spans], np.int64)
+    block_of_owner = np.searchsorted(firsts, owner, side="right") - 1
+    block_of_src = np.searchsorted(firsts, src, side="right") - 1
+    inside = block_of_owner == block_of_src                      # joins with other blocks order nothing here
+    bounds = np.searchsorted(block_of_owner, np.arange(len(spans) + 1))
+    seen: dict = {}
+    out = []
+    for b, (first, code, _, _) in enumerate(spans):
+        lo, hi = bounds[b], bounds[b + 1]
+        keep = inside[lo:hi]
+        joins = np.stack([owner[lo:hi][keep] - first, src[lo:hi][keep] - first]).tobytes()
+        out.append(seen.setdefault((id(code), joins), b))
+    return out
+
+
+def _tracked(ins, written: set) -> bool:
+    """Whether `ins` touches a GM tensor some instruction writes (where blocks can race)."""
+    for group in (ins.srcs, ins.dsts):
+        for a in group:
+            if id(a.obj) in written:
+                return True
+    return False
+
+
+def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
+    """Apply each instruction in the order it started, check it, then report a stall or commit GM.
+
+    An uninitialised read is held back until the end: if it is half of a race, the race is reported
+    whichever access the simulation happened to run first.
+    """
+    leader = _leaders(spans, sched)
+    leads = [sp for b, sp in enumerate(spans) if leader[b] == b]
+    for sp in leads:
+        if not sp.synced:
+            sp.code.attach_deps(sp.programs)     # the race checker follows each instruction's dependencies
+    # a follower's instructions are its leader's, up to GM position: the leaders name every tensor written
+    written = {id(a.obj) for sp in leads for prog in sp.programs for ins in prog.instrs for a in ins.dsts
+               if isinstance(a.obj, GMTensor)}
+    keep = {d.index for sp in leads for prog in sp.programs for ins in prog.instrs for d in ins.deps}
+    keep.update(int(j) for j in sched.join_idx)
+    san = Sanitizer(blocks, written)
+    first = [sp.first for sp in spans]
+    block_of = np.repeat(np.arange(len(spans)), [sp.code.n for sp in spans]).tolist()
+    clocks_of: dict = {}      # leader block -> {relative index: (clocks, phase)} of its tracked GM accesses
+    deferred: list = []       # followers' tracked GM accesses, in start order
+    barriers_seen: dict = {}
+    uninit: list = []
+    order, ptr, idx = sched.order.tolist(), sched.join_ptr.tolist(), sched.join_idx.tolist()
+    for pos, i in enumerate(order):
+        ins = instrs[i]
+        b = block_of[i]
+        own = leader[b] == b
+        if ins.op is Op.SYNC_ALL:
+            n = barriers_seen[ins.core] = barriers_seen.get(ins.core, 0) + 1
+            if own:
+                san.pass_barrier(ins, n)
+        if own:
+            joins = ins.deps
+            if ptr[pos + 1] > ptr[pos]:
+                joins = joins + [instrs[j] for j in idx[ptr[pos]:ptr[pos + 1]]]
+            seen = san.begin(ins, joins, i in keep)
+            if _tracked(ins, written):
+                clocks_of.setdefault(b, {})[i - first[b]] = seen
+        elif _tracked(ins, written):
+            deferred.append(ins)
+        for acc in ins.srcs:
+            if own or isinstance(acc.obj, GMTensor):
+                err = mem.check_read(acc, ins, f"PIPE_{ins.pipe.name}")
+                if err is not None:
+                    uninit.append(err)
+        if mem.compute and not uninit:
+            EFFECTS[ins.op](ins, mem)
+        for acc in ins.dsts:
+            if own or isinstance(acc.obj, GMTensor):
+                mem.mark_written(acc)
+    for ins in deferred:       # the GM checks of followers: another block's accesses are never ordered by clocks
+        b = block_of[ins.index]
+        lead = leader[b]
+        san.check_gm(ins, *clocks_of[lead][ins.index - first[b]])
+    if uninit:
+        raise uninit[0]
+    if sched.deadlock:
+        raise DeadlockError(sched.deadlock)
+    mem.commit(written)
