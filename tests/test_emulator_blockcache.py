@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import pyto
 import pyto.language as pl
@@ -212,3 +213,39 @@ def test_on_chip_race_of_blocks_alike_is_reported():
     from test_emulator_phases import _inputs, misuse2
     with pytest.raises(pyto.errors.RaceError, match="L0C"):
         pyto.run(misuse2, *_inputs(32, 32, 64), blocks=3, K_SQ=64, TILE_SQ=32)
+
+
+@settings(max_examples=15)
+@given(m=st.integers(1, 200), n=st.integers(1, 200), k=st.integers(1, 160), blocks=st.integers(2, 6),
+       tiles=st.sampled_from([(32, 32, 32), (64, 32, 64), (32, 64, 32), (64, 64, 64)]),
+       branch=st.sampled_from(["iter_batch", "asw_basic", "merge_batch", "stream_k"]), batch=st.integers(1, 8))
+def test_sharing_never_changes_a_run(m, n, k, blocks, tiles, branch, batch):
+    """Random matmuls and BMM branches: with and without shared encodings and race checks, every
+    instruction runs at the same time and the results are the same."""
+    import pyto.emulator.replay as replay_mod
+    tm, tn, tk = tiles
+    rng = np.random.default_rng(m * 7 + n)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    ab, bb, _ = inputs((batch, m, k), (batch, k, n), "fp16", None, seed=m)
+
+    def runs():
+        out = np.zeros((m, n), np.float16)
+        rep = pyto.run(matmul_pingpong, a, b, out, blocks=blocks, TM=tm, TN=tn, TK=tk)
+        try:
+            c, rep_b, _ = run_branch(ab, bb, branch=branch)
+        except pyto.errors.PlanError:
+            c, rep_b = None, None
+        return out, rep, c, rep_b
+
+    real_get, real_leaders = BlockCache.get, replay_mod._leaders
+    shared = runs()
+    BlockCache.get = lambda self, sig: None
+    replay_mod._leaders = lambda spans, sched: list(range(len(spans)))
+    try:
+        plain = runs()
+    finally:
+        BlockCache.get, replay_mod._leaders = real_get, real_leaders
+    _same((shared[0], shared[1]), (plain[0], plain[1]))
+    if shared[3] is not None:
+        _same((shared[2], shared[3]), (plain[2], plain[3]))
