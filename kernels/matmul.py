@@ -15,6 +15,9 @@ Choices where the seeds leave room:
   padded(M x K) * 2 <= L1 and every core loops over >= 4 tiles of B's side (ceil(n_tiles / blocks) >= 4);
   symmetrically B when A's side qualifies instead (A is preferred). `full_load=` forces it.
 * ASW window W from the cores that run (= chip.aic whenever there are enough tiles to fill the chip).
+* L2 tiling (seeds/000 ASW 3) over the L1 tiles: when A + B exceed L2, the grid is walked in the fewest
+  mL2TileNum x nL2TileNum blocks whose A rows + B columns fit L2 (`kernels.swizzle.l2_blocks`, the rule
+  ASW_Basic uses), each block by the diagonal window snake.
 * Split-K (`enable_split_k`, 2-D only): K is cut into GRID_K segments (multiples of kL1) so that
   tiles x GRID_K fills the cores; every segment is added into a zeroed output with Fixpipe's atomic
   add; the output dtype is seeds/002's split-K one (fp32, int32 for int8); the bias is added once.
@@ -36,7 +39,7 @@ from pyto.tiling import CubeTileShapes, ceil_align
 from .bmm.asw_basic import asw_walk, l1_pieces_for
 from .bmm.block import alloc_buffers
 from .bmm.common import user_operand
-from .swizzle import Swizzle
+from .swizzle import Swizzle, l2_blocks
 
 CUBE_DTYPES = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
 FULL_LOAD_ROUNDS = 4      # seeds/000 ASW 5: the other side loops >= 4 times per core
@@ -117,7 +120,8 @@ class MatmulPlan:
         p = self.params
         return (f"matmul on {self.chip}: {self.blocks} block(s), base {p['BASE_M']}x{p['BASE_N']}x{p['BASE_K']}, "
                 f"L1 tile {p['L1_M']}x{p['L1_N']}x{p['K_L1']}, full load {self.full_load or 'none'}, "
-                f"hold {p['HOLD_M']}/{p['HOLD_N']}, window {p['WINDOW']}, grid_k {p['GRID_K']}, "
+                f"hold {p['HOLD_M']}/{p['HOLD_N']}, window {p['WINDOW']}, L2 blocks {p['L2_M']}x{p['L2_N']}, "
+                f"grid_k {p['GRID_K']}, "
                 f"stages L1 {p['STAGES']} L0 {p['L0_STAGES']} L0C {p['L0C_STAGES']}")
 
 
@@ -161,10 +165,12 @@ def _full_load_side(M, N, K, dt, chip, ts, blocks, full_load) -> str:
 def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileShapes, *,
                 bias_dtype=None, transpose_a: bool = False, transpose_b: bool = False,
                 blocks: Optional[int] = None, full_load=None, unit_flag: bool = True,
-                swizzle: str = "asw", stages: int = 2) -> MatmulPlan:
-    """Static parameters for `matmul_kernel` from checked tile shapes: holds, stages, blocks, swizzle, split-K.
+                swizzle: str = "asw", stages: int = 2, l2_tiles: Optional[tuple] = None) -> MatmulPlan:
+    """Static parameters for `matmul_kernel` from checked tile shapes: holds, stages, blocks, swizzle, split-K,
+    L2 tiling.
 
-    stages: L1 slots of the streamed tiles to start from (halved while L1 overflows)."""
+    stages: L1 slots of the streamed tiles to start from (halved while L1 overflows). l2_tiles: (mL2TileNum,
+    nL2TileNum) to use instead of seeds/000 ASW 3's (`kernels.swizzle.l2_blocks`: 1 x 1 while A + B fit L2)."""
     chip, dt = pyto.load_chip(chip), as_dtype(dtype)
     bias_dt = None if bias_dtype is None else as_dtype(bias_dtype)
     bm, bn, bk, k_l1, l1_m, l1_n = ts.mL0, ts.nL0, ts.kL0, ts.kL1, ts.mL1, ts.nL1
@@ -209,9 +215,16 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
                and 2 * ceil_align(bn, fr) * ceil_align(bk, fr) * dt.itemsize <= chip.buffers["L0B"])
     l0c_stages = 2 if 2 * ceil_align(bm, fr) * ceil_align(bn, fr) * 4 <= chip.buffers["L0C"] else 1
     order = Swizzle.asw(blocks) if swizzle == "asw" else Swizzle.identity()
+    if l2_tiles is None:
+        l2_m, l2_n = l2_blocks(M, N, K, l1_m, l1_n, dt.itemsize, chip.l2_bytes)
+    elif (isinstance(l2_tiles, (tuple, list)) and len(l2_tiles) == 2
+          and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in l2_tiles)):
+        l2_m, l2_n = l2_tiles
+    else:
+        raise ShapeError(f"l2_tiles must be two positive ints (mL2TileNum, nL2TileNum), got {l2_tiles!r}")
     params = dict(BASE_M=bm, BASE_N=bn, BASE_K=bk, K_L1=k_l1, L1_M=l1_m, L1_N=l1_n, HOLD_M=hold_m, HOLD_N=hold_n,
                   HOLD_STAGES=hold_stages, STAGES=stages, L0_STAGES=2 if l0_fits else 1, L0C_STAGES=l0c_stages,
-                  GRID_K=grid_k, K_SEG=k_seg, WINDOW=order.window, SNAKE=order.snake,
+                  GRID_K=grid_k, K_SEG=k_seg, WINDOW=order.window, SNAKE=order.snake, L2_M=l2_m, L2_N=l2_n,
                   TRANSPOSE_A=bool(transpose_a), TRANSPOSE_B=bool(transpose_b), BIAS=bias_dt is not None,
                   UNIT_FLAG=bool(unit_flag), L1_PIECES=l1_pieces_for(bm, bn, bk, k_l1, dt, chip))
     out_dt = ts.resolved_out_dtype(dt)
@@ -223,13 +236,15 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
 def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, L1_M: int, L1_N: int,
                   HOLD_M: int = 0, HOLD_N: int = 0, HOLD_STAGES: int = 1, STAGES: int = 2, L0_STAGES: int = 2,
                   L0C_STAGES: int = 2,
-                  GRID_K: int = 1, K_SEG: int = 0, WINDOW: int = 1, SNAKE: bool = False, TRANSPOSE_A: bool = False,
-                  TRANSPOSE_B: bool = False, BIAS: bool = False, UNIT_FLAG: bool = True, L1_PIECES: int = 0):
+                  GRID_K: int = 1, K_SEG: int = 0, WINDOW: int = 1, SNAKE: bool = False, L2_M: int = 1, L2_N: int = 1,
+                  TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False, BIAS: bool = False, UNIT_FLAG: bool = True,
+                  L1_PIECES: int = 0):
     """out [M, N] = a [M, K] @ b [K, N] (+ bias [1, N] when BIAS; any [1, 1] array otherwise).
 
     a is [K, M] with TRANSPOSE_A and b [N, K] with TRANSPOSE_B (DN operands). The output is cut into
     L1_M x L1_N tiles dealt round robin in the swizzle order (WINDOW, SNAKE), each computed as
-    BASE_M x BASE_N L0 tiles. HOLD_M / HOLD_N: rows of A / columns of B held in L1 per slab (0: stream).
+    BASE_M x BASE_N L0 tiles; L2_M x L2_N > 1: the grid is walked in that many L2 blocks (kernels/swizzle.py's
+    L2 tiling, for working sets larger than L2). HOLD_M / HOLD_N: rows of A / columns of B held in L1 per slab (0: stream).
     GRID_K > 1: split-K, K_SEG per task, results atomically added (out must hold zeros).
     L1_PIECES: GM->L1 pieces per streamed L1 step (`block.accumulate`; 0 = one load of the whole slot).
     """
@@ -243,7 +258,7 @@ def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L
                          l0c_stages=L0C_STAGES, stream_a=not HOLD_M, stream_b=not HOLD_N, hold_stages=HOLD_STAGES,
                          hold_a=(HOLD_M, k_pad) if HOLD_M else None, hold_b=(k_pad, HOLD_N) if HOLD_N else None,
                          bias_dtype=bias.dtype if BIAS else None)
-    grid = Swizzle(WINDOW, SNAKE).grid(M, N, L1_M, L1_N)
+    grid = Swizzle(WINDOW, SNAKE).grid(M, N, L1_M, L1_N, l2_m=L2_M, l2_n=L2_N)
     with pl.section_cube():          # the ASW_Basic tile walk with batch 1 (kernels/bmm/asw_basic.py)
         asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=bool(HOLD_M), hold_b=bool(HOLD_N),
                  grid_k=GRID_K, k_seg=K_SEG, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, unit_flag=UNIT_FLAG,
@@ -274,7 +289,7 @@ def _tile_shapes(tile_shapes, M, N, K, dt, chip, bias, transpose_a, transpose_b)
 
 def matmul(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", tile_shapes: Optional[CubeTileShapes] = None,
            transpose_a: bool = False, transpose_b: bool = False, report: bool = False, blocks: Optional[int] = None,
-           full_load=None, unit_flag: bool = True, swizzle: str = "asw"):
+           full_load=None, unit_flag: bool = True, swizzle: str = "asw", l2_tiles: Optional[tuple] = None):
     """C = A @ B (+ bias) on the emulated chip: a [M, K] (or [K, M] with transpose_a), b [K, N] (or [N, K]).
 
     fp16/bf16/fp32 give the input dtype (split-K: fp32), int8 gives int32. bias: [N] or [1, N], a float
@@ -282,6 +297,7 @@ def matmul(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", tile_shapes: 
     Returns C, or (C, Report) with report=True. full_load: None (auto), 'A', 'B', True (= 'A') or
     False/'' (off). unit_flag=False uses software sync between the cube and Fixpipe instead.
     swizzle: 'asw' (seeds/000 sliding-window snake over the cores that run) or 'identity' (row-major).
+    l2_tiles: (mL2TileNum, nL2TileNum) instead of seeds/000's (more than 1 x 1 only when A + B exceed L2).
     """
     chip = pyto.load_chip(chip)
     a, a_shape, dt = _operand(a, "a")
@@ -311,7 +327,7 @@ def matmul(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", tile_shapes: 
                                                                                         bias_dt.np)
     ts = _tile_shapes(tile_shapes, M, N, K, dt, chip, bias is not None, transpose_a, transpose_b)
     plan = plan_matmul(M, N, K, dt, chip, ts, bias_dtype=bias_dt, transpose_a=transpose_a, transpose_b=transpose_b,
-                       blocks=blocks, full_load=full_load, unit_flag=unit_flag, swizzle=swizzle)
+                       blocks=blocks, full_load=full_load, unit_flag=unit_flag, swizzle=swizzle, l2_tiles=l2_tiles)
     if bias is None:
         bias = pyto.spec((1, 1), dt) if timing else np.zeros((1, 1), dt.np)
     if timing:

@@ -35,6 +35,26 @@ def asw_window(cores: int) -> int:
     return max(d for d in range(1, r + 1) if cores % d == 0)
 
 
+def l2_blocks(m: int, n: int, k: int, tile_m: int, tile_n: int, itemsize: int, l2_bytes: int) -> tuple[int, int]:
+    """seeds/000 ASW 3's mL2TileNum x nL2TileNum for an m x n x k matmul cut into tile_m x tile_n tiles:
+    (1, 1) when A + B fit L2, else the fewest L2 blocks whose A rows + B columns fit L2, ties to the
+    smaller tails."""
+    tm, tn = -(-m // tile_m), -(-n // tile_n)
+    if (m * k + k * n) * itemsize <= l2_bytes:
+        return 1, 1
+    best, best_key = (tm, tn), None
+    for ml2 in range(1, tm + 1):
+        rest = l2_bytes - -(-tm // ml2) * tile_m * k * itemsize
+        cols = rest // (k * tile_n * itemsize) if rest > 0 else 0
+        if cols < 1:
+            continue
+        nl2 = -(-tn // min(cols, tn))
+        key = (ml2 * nl2, ml2 * -(-tm // ml2) - tm + nl2 * -(-tn // nl2) - tn)
+        if best_key is None or key < best_key:
+            best, best_key = (ml2, nl2), key
+    return best
+
+
 @dataclass(frozen=True)
 class Swizzle:
     """An execution order over an m_tiles x n_tiles grid: windows of `window` M rows, optional snake."""

@@ -360,3 +360,45 @@ def test_inputs_are_left_untouched_and_read_only_inputs_work():
 def test_matmul_property(M, N, K, name, ta, tb, with_bias, blocks, chip):
     a, b, bias = _operands(M, N, K, name, seed=M * 7 + N, bias=(N,) if with_bias else None)
     _check(_run(a, b, bias, transpose_a=ta, transpose_b=tb, chip=chip, blocks=blocks), a, b, bias)
+
+
+# ---- L2 tiling (seeds/000 ASW 3) -------------------------------------------------------------------
+def _small_l2(nbytes: int):
+    import dataclasses
+    return dataclasses.replace(pyto.load_chip("ascend950pr"), l2_bytes=nbytes)
+
+
+def test_l2_blocks_rule():
+    from kernels.swizzle import l2_blocks
+    assert l2_blocks(1024, 1024, 256, 128, 256, 2, 1 << 30) == (1, 1)          # A + B fit: no L2 tiling
+    ml2, nl2 = l2_blocks(4096, 2048, 1024, 128, 256, 2, 4 << 20)
+    tm, tn = 4096 // 128, 2048 // 256
+    assert ml2 * nl2 > 1
+    # each block's A rows and B columns fit L2
+    assert (-(-tm // ml2) * 128 + -(-tn // nl2) * 256) * 1024 * 2 <= 4 << 20
+
+
+def test_l2_tiled_matmul_matches_numpy():
+    chip = _small_l2(256 << 10)          # A + B = 512 KB do not fit: the grid is walked in L2 blocks
+    a, b, _ = _operands(512, 520, 256, "bf16", seed=5)
+    ts = default_tile_shapes(512, 520, 256, "bf16", chip)
+    plan = plan_matmul(512, 520, 256, "bf16", chip, ts)
+    assert plan.params["L2_M"] * plan.params["L2_N"] > 1, plan.describe()
+    _check(matmul(a, b, chip=chip), a, b)
+
+
+def test_l2_tiling_saves_gm_traffic_when_the_working_set_exceeds_l2():
+    chip = _small_l2(4 << 20)            # A + B = 12 MB, L2 4 MB, 16 rounds of tiles per core
+    a, b = pyto.spec((4096, 1024), "bf16"), pyto.spec((1024, 2048), "bf16")
+    _, tiled = matmul(a, b, chip=chip, report=True)
+    _, plain = matmul(a, b, chip=chip, report=True, l2_tiles=(1, 1))
+    assert tiled.gm_bytes < 0.9 * plain.gm_bytes, (tiled.gm_bytes, plain.gm_bytes)
+    assert tiled.l2_hit_rate > plain.l2_hit_rate
+    assert tiled.cycles <= plain.cycles
+
+
+@pytest.mark.parametrize("bad", [5, (0, 1), (1, 2, 3), (1.5, 1)])
+def test_bad_l2_tiles_raise_shape_error(bad):
+    a, b, _ = _operands(64, 64, 64, "fp16")
+    with pytest.raises(ShapeError, match="l2_tiles"):
+        matmul(a, b, l2_tiles=bad)

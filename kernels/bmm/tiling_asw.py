@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyto.chip import Chip
 from pyto.errors import PlanError
 
+from ..swizzle import l2_blocks
 from .conditions import ACC_BYTES, Problem, align_up, asw_window, cdiv
 from .cost import estimate
 from .tiling_cube import cube_candidates
@@ -17,21 +18,8 @@ TILE_TIE = 0.01       # base tiles whose estimates differ by less than this are 
 # ---- ASW_Basic ----------------------------------------------------------------------------------------
 
 def _l2_tiles(m: int, n: int, k: int, bm: int, bn: int, p: Problem, chip: Chip) -> tuple[int, int]:
-    """mL2TileNum x nL2TileNum: fewest L2 blocks whose A rows + B columns fit L2, ties to the smaller tail."""
-    tm, tn, isz, l2 = cdiv(m, bm), cdiv(n, bn), p.isz, chip.l2_bytes
-    if (m * k + k * n) * isz <= l2:
-        return 1, 1
-    best, best_key = (tm, tn), None
-    for ml2 in range(1, tm + 1):
-        rest = l2 - cdiv(tm, ml2) * bm * k * isz
-        cols = rest // (k * bn * isz) if rest > 0 else 0
-        if cols < 1:
-            continue
-        nl2 = cdiv(tn, min(cols, tn))
-        key = (ml2 * nl2, ml2 * cdiv(tm, ml2) - tm + nl2 * cdiv(tn, nl2) - tn)
-        if best_key is None or key < best_key:
-            best, best_key = (ml2, nl2), key
-    return best
+    """mL2TileNum x nL2TileNum (kernels.swizzle.l2_blocks)."""
+    return l2_blocks(m, n, k, bm, bn, p.isz, chip.l2_bytes)
 
 
 def _asw_of(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, tiles: tuple, full_load: str,
