@@ -6,7 +6,7 @@ Blocks that share an encoding (blockcache.py) and whose waits were released by t
 reaches the same verdict on their own buffers, with the same vector clocks. Such a block (a follower)
 borrows the clocks of the first block like it (its leader) and is checked only where it touches GM
 that some instruction of the launch writes: there another block may race with it. Its tiles'
-uninitialised reads are its leader's. A launch that stalls is checked block by block in full.
+uninitialised reads are its leader's. In a launch that stalls every block is checked in full.
 """
 from __future__ import annotations
 
@@ -115,7 +115,9 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
         for acc in ins.dsts:
             if own or isinstance(acc.obj, GMTensor):
                 mem.mark_written(acc)
-    for ins in deferred:       # the GM checks of followers: another block's accesses are never ordered by clocks
+    # the followers' GM checks, after the leaders': two blocks' accesses are ordered only by sync_all phases,
+    # so the order of the check between blocks does not matter; within a block it is the start order
+    for ins in deferred:
         b = block_of[ins.index]
         lead = leader[b]
         san.check_gm(ins, *clocks_of[lead][ins.index - first[b]])
