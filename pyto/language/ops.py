@@ -111,6 +111,20 @@ def _emit(op: Op, pipe: Pipe, role: Role, srcs: tuple, dsts: tuple, attrs: dict,
     return tr.emit(Instr(op, pipe, srcs, dsts, attrs, loc, name=name), role)
 
 
+def _emit_gm_load(tr, dst: Tile, src: GMTensor, accs: list, parts: list, region: tuple, transpose: bool,
+                  to: tuple, loc: Loc) -> None:
+    """Record a GM -> L1/UB load of len(parts) matrices (accs: their GM regions, parts: their views of
+    dst), each `region` = (r0, c0, valid rows, valid cols) at its batch; `to`: an entry of _GM_TO."""
+    r0, c0, vr, vc = region
+    burst, nburst = _bursts(src, vr, vc)
+    attrs = {"batch": accs[0].batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
+             "bytes": len(parts) * vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst * len(parts),
+             "path": to[0]}
+    if len(parts) > 1:
+        attrs["parts"] = tuple((a.batch, p.rect) for a, p in zip(accs, parts))
+    tr.emit(Instr(_LOAD, _MTE2, tuple(accs), (Access(dst.store, dst.rect),), attrs, loc, name="pl.load"), to[2])
+
+
 def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: bool = False, nd_num: int = 1,
          nd_axis: int = 0) -> None:
     """GM->L1 (Nd2Nz, or Dn2Nz with transpose), GM->UB (MTE2); L1->L0A/L0B/BT (MTE1).
@@ -143,12 +157,8 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
         to = _GM_TO.get(d.buf)
         if to is not None and src.dtype is d.dtype and to[1] in tr.chip.paths:
             q0, q1, p0, p1 = dst.rect
-            acc, batch, r0, c0, vr, vc = _gm_region(src, [0] * src.ndim if offsets is None else offsets,
-                                                    q1 - q0, p1 - p0, transpose, loc)
-            burst, nburst = _bursts(src, vr, vc)
-            attrs = {"batch": batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
-                     "bytes": vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst, "path": to[0]}
-            tr.emit(Instr(_LOAD, _MTE2, (acc,), (Access(d, dst.rect),), attrs, loc, name="pl.load"), to[2])
+            region = _gm_region(src, [0] * src.ndim if offsets is None else offsets, q1 - q0, p1 - p0, transpose, loc)
+            _emit_gm_load(tr, dst, src, [region[0]], [dst], region[2:], transpose, to, loc)
             return
     _need_tile(dst, "pl.load destination", (Buf.L1, Buf.UB, Buf.L0A, Buf.L0B, Buf.BT), loc)
     if isinstance(src, GMTensor):
@@ -161,19 +171,12 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
         if offsets is None:
             offsets = [0] * src.ndim
         parts = _nd_parts(dst, nd_num, nd_axis, loc)
-        accs, vr, vc = [], 0, 0
+        accs, region = [], None
         for j, part in enumerate(parts):
             offs = offsets if j == 0 else _next_batch(src, offsets, j, loc)
-            acc, batch, r0, c0, vr, vc = _gm_region(src, offs, *part.shape, transpose, loc)
-            accs.append(acc)
-        burst, nburst = _bursts(src, vr, vc)
-        attrs = {"batch": accs[0].batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
-                 "bytes": len(parts) * vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst * len(parts),
-                 "path": ("GM", dst.buffer.name)}
-        if len(parts) > 1:
-            attrs["parts"] = tuple((a.batch, p.rect) for a, p in zip(accs, parts))
-        role = Role.AIC if dst.buffer is Buf.L1 else Role.AIV0
-        _emit(Op.LOAD, Pipe.MTE2, role, tuple(accs), (_acc(dst),), attrs, loc, "pl.load")
+            region = _gm_region(src, offs, *part.shape, transpose, loc)
+            accs.append(region[0])
+        _emit_gm_load(tr, dst, src, accs, parts, region[2:], transpose, _GM_TO[dst.buffer], loc)
         return
     if nd_num != 1:
         raise KernelError(f"{loc}: nd_num applies to GM loads only")
