@@ -244,7 +244,8 @@ def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L
     a is [K, M] with TRANSPOSE_A and b [N, K] with TRANSPOSE_B (DN operands). The output is cut into
     L1_M x L1_N tiles dealt round robin in the swizzle order (WINDOW, SNAKE), each computed as
     BASE_M x BASE_N L0 tiles; L2_M x L2_N > 1: the grid is walked in that many L2 blocks (kernels/swizzle.py's
-    L2 tiling, for working sets larger than L2). HOLD_M / HOLD_N: rows of A / columns of B held in L1 per slab (0: stream).
+    L2 tiling, for working sets larger than L2). HOLD_M / HOLD_N: rows of A / columns of B held in L1 per
+    slab (0: stream).
     GRID_K > 1: split-K, K_SEG per task, results atomically added (out must hold zeros).
     L1_PIECES: GM->L1 pieces per streamed L1 step (`block.accumulate`; 0 = one load of the whole slot).
     """

@@ -183,7 +183,8 @@ def test_followers_get_the_verdict_of_checking_every_block(case, monkeypatch):
     outs = {"pingpong": lambda: np.zeros((64, 64), np.float16), "two_stage_sync": tout.copy,
             "two_stage_race": tout.copy, "atomic": lambda: np.zeros((32, 64), np.float32),
             "plain_store_race": lambda: np.zeros((32, 64), np.float32),
-            "split_k": lambda: np.zeros((64, 64), np.float32), "store_then_reload": lambda: np.zeros((256, 32), np.float16)}
+            "split_k": lambda: np.zeros((64, 64), np.float32),
+            "store_then_reload": lambda: np.zeros((256, 32), np.float16)}
     import pyto.emulator.replay as replay_mod
     real = replay_mod._leaders
     followed = []
