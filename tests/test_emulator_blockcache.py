@@ -250,3 +250,37 @@ def test_sharing_never_changes_a_run(m, n, k, blocks, tiles, branch, batch):
     _same((shared[0], shared[1]), (plain[0], plain[1]))
     if shared[3] is not None:
         _same((shared[2], shared[3]), (plain[2], plain[3]))
+
+
+@pl.kernel
+def read_next_rows(a, out, *, TM: int):
+    """Block i copies a's rows i TM into a workspace, then (after sync_all) reads back rows (i+1) TM: the
+    last block reads rows no block wrote."""
+    K = a.shape[1]
+    ws = pl.workspace([(pl.block_num() + 1) * TM, K], a.dtype)
+    x_ub = pl.alloc(pl.UB, [TM // 2, K], a.dtype)
+    with pl.section_vector():
+        r = pl.block_idx() * TM + pl.subblock_idx() * (TM // 2)
+        pl.load(x_ub, a, [r, 0])
+        pl.store(ws, x_ub, [r, 0])
+    pl.sync_all()
+    with pl.section_vector():
+        pl.load(x_ub, ws, [r + TM, 0])
+        pl.store(out, x_ub, [r, 0])
+
+
+def test_uninitialised_gm_read_of_a_follower_is_found(monkeypatch):
+    """Blocks alike but for GM position: only the last block reads unwritten workspace rows."""
+    import pyto.emulator.replay as replay_mod
+    real = replay_mod._leaders
+    followed = []
+
+    def recording(spans, sched):
+        followed.append(real(spans, sched))
+        return followed[-1]
+
+    monkeypatch.setattr(replay_mod, "_leaders", recording)
+    a = np.ones((3 * 32, 64), np.float32)
+    with pytest.raises(pyto.errors.UninitializedReadError, match="workspace0"):
+        pyto.run(read_next_rows, a, np.zeros_like(a), blocks=3, TM=32)
+    assert followed and followed[-1][2] != 2, "the last block should follow an earlier one"

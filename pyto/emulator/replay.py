@@ -64,6 +64,31 @@ def _tracked(ins, written: set) -> bool:
     return False
 
 
+def _gm_uses(spans: list, leader: list, written: set) -> list:
+    """Per block, the relative indices of (instructions touching GM that the launch writes, instructions
+    reading a workspace): the only ones a follower checks itself. Found once per encoding, on its leader."""
+    found: dict = {}
+    for b, sp in enumerate(spans):
+        if leader[b] == b and id(sp.code) not in found:
+            tracked, reads_ws = set(), set()
+            for k, ins in enumerate(ins for prog in sp.programs for ins in prog.instrs):
+                if _tracked(ins, written):
+                    tracked.add(k)
+                elif any(isinstance(a.obj, GMTensor) and a.obj.workspace for a in ins.srcs):
+                    reads_ws.add(k)
+            found[id(sp.code)] = (tracked, reads_ws)
+    return [found.get(id(sp.code)) for sp in spans]
+
+
+def _check_reads(ins, mem: Memory, uninit: list, gm_only: bool) -> None:
+    """Hold back an uninitialised read of `ins` (of GM only, for a follower)."""
+    for acc in ins.srcs:
+        if not gm_only or isinstance(acc.obj, GMTensor):
+            err = mem.check_read(acc, ins, f"PIPE_{ins.pipe.name}")
+            if err is not None:
+                uninit.append(err)
+
+
 def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
     """Apply each instruction in the order it started, check it, then report a stall or commit GM.
 
@@ -83,6 +108,7 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
     san = Sanitizer(blocks, written)
     first = [sp.first for sp in spans]
     block_of = np.repeat(np.arange(len(spans)), [sp.code.n for sp in spans]).tolist()
+    gm_of = _gm_uses(spans, leader, written)
     clocks_of: dict = {}      # leader block -> {relative index: (clocks, phase)} of its tracked GM accesses
     deferred: list = []       # followers' tracked GM accesses, in start order
     barriers_seen: dict = {}
@@ -91,30 +117,34 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
     for pos, i in enumerate(order):
         ins = instrs[i]
         b = block_of[i]
-        own = leader[b] == b
         if ins.op is Op.SYNC_ALL:
             n = barriers_seen[ins.core] = barriers_seen.get(ins.core, 0) + 1
-            if own:
+            if leader[b] == b:
                 san.pass_barrier(ins, n)
-        if own:
-            joins = ins.deps
-            if ptr[pos + 1] > ptr[pos]:
-                joins = joins + [instrs[j] for j in idx[ptr[pos]:ptr[pos + 1]]]
-            seen = san.begin(ins, joins, i in keep)
-            if _tracked(ins, written):
-                clocks_of.setdefault(b, {})[i - first[b]] = seen
-        elif _tracked(ins, written):
-            deferred.append(ins)
-        for acc in ins.srcs:
-            if own or isinstance(acc.obj, GMTensor):
-                err = mem.check_read(acc, ins, f"PIPE_{ins.pipe.name}")
-                if err is not None:
-                    uninit.append(err)
+        if leader[b] != b:    # a follower: only its GM uses are its own to check
+            tracked, reads_ws = gm_of[b]
+            rel = i - first[b]
+            if rel in tracked:
+                deferred.append(ins)
+            if rel in tracked or rel in reads_ws:
+                _check_reads(ins, mem, uninit, gm_only=True)
+            if mem.compute and not uninit:
+                EFFECTS[ins.op](ins, mem)
+            if rel in tracked:
+                for acc in ins.dsts:
+                    mem.mark_written(acc)
+            continue
+        joins = ins.deps
+        if ptr[pos + 1] > ptr[pos]:
+            joins = joins + [instrs[j] for j in idx[ptr[pos]:ptr[pos + 1]]]
+        seen = san.begin(ins, joins, i in keep)
+        if _tracked(ins, written):
+            clocks_of.setdefault(b, {})[i - first[b]] = seen
+        _check_reads(ins, mem, uninit, gm_only=False)
         if mem.compute and not uninit:
             EFFECTS[ins.op](ins, mem)
         for acc in ins.dsts:
-            if own or isinstance(acc.obj, GMTensor):
-                mem.mark_written(acc)
+            mem.mark_written(acc)
     # the followers' GM checks, after the leaders': two blocks' accesses are ordered only by sync_all phases,
     # so the order of the check between blocks does not matter; within a block it is the start order
     for ins in deferred:
