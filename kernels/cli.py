@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pyto.errors import ShapeError
 
@@ -68,6 +69,10 @@ def cmd_bmm(args: argparse.Namespace) -> int:
     from kernels.bmm.cost import roofline_us
     from pyto.dtypes import DType, as_dtype
 
+    if args.no_race_check and not args.timing:
+        print("pyto bmm: --no-race-check applies to --timing runs (full mode checks while it computes)",
+              file=sys.stderr)
+        return 2
     a_shape, b_shape = plan_shapes(args.B, args.M, args.N, args.K, args.batch_a, args.batch_b,
                                    args.transpose_a, args.transpose_b)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
@@ -81,7 +86,8 @@ def cmd_bmm(args: argparse.Namespace) -> int:
         bias = pyto.spec(bias_shape, DType.int32 if int8 else dt) if args.bias else None
     else:
         a, b, bias = random_inputs(a_shape, b_shape, dt, bias_shape if args.bias else None, seed=args.seed)
-    c, rep = run_plan(p, a, b, bias)
+    with pyto.run_options(check=not args.no_race_check):
+        c, rep = run_plan(p, a, b, bias)
     chip = p.chip_spec or pyto.load_chip(p.chip)
     roof = roofline_us(pr, chip)
     print("\nRun on the emulator:")
@@ -107,5 +113,8 @@ def register_bmm(sub: argparse._SubParsersAction) -> None:
     _shared_args(p)
     p.add_argument("--trace", default=None, metavar="FILE", help="write a Chrome/Perfetto trace of the run")
     p.add_argument("--timing", action="store_true", help="timing mode: shapes only, no data, no check")
+    p.add_argument("--no-race-check", action="store_true",
+                   help="with --timing: skip the race and uninitialised-read checks (fast, bounded memory for "
+                        "schedules of millions of instructions)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the inputs (default 0)")
     p.set_defaults(func=cmd_bmm)

@@ -199,3 +199,10 @@ def test_bmm_property(kind, B, M, N, K, dt, ta, tb, with_bias):
     b_shape = batch_b + ((N, K) if tb else (K, N))
     c, _ = _ok(a_shape, b_shape, dt, (N,) if with_bias else None, seed=M + 7 * N, transpose_a=ta, transpose_b=tb)
     assert c.shape == np.broadcast_shapes(batch_a, batch_b) + (M, N)
+
+
+def test_cli_bmm_timing_without_race_checks(capsys):
+    assert main(["bmm", "32", "256", "256", "512", "--timing", "--no-race-check"]) == 0
+    assert "timing mode" in capsys.readouterr().out
+    assert main(["bmm", "2", "16", "16", "16", "--no-race-check"]) == 2
+    assert "--no-race-check applies to --timing" in capsys.readouterr().err
