@@ -80,6 +80,21 @@ def _gm_uses(spans: list, leader: list, written: set) -> list:
     return [found.get(id(sp.code)) for sp in spans]
 
 
+def _positions(spans: list, leader: list, gm_of: list, order: np.ndarray, n: int, compute: bool):
+    """The start positions the checked pass must visit: all in full mode (every instruction moves data);
+    in timing mode only the leaders' and the followers' own GM uses."""
+    if compute:
+        return range(len(order))
+    need = np.zeros(n, bool)
+    for b, sp in enumerate(spans):
+        if leader[b] == b:
+            need[sp.first:sp.first + sp.code.n] = True
+        else:
+            tracked, reads_ws = gm_of[b]
+            need[[sp.first + rel for rel in (*tracked, *reads_ws)]] = True
+    return np.flatnonzero(need[order]).tolist()
+
+
 def _check_reads(ins, mem: Memory, uninit: list, gm_only: bool) -> None:
     """Hold back an uninitialised read of `ins` (of GM only, for a follower)."""
     for acc in ins.srcs:
@@ -114,7 +129,8 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
     barriers_seen: dict = {}
     uninit: list = []
     order, ptr, idx = sched.order.tolist(), sched.join_ptr.tolist(), sched.join_idx.tolist()
-    for pos, i in enumerate(order):
+    for pos in _positions(spans, leader, gm_of, sched.order, len(instrs), mem.compute):
+        i = order[pos]
         ins = instrs[i]
         b = block_of[i]
         if ins.op is Op.SYNC_ALL:
