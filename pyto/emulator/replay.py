@@ -66,10 +66,12 @@ def _tracked(ins, written: set) -> bool:
 
 def _gm_uses(spans: list, leader: list, written: set) -> list:
     """Per block, the relative indices of (instructions touching GM that the launch writes, instructions
-    reading a workspace): the only ones a follower checks itself. Found once per encoding, on its leader."""
+    reading a workspace): the only ones a follower checks itself. Found once per followed encoding, on
+    its leader."""
     found: dict = {}
+    followed = {id(sp.code) for b, sp in enumerate(spans) if leader[b] != b}
     for b, sp in enumerate(spans):
-        if leader[b] == b and id(sp.code) not in found:
+        if leader[b] == b and id(sp.code) in followed and id(sp.code) not in found:
             tracked, reads_ws = set(), set()
             for k, ins in enumerate(ins for prog in sp.programs for ins in prog.instrs):
                 if _tracked(ins, written):
