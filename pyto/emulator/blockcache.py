@@ -79,19 +79,12 @@ class BlockCache:
                                            tuple((p, cross_key(m)) for p, m in prog.markers)), len(intern)))
             for ins in prog.instrs:
                 a = ins.attrs
-                key = [ins.op, ins.pipe, ins.name, ins.loc, len(ins.srcs), len(ins.dsts)]
-                for acc in ins.srcs:
+                nsrc = len(ins.srcs)
+                key = [ins.op, ins.pipe, ins.name, ins.loc, nsrc, len(ins.dsts)]
+                for k, acc in enumerate(ins.srcs + ins.dsts):
                     obj = acc.obj
                     if type(obj) is GMTensor:
-                        gm.append((obj.uid, len(body), prog.role, ins.pipe, False, acc))
-                        key.append(obj.uid)
-                    else:
-                        sid = stores.get(id(obj))
-                        key += (table_id(obj) if sid is None else sid, acc.rect)
-                for acc in ins.dsts:
-                    obj = acc.obj
-                    if type(obj) is GMTensor:
-                        gm.append((obj.uid, len(body), prog.role, ins.pipe, True, acc))
+                        gm.append((obj.uid, len(body), prog.role, ins.pipe, k >= nsrc, acc))
                         key.append(obj.uid)
                     else:
                         sid = stores.get(id(obj))
