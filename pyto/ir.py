@@ -107,11 +107,6 @@ class Loc:
         return f"{short}:{self.line} {self.text}".rstrip()
 
 
-def rects_overlap(a: tuple, b: tuple) -> bool:
-    """Whether rectangles (r0, r1, c0, c1) a and b share an element."""
-    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
-
-
 def rect_covers(a: tuple, b: tuple) -> bool:
     """Whether rectangle a contains rectangle b."""
     return a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3]
@@ -153,7 +148,7 @@ class Instr:
 
 
 __all__ = ["Pipe", "Buf", "Role", "Op", "AccPhase", "STPhase", "AccToVecMode", "Loc", "Access", "Instr",
-           "rects_overlap", "rect_covers",
+           "rect_covers",
            "MOVE_OPS", "CUBE_OPS", "VECTOR_OPS", "SYNC_OPS"]
 
 
