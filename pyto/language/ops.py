@@ -44,9 +44,13 @@ def _check_phase(phase, cls, loc: Loc, op: str):
 
 def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc: Loc):
     """Validate offsets into `gm`; return (Access, batch index, r0, c0, valid rows, valid cols) in GM coords."""
-    if len(gm.shape) == 2 and type(offsets) in (list, tuple) and len(offsets) == 2 \
+    nd = len(gm.shape)
+    if nd == 2 and type(offsets) in (list, tuple) and len(offsets) == 2 \
             and type(offsets[0]) is int and type(offsets[1]) is int:
         batch, (r0, c0) = 0, offsets      # a matrix: the checks below, in one go
+    elif nd == 3 and type(offsets) in (list, tuple) and len(offsets) == 3 and type(offsets[0]) is int \
+            and type(offsets[1]) is int and type(offsets[2]) is int and 0 <= offsets[0] < gm.shape[0]:
+        batch, r0, c0 = offsets           # one batch dimension, likewise
     else:
         if not isinstance(offsets, (list, tuple)) or len(offsets) != gm.ndim or gm.ndim < 2:
             raise ShapeError(f"{loc}: offsets into {gm!r} need {gm.ndim} ints, got {offsets!r}")
