@@ -1,7 +1,8 @@
 """Planner quality and branch efficiency on a suite of BMM shapes (timing mode on the emulated 950PR).
 
 For every shape: the planner's branch, every legal branch forced and simulated, the best one; then
-the agreement rate, the median and worst regret (planner's simulated time / best - 1), and each
+the agreement rate, the median and worst regret (planner's simulated time / best - 1), the planner's
+estimate against the simulated time of its branch, and each
 branch's simulated time as a fraction of the roofline max(FLOPs / peak, compulsory bytes / GM BW).
 Targets (issue 7): agreement >= 90 %, median regret <= 5 %, home-ground branches >= 80 % of roofline
 where the shape allows: where the roofline is at least ALLOWS = 4 times the latency no kernel hides (a first
@@ -94,14 +95,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--chip", default="ascend950pr")
     args = ap.parse_args()
-    regrets, agree, eff = [], 0, {}
+    regrets, agree, eff, est_err = [], 0, {}, []
     floor = latency_floor_cycles(args.chip)
     t0 = time.time()
     cases = suite(args.quick)
     print(f"{'label':<18} {'A':<18} {'B':<18} {'dt':<5} {'planner':<12} {'best':<12} {'regret':>7}  "
-          f"{'% roofline (planner)':>8}  times per branch (us)")
+          f"{'% roofline (planner)':>8}  {'est err':>7}  times per branch (us)")
     for label, a_shape, b_shape, dtype in cases:
-        chosen = plan(a_shape, b_shape, dtype, args.chip).branch
+        planned = plan(a_shape, b_shape, dtype, args.chip)
+        chosen = planned.branch
         times = {}
         for br in legal_branches(a_shape, b_shape, dtype, args.chip):
             try:
@@ -119,13 +121,17 @@ def main() -> None:
             eff.setdefault(br, []).append((roof / cyc, br == chosen, roof >= ALLOWS * floor))
         clock = pyto.load_chip(args.chip).clock_ghz * 1e3
         per = "  ".join(f"{k}={v / clock:.1f}" for k, v in ok.items())
+        err = planned.estimate.t_total / (ok[chosen] / clock) - 1 if chosen in ok else float("nan")
+        est_err.append(abs(err))
         print(f"{label:<18} {str(a_shape):<18} {str(b_shape):<18} {dtype:<5} {chosen:<12} {best:<12} "
-              f"{regret:>6.1%}  {roof / ok[chosen]:>8.1%}  {per}")
+              f"{regret:>6.1%}  {roof / ok[chosen]:>8.1%}  {err:>+7.1%}  {per}")
     n = len(cases)
     print(f"\n{n} shapes in {time.time() - t0:.0f} s")
     print(f"agreement (planner's branch is the fastest legal one, within 0.5%): {agree}/{n} = {agree / n:.1%} "
           f"(target >= 90%)")
     print(f"regret: median {statistics.median(regrets):.1%} (target <= 5%), worst {max(regrets):.1%}")
+    print(f"planner's estimate vs the emulator (est err, the chosen branch): median |error| "
+          f"{statistics.median(est_err):.1%}, worst {max(est_err):.1%}")
     fmt = (lambda xs: f"median {statistics.median(xs):.1%} min {min(xs):.1%} (n={len(xs)})" if xs else "-")
     print("\nfraction of roofline per branch (when the planner chose it | when forced):")
     for br, vals in sorted(eff.items()):
