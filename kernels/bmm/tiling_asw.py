@@ -43,15 +43,19 @@ def _asw_of(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, tiles: t
 def _asw_tiles(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, full_load: str) -> tuple:
     """The base tiles of an ASW tile walk: of every tile shape that fits (cube_candidates), the one the cost
     model (cost.estimate, the same model the planner arbitrates with) finds fastest; ties to less padding,
-    then the larger tile. The seed's ASW 4 leaves the choice to the balance of cube and move time."""
+    then more cores in use, then the larger tile. The seed's ASW 4 leaves the choice to the balance of cube
+    and move time."""
     cands = cube_candidates(m, n, k, batch, p, chip, cores=chip.aic, a_in_l1=full_load == "A",
                             b_in_l1=full_load == "B", held_twice=bool(full_load))
-    timed = [(estimate(p, _asw_of(p, chip, batch, m, n, k, tiles, full_load), chip).t_total, pad, area, tiles)
-             for (_, pad, area), tiles in cands]
+    timed = []
+    for (_, pad, area), tiles in cands:
+        t = _asw_of(p, chip, batch, m, n, k, tiles, full_load)
+        timed.append((estimate(p, t, chip).t_total, pad, -t.cores_used, area, tiles))
     fastest = min(x[0] for x in timed)
-    # within the model's resolution (TILE_TIE of the fastest) the tiles that pad least, then the largest, win:
-    # what the seed asks of ASW 4 besides the cube/move balance ("优先整除 M、N 减少尾块")
-    return min((x for x in timed if x[0] <= fastest * (1 + TILE_TIE)), key=lambda x: (x[1], x[2], x[0]))[3]
+    # within the model's resolution (TILE_TIE of the fastest) the tiles that pad least, then keep the most
+    # cores busy, then the largest, win: what the seed asks of ASW besides the cube/move balance ("优先整除
+    # M、N 减少尾块"; P >= C blocks before a larger tile; 1/M^t + 1/N^t small)
+    return min((x for x in timed if x[0] <= fastest * (1 + TILE_TIE)), key=lambda x: (x[1], x[2], x[3], x[0]))[4]
 
 
 def asw_tiling(p: Problem, chip: Chip, *, batch: int | None = None, m: int | None = None, n: int | None = None,
