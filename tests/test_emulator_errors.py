@@ -289,3 +289,20 @@ def test_random_op_sequences_raise_only_pyto_errors(ops):
     except pyto.PytoError as e:
         assert np.array_equal(out, before)
         assert "test_emulator_errors.py" in str(e) or isinstance(e, (pyto.DeadlockError,))
+
+
+def test_run_leaves_the_garbage_collector_as_it_found_it():
+    """pyto.run pauses Python's cyclic GC while it traces; the caller's setting is restored, on errors too."""
+    import gc
+    a, b, out = _mm_inputs()
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            pyto.run(same_tile_all_blocks, a, b, out.copy(), blocks=1, SYNC=True)
+            assert gc.isenabled() is enabled
+            with pytest.raises(pyto.errors.RaceError):
+                pyto.run(same_tile_all_blocks, a, b, out.copy(), blocks=2, SYNC=False)
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
