@@ -21,11 +21,17 @@ from .encode import BlockCode
 _GM_POSITION = ("batch", "r0", "c0", "parts")   # attrs that say where in GM, not what
 
 
-def _gm_attrs(attrs: dict) -> list:
-    """A GM transfer's attributes without its GM position (nd_num parts keep their tile rectangles)."""
-    key = [kv for kv in attrs.items() if kv[0] not in _GM_POSITION]
+def _gm_attrs(attrs: dict, key: list) -> None:
+    """Append a GM transfer's attributes without its GM position (nd_num parts keep their tile
+    rectangles) to `key`, as _signature keys any attributes: names, then values."""
     parts = attrs.get("parts")
-    return key if parts is None else key + [tuple(rect for _, rect in parts)]
+    attrs = attrs.copy()
+    for k in _GM_POSITION:
+        attrs.pop(k, None)
+    key.append(tuple(attrs))
+    key.append(tuple(attrs.values()))
+    if parts is not None:
+        key.append(tuple(rect for _, rect in parts))
 
 
 def _shared(gm: list) -> tuple:
@@ -64,34 +70,40 @@ class BlockCache:
 
     def _signature(self, programs: list) -> tuple:
         intern = self._intern
-        stores: dict = {}
+        stores: dict = {}       # TileStore -> its row in table, in order of first use
         table: list = []
         gm: list = []           # GM uses: (tensor uid, instruction position, role, pipe, write, access)
         body: list = []
-
-        def table_id(store) -> int:
-            stores[id(store)] = len(table)
-            table.append((store.key, store.program % 3, store.buf, store.shape, store.padded, store.dtype, store.name))
-            return stores[id(store)]
-
         for prog in programs:
-            body.append(intern.setdefault((prog.role, len(prog.instrs),
+            role = prog.role
+            body.append(intern.setdefault((role, len(prog.instrs),
                                            tuple((p, cross_key(m)) for p, m in prog.markers)), len(intern)))
             for ins in prog.instrs:
+                srcs, dsts = ins.srcs, ins.dsts
+                key = [ins.op, ins.pipe, ins.name, ins.loc, len(srcs), len(dsts)]
+                write = False
+                for group in (srcs, dsts):
+                    for acc in group:
+                        obj = acc.obj
+                        if type(obj) is GMTensor:
+                            gm.append((obj.uid, len(body), role, ins.pipe, write, acc))
+                            key.append(obj.uid)
+                        else:
+                            sid = stores.get(obj)
+                            if sid is None:
+                                sid = stores[obj] = len(table)
+                                table.append((obj.key, obj.program % 3, obj.buf, obj.shape, obj.padded, obj.dtype,
+                                              obj.name))
+                            key.append(sid)
+                            key.append(acc.rect)
+                    write = True
                 a = ins.attrs
-                nsrc = len(ins.srcs)
-                key = [ins.op, ins.pipe, ins.name, ins.loc, nsrc, len(ins.dsts)]
-                for k, acc in enumerate(ins.srcs + ins.dsts):
-                    obj = acc.obj
-                    if type(obj) is GMTensor:
-                        gm.append((obj.uid, len(body), prog.role, ins.pipe, k >= nsrc, acc))
-                        key.append(obj.uid)
-                    else:
-                        sid = stores.get(id(obj))
-                        key += (table_id(obj) if sid is None else sid, acc.rect)
-                key += a.items() if "batch" not in a else _gm_attrs(a)
-                key = tuple(key)
-                body.append(intern.setdefault(key, len(intern)))
+                if "batch" in a:
+                    _gm_attrs(a, key)
+                else:           # names, then values: keys as the items would, without a pair per attribute
+                    key.append(tuple(a))
+                    key.append(tuple(a.values()))
+                body.append(intern.setdefault(tuple(key), len(intern)))
         sig = (tuple(table), tuple(body), _shared(gm))
         hash(sig)
         return sig
