@@ -11,7 +11,7 @@ from .trace import caller_loc, current
 
 
 _L1, _L0A, _L0B, _L0C = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C
-_LOAD, _MTE1, _MTE2, _AIC = Op.LOAD, Pipe.MTE1, Pipe.MTE2, Role.AIC
+_LOAD, _MMAD, _MTE1, _MTE2, _M, _AIC = Op.LOAD, Op.MMAD, Pipe.MTE1, Pipe.MTE2, Pipe.M, Role.AIC
 _GM_TO = {Buf.L1: (("GM", "L1"), "GM->L1", Role.AIC), Buf.UB: (("GM", "UB"), "GM->UB", Role.AIV0)}
 _L1_TO_L0 = {Buf.L0A: (("L1", "L0A"), "L1->L0A"), Buf.L0B: (("L1", "L0B"), "L1->L0B")}
 
@@ -287,19 +287,25 @@ def move(dst: Tile, src: Tile, *, acc_to_vec_mode: Optional[AccToVecMode] = None
 
 
 def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, accumulate: bool, loc: Loc) -> None:
-    for x, what, buf in ((dst, "destination", _L0C), (a, "left operand", _L0A), (b, "right operand", _L0B)):
-        if type(x) is not Tile or x.store.buf is not buf:
+    if not (type(dst) is Tile and type(a) is Tile and type(b) is Tile and dst.store.buf is _L0C
+            and a.store.buf is _L0A and b.store.buf is _L0B):    # else _need_tile says which one is wrong
+        for x, what, buf in ((dst, "destination", _L0C), (a, "left operand", _L0A), (b, "right operand", _L0B)):
             _need_tile(x, f"{name} {what}", (buf,), loc)
-    _check_phase(phase, AccPhase, loc, name)
-    (m, k), (k2, n) = a.shape, b.shape
-    if k != k2 or dst.shape != (m, n):
+    if phase is not None:
+        _check_phase(phase, AccPhase, loc, name)
+    a0, a1, a2, a3 = a.rect          # shapes from the rectangles (Tile.shape, without a tuple per call)
+    b0, b1, b2, b3 = b.rect
+    d0, d1, d2, d3 = dst.rect
+    m, k, k2, n = a1 - a0, a3 - a2, b1 - b0, b3 - b2
+    if k != k2 or d1 - d0 != m or d3 - d2 != n:
         raise ShapeError(f"{loc}: {name} shapes do not chain: {dst!r} {list(dst.shape)} = {a!r} {list(a.shape)} "
                          f"@ {b!r} {list(b.shape)}")
-    if a.dtype is not b.dtype:
+    dt = a.store.dtype
+    if dt is not b.store.dtype:
         raise ShapeError(f"{loc}: {name} operands differ in dtype: {a.dtype} vs {b.dtype}")
-    if a.dtype is DType.int32:
+    if dt is DType.int32:
         raise ShapeError(f"{loc}: the cube takes fp16, bf16, fp32 or int8 operands, not int32")
-    if dst.dtype is not a.dtype.acc:
+    if dst.store.dtype is not dt.acc:
         raise ShapeError(f"{loc}: {a.dtype} operands accumulate in {a.dtype.acc}, but {dst!r} is {dst.dtype}")
     srcs = [Access(a.store, a.rect), Access(b.store, b.rect)]
     if bias is not None:
@@ -311,8 +317,8 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
     if accumulate:
         srcs.append(Access(dst.store, dst.rect))
     attrs = {"m": m, "n": n, "k": k, "phase": phase, "accumulate": accumulate, "bias": bias is not None,
-             "dtype": a.dtype}
-    _emit(Op.MMAD, Pipe.M, Role.AIC, tuple(srcs), (Access(dst.store, dst.rect),), attrs, loc, name)
+             "dtype": dt}
+    current().emit(Instr(_MMAD, _M, tuple(srcs), (Access(dst.store, dst.rect),), attrs, loc, name=name), _AIC)
 
 
 def matmul(dst: Tile, a: Tile, b: Tile, *, bias: Optional[Tile] = None, phase: Optional[AccPhase] = None) -> None:

@@ -29,8 +29,12 @@ ALIGN = {Buf.L1: 32, Buf.L0A: 512, Buf.L0B: 512, Buf.L0C: 64, Buf.UB: 32, Buf.BT
 
 
 def caller_loc() -> Loc:
-    """The first stack frame outside pyto: the kernel author's line."""
-    f = sys._getframe(1)
+    """The first stack frame outside pyto: the kernel author's line. (The search starts at the frame
+    that called caller_loc's caller: caller_loc is only called from inside pyto.)"""
+    try:
+        f = sys._getframe(2)
+    except ValueError:
+        f = None
     while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
         f = f.f_back
     if f is None:
@@ -95,6 +99,7 @@ class Tracer:
     def __init__(self, launch: Launch, block: int, role: Role):
         self.launch, self.chip = launch, launch.chip
         self.program = Program(block, role)
+        self.core, self.instrs = self.program.id, self.program.instrs   # emit's shortcuts
         self.block, self.role = block, role
         self.is_aic = role is Role.AIC
         self.section: Optional[str] = None
@@ -109,13 +114,14 @@ class Tracer:
         aic = role is _AIC
         if not aic:
             self.launch.uses_vector = True
-        if self.section is not None and self.section != ("cube" if aic else "vector"):
+        section = self.section
+        if section is not None and section != ("cube" if aic else "vector"):
             want = "cube" if aic else "vector"
             raise KernelError(f"{instr.loc}: {instr.name or instr.op.name.lower()} is a {want} op inside "
-                              f"pl.section_{self.section}(); move it into pl.section_{want}()")
+                              f"pl.section_{section}(); move it into pl.section_{want}()")
         if aic == self.is_aic:
-            instr.core = self.program.id
-            self.program.instrs.append(instr)
+            instr.core = self.core
+            self.instrs.append(instr)
             return instr
         self.program.markers.append((len(self.program.instrs), instr))
         return None
