@@ -105,7 +105,7 @@ class Memory:
             if isinstance(acc.obj, TileStore) and self.init[id(acc.obj)].all():
                 self.full.add(id(acc.obj))
 
-    def check_read(self, acc: Access, instr: Instr, where: str):
+    def check_read(self, acc: Access, instr: Instr):
         """An UninitializedReadError if part of `acc` was never written, else None."""
         if id(acc.obj) in self.full:
             return None
@@ -113,7 +113,7 @@ class Memory:
         if cells is not None and not cells.all():
             r0, r1, c0, c1 = acc.rect
             return UninitializedReadError(
-                f"{instr.loc}: {instr.name} on {instr.pipe.name} ({where}) reads {acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
+                f"{instr.loc}: {instr.name} on {instr.pipe.name} (PIPE_{instr.pipe.name}) reads {acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
                 f"but part of it was never written ({int((~cells).sum())} of {cells.size} "
                 f"{'fractals' if isinstance(acc.obj, TileStore) else 'elements'} uninitialised)")
         return None

@@ -101,7 +101,7 @@ def _check_reads(ins, mem: Memory, uninit: list, gm_only: bool) -> None:
     """Hold back an uninitialised read of `ins` (of GM only, for a follower)."""
     for acc in ins.srcs:
         if not gm_only or isinstance(acc.obj, GMTensor):
-            err = mem.check_read(acc, ins, f"PIPE_{ins.pipe.name}")
+            err = mem.check_read(acc, ins)
             if err is not None:
                 uninit.append(err)
 

@@ -8,10 +8,8 @@ style: hazard kind, buffer and region, both pipes with op and line.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import RaceError
-from ..ir import Access, GMTensor, Instr, Pipe, Role, TileStore, rect_covers
+from ..ir import Access, GMTensor, Instr, Pipe, Role, TileStore
 
 _AIC = {Pipe.MTE2: 0, Pipe.MTE1: 1, Pipe.M: 2, Pipe.FIX: 3, Pipe.S: 4}
 _AIV = {Pipe.MTE2: 0, Pipe.V: 1, Pipe.MTE3: 2, Pipe.S: 3}
@@ -32,11 +30,15 @@ def _where(ins: Instr) -> str:
 
 
 class Sanitizer:
-    """Vector clocks per thread, access history per buffer object."""
+    """Vector clocks per thread, access history per buffer object.
+
+    A thread's clock is a list that is never changed once made (each instruction makes a new one), so
+    instructions keep theirs without a copy. The snapshot of instruction j is (block, its clocks, its
+    sync_all phase, its thread)."""
 
     def __init__(self, nblocks: int, tracked_gm: set):
-        self.vc = np.zeros((nblocks, N_THREADS, N_THREADS), dtype=np.int64)
-        self.epoch = np.zeros((nblocks, N_THREADS), dtype=np.int64)
+        self.vc = [[[0] * N_THREADS for _ in range(N_THREADS)] for _ in range(nblocks)]
+        self.epoch = [[0] * N_THREADS for _ in range(nblocks)]
         self.snap: dict = {}
         self.history: dict = {}
         self.tracked_gm = tracked_gm
@@ -45,15 +47,22 @@ class Sanitizer:
         """`ins` starts after the instructions in `joins` (its sync sources): advance its clock, check its
         accesses. Returns its (vector clock, sync_all phase)."""
         b, t = ins.core // 3, thread_of(ins)
-        vc = self.vc[b, t]
+        vc = own = self.vc[b][t]
+        ep = self.epoch[b][t]
         for j in joins:
             s = self.snap.get(j.index)
             if s is not None and s[0] == b:
-                np.maximum(vc, s[1], out=vc)
-                if s[2] > self.epoch[b, t]:
-                    self.epoch[b, t] = s[2]
+                other, u = s[1], s[3]
+                # clocks only grow, so a thread that already knows u's clock of j knows all j knew
+                if other[u] > vc[u]:
+                    vc = [x if x >= y else y for x, y in zip(vc, other)]
+                if s[2] > ep:
+                    ep = s[2]
+        if vc is own:
+            vc = vc.copy()      # no join changed it: the new clock is still a new list
         vc[t] += 1
-        clocks, ep = vc.tolist(), int(self.epoch[b, t])
+        self.vc[b][t] = clocks = vc
+        self.epoch[b][t] = ep
         for acc in ins.srcs:
             self._access(ins, acc, False, b, t, clocks, ep, False)
         if ins.dsts:
@@ -61,7 +70,7 @@ class Sanitizer:
             for acc in ins.dsts:
                 self._access(ins, acc, True, b, t, clocks, ep, atomic)
         if keep:
-            self.snap[ins.index] = (b, vc.copy(), ep)
+            self.snap[ins.index] = (b, clocks, ep, t)
         return clocks, ep
 
     def check_gm(self, ins: Instr, clocks: list, ep: int) -> None:
@@ -78,40 +87,33 @@ class Sanitizer:
 
     def pass_barrier(self, ins: Instr, n: int) -> None:
         """Every core reached sync_all `ins`: its thread (and all who wait on it) enter phase `n`."""
-        self.epoch[ins.core // 3, thread_of(ins)] = n
+        self.epoch[ins.core // 3][thread_of(ins)] = n
 
     def _access(self, ins: Instr, acc: Access, write: bool, b: int, t: int, clocks: list, ep: int,
                 atomic: bool) -> None:
         """Check one access against the object's history (clocks: this thread's vector clock, ep: its
-        sync_all phase), then record it; entries it covers, and so orders every later access after,
-        are dropped."""
+        sync_all phase), then record it. Entries it covers are dropped, in the same pass: a write
+        orders every later access after it, and a read of the same thread stands for earlier reads."""
         obj = acc.obj
-        if isinstance(obj, GMTensor) and id(obj) not in self.tracked_gm:
+        if type(obj) is GMTensor and id(obj) not in self.tracked_gm:
             return
-        hist = self.history.get(id(obj))
-        if hist is None:
-            hist = self.history[id(obj)] = []
         rect, batch = acc.rect, acc.batch
         r0, r1, c0, c1 = rect
-        covers = False
-        for e in hist:
+        kept = []
+        for e in self.history.get(id(obj), ()):
             erect, ebatch, eb, et, eclock, eep, ewrite, eatomic, _ = e
             if ebatch != batch:
+                kept.append(e)
                 continue
             e0, e1, f0, f1 = erect
             if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (atomic and eatomic)
                     and not ((eb == b and eclock <= clocks[et]) or eep != ep)):  # a sync_all between orders any two
                 self._report(obj, acc, e, ins, write)
-            if (not covers and r0 <= e0 and e1 <= r1 and c0 <= f0 and f1 <= c1
+            if not (r0 <= e0 and e1 <= r1 and c0 <= f0 and f1 <= c1
                     and (write or (eb == b and et == t and not ewrite))):
-                covers = True
-        if covers:
-            if write:
-                hist[:] = [e for e in hist if not (e[1] == batch and rect_covers(rect, e[0]))]
-            else:
-                hist[:] = [e for e in hist if not (e[2] == b and e[3] == t and not e[6] and e[1] == batch
-                                                   and rect_covers(rect, e[0]))]
-        hist.append((rect, batch, b, t, clocks[t], ep, write, atomic, ins))
+                kept.append(e)
+        kept.append((rect, batch, b, t, clocks[t], ep, write, atomic, ins))
+        self.history[id(obj)] = kept
 
     @staticmethod
     def _report(obj, acc: Access, e: tuple, ins: Instr, write: bool) -> None:
