@@ -69,7 +69,8 @@ def insert(order: list, core: int, data: bool = True) -> None:
                 deps[(core, barrier.pipe)] = barrier
         if data:
             _data_deps(ins, unit, tracks, deps, core)
-        ins.deps.extend(d for d in deps.values() if d is not ins)
+        if deps:
+            ins.deps.extend([d for d in deps.values() if d is not ins])
         if own:
             last_on[unit] = ins
 
@@ -89,7 +90,9 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
         for erect, ebatch, u, w in tr.writes.values():
             if (u != unit and ebatch == batch and erect[0] < rect[1] and rect[0] < erect[1] and erect[2] < rect[3]
                     and rect[2] < erect[3] and not (l0c and _phase_exempt(acc.obj, ins, w))):
-                _later(found, u, w)
+                last = found.get(u)      # _later, inline: the hottest loop of auto-sync
+                if last is None or last.index < w.index:
+                    found[u] = w
     exempt: set = set()   # entries this write is not synced with (phase): they stay tracked
     for acc in ins.dsts:
         tr = tracks.get(id(acc.obj))
@@ -104,7 +107,9 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
                     if l0c and _phase_exempt(acc.obj, ins, o):
                         exempt.add(id(o))
                     else:
-                        _later(found, u, o)
+                        last = found.get(u)
+                        if last is None or last.index < o.index:
+                            found[u] = o
         for u, o in tr.gm_reads.items():
             if u != unit:
                 _later(found, u, o)

@@ -155,10 +155,25 @@ def _np(values, dtype) -> np.ndarray:
     return np.array(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
 
 
+def _gm_side(ins: Instr):
+    """True if a transfer reads GM, False if it writes GM (and reads none), None if it touches no GM."""
+    for acc in ins.srcs:
+        if isinstance(acc.obj, GMTensor):
+            return True
+    for acc in ins.dsts:
+        if isinstance(acc.obj, GMTensor):
+            return False
+    return None
+
+
 def _gm_key(ins: Instr) -> int:
     """The L2 region of a GM transfer: tensor, batch and rectangle of its GM side."""
-    return hash(tuple((acc.obj.uid, acc.batch, acc.rect) for acc in ins.srcs + ins.dsts
-                      if isinstance(acc.obj, GMTensor)))
+    key = []
+    for group in (ins.srcs, ins.dsts):
+        for acc in group:
+            if isinstance(acc.obj, GMTensor):
+                key.append((acc.obj.uid, acc.batch, acc.rect))
+    return hash(tuple(key))
 
 
 class Encoder:
@@ -206,7 +221,8 @@ class Encoder:
                     slots.append((pos, pipe))
                     queues.append([])
                 queues[slot].append(i)
-                dep_idx.extend(d.index - n0 for d in ins.deps)
+                if ins.deps:
+                    dep_idx.extend([d.index - n0 for d in ins.deps])
                 dep_ptr.append(len(dep_idx))
                 k = _KIND.get(op, 0)
                 fkey = fkeys.setdefault((pos, ins.attrs["key"]), len(fkeys)) if k == 1 or k == 2 else 0
@@ -216,17 +232,16 @@ class Encoder:
                     flops += 2.0 * ins.attrs["m"] * ins.attrs["n"] * ins.attrs["k"]
                     cube_dtype = ins.attrs["dtype"]
                 elif op is Op.LOAD or op is Op.STORE:
-                    gm = [True for acc in ins.srcs if isinstance(acc.obj, GMTensor)]
-                    gm += [False for acc in ins.dsts if isinstance(acc.obj, GMTensor)]
-                    if gm:
+                    read = _gm_side(ins)
+                    if read is not None:
                         nbytes = burst_bytes(chip, ins.attrs)
-                        io.append((j, i, nbytes, gm[0]))
-                        if gm[0]:
+                        io.append((j, i, nbytes, read))
+                        if read:
                             gm_read += nbytes
                         else:
                             gm_write += nbytes
                 c = cost(chip, ins)
-                rows.append((slot, *uf.of(ins), k, fkey, c.occ, c.lat, c.gm_bytes, c.l2_bytes,
+                rows.append((slot, *(_NO_UNIT_FLAG if ins.attrs.get("phase") is None else uf.of(ins)), k, fkey, c.occ, c.lat, c.gm_bytes, c.l2_bytes,
                              pos, int(pipe), names.setdefault(ins.name, len(names)),
                              locs.setdefault(ins.loc, len(locs))))
                 i += 1
