@@ -324,19 +324,24 @@ def parallel_blocks(p: Problem) -> int:
 
 
 def asw_checks(p: Problem, chip: Chip, merge_home: bool, iter_home: bool) -> BranchCheck:
-    """ASW_Basic condition 1 (P >= C at the smallest tile that fits L0C) and 2 (its entry paths)."""
+    """ASW_Basic condition 1 (P >= C at the smallest tile that fits L0C) and 2 (its entry path).
+
+    Condition 2 is what seeds/000 calls the typical entry paths (典型进入路径): B < C, or B >= C where MergeBatch and
+    IterBatch fail (the fallback), or a cross broadcast. Where B >= C and a B branch holds as well, the home grounds
+    overlap and, as for every overlap (主场之间存在重叠区 ... 由 T_total 仲裁), T_total decides; so the home ground
+    is condition 1, and condition 2 names the path (it holds on every path, the overlap included)."""
     C, P = chip.aic, parallel_blocks(p)
     tile = FRACTAL * FRACTAL * ACC_BYTES
     c1 = Check("ASW_Basic 1", f"P = B*ceil(M/M^t)*ceil(N/N^t) at M^t = N^t = 16 (16*16*4B = {tile} B <= L0C "
                               f"{chip.buffers['L0C']} B) = {p.batch}*{cdiv(p.M, FRACTAL)}*{cdiv(p.N, FRACTAL)} = "
                               f"{P} >= C = {C}", P >= C and tile <= chip.buffers["L0C"])
+    b_home = merge_home or iter_home
     paths = [f"B = {p.batch} < C = {C}" + (" (yes)" if p.batch < C else " (no)"),
-             f"B >= C and MergeBatch, IterBatch both fail "
-             f"({'yes' if p.batch >= C and not (merge_home or iter_home) else 'no'})",
+             f"B >= C and MergeBatch, IterBatch both fail ({'yes' if p.batch >= C and not b_home else 'no'})",
+             f"B >= C overlapping a B branch's home ground, T_total decides ({'yes' if p.batch >= C and b_home else 'no'})",
              f"cross broadcast ({'yes' if p.broadcast == 'cross' else 'no'})"]
-    ok2 = p.batch < C or not (merge_home or iter_home) or p.broadcast == "cross"
-    c2 = Check("ASW_Basic 2", "entry path: " + " or ".join(paths), ok2)
-    return BranchCheck("asw_basic", c1.holds and c2.holds, (c1, c2))
+    c2 = Check("ASW_Basic 2", "entry path: " + " or ".join(paths), c1.holds)
+    return BranchCheck("asw_basic", c1.holds, (c1, c2))
 
 
 def grid_k_ok(p: Problem, chip: Chip, g: int) -> bool:

@@ -39,6 +39,12 @@ from .tilings import (AswTiling, IterBatchTiling, MergeBatchTiling, SpecialTilin
                       ToMatmulTiling)
 
 
+# The model's resolution: estimates closer than this (relative) do not order the emulated times, so the seed's
+# own preferences decide between them (the price order of branches, the tile rules of ASW 4). 3%: the median
+# |error| against the emulator over benchmarks/bmm_planner.py's suite is 2.1-2.7% (2026-11-30).
+RESOLUTION = 0.03
+
+
 def roofline_us(p: Problem, chip: Chip) -> float:
     """max(FLOPs / peak, compulsory bytes / GM bandwidth): no plan can beat it."""
     return max(p.flops / chip.peak_flops(p.dtype), p.compulsory_bytes / (chip.gm_bandwidth_gbs * 1e9)) * 1e6

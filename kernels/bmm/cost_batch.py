@@ -69,7 +69,7 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     by_class = {(r, c): tl for (tl, _), (r, c, _) in zip(tiles, classes)}
     seen_a: set = set()
     seen_b: set = set()
-    phased = 0.0
+    phased = phased_read = store_phases = 0.0
     cores = t.cores_used
     for i, m0 in enumerate(range(0, M, bm)):
         cols = list(range(0, N, bn))
@@ -89,10 +89,16 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
                 shared = (hold_a and bc_a > 1) or (hold_b and bc_b > 1)
                 g += held_bytes / cores if shared else held_bytes
                 h += held_bytes - held_bytes / cores if shared else 0.0
+            port = tl.mte2 + (held_cyc if i == 0 and j == 0 else 0.0)
+            read = max(cores * g / chip.gm_bytes_per_cycle, cores * h / chip.l2_bytes_per_cycle, port)
             g += tl.store
-            phased += max(cores * g / chip.gm_bytes_per_cycle, cores * h / chip.l2_bytes_per_cycle,
-                          tl.mte2 + (held_cyc if i == 0 and j == 0 else 0.0))
-    w.phased = bpc * phased
+            both = max(cores * g / chip.gm_bytes_per_cycle, cores * h / chip.l2_bytes_per_cycle, port)
+            phased_read += read
+            phased += both
+            store_phases += both - read
+    # the stores after the walk's last read are in the tail, not in a phase: the last tile's when the other side
+    # streams, every tile's of the last batch when both are held (their MMADs wait for the last slab piece)
+    w.phased, w.phased_read = bpc * phased - (both - read if stream else store_phases), bpc * phased_read
     w.cyc["MTE2"] += bpc * per_batch.mte2 + held_per_core * held_cyc
     w.bytes_in(bpc * (per_batch.a_bytes + per_batch.b_bytes) + held_per_core * held_bytes,
                bpc * (fa * per_batch.a_bytes + fb * per_batch.b_bytes))
@@ -114,14 +120,18 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     w.tail_mmad = sync + last.store_cyc + w.tail_fix
     if stream:
         w.tail_load = w.lat() + 2 * sync + last.last_cube + last.store_cyc + w.tail_fix
-        w.tail_store = last.store_cyc
+        w.tail_ring = w.lat() + 2 * sync + last.last_cube
         first = (first_held if hold_a or hold_b else 0.0) + tiles[0][0].first_in
     else:
         # the last batch's slab pieces: the cube finishes the last piece's share of every tile after it lands
         share = per_batch.mmad / max(1, hp) + tiles[-1][0].first_l0
         w.tail_load = w.lat() + 2 * sync + share + last.store_cyc + w.tail_fix
-        w.tail_store = last.store_cyc
+        w.tail_ring = w.lat() + 2 * sync + share
         first = first_held
+    # the GM channel serves transfers in the order they are issued, so the cores' walks are staggered: the last
+    # core's tail (latency, last MMADs, its store) runs while the channel still carries the others' last stores
+    others = (t.cores_used - 1) * last.store / chip.gm_bytes_per_cycle
+    w.tail_store = min(w.tail_load - w.tail_fix, others + last.store_cyc)
     w.head = first + w.lat() + sync + tiles[0][0].first_l0 + sync
     w.gm_write += p.batch * per_batch.store
     _bias(w, p, bpc * tm * tn, bn)
@@ -198,6 +208,7 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
     w.tail_fix = w.lat("L0C", "GM")
     w.tail_mmad = sync + last["store"] + w.tail_fix
     w.tail_load = w.lat() + 2 * sync + last["cube"] + last["store"] + w.tail_fix
+    w.tail_ring = w.lat() + 2 * sync + last["cube"]
     w.tail_store = last["store"]
     h_first, h_l0 = last["head"]
     w.head = h_first + w.lat() + sync + h_l0 + sync

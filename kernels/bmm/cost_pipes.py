@@ -80,9 +80,12 @@ class _Work:
         self.rings: list[tuple[float, float, float, float, int]] = []   # (slots, xfers, bytes, cube, stages)
         self.l0c_ring = 0.0                 # the cube's time bound by L0C slots waiting for Fixpipe (see l0c)
         self.phased = 0.0                   # the channels' time when every core walks the same phases at once
+        self.phased_read = 0.0              # the same without the stores: the pace of the cores' reads
         self.first_phase = self.first_port = 0.0   # a load every core makes first, alone (an L1 full load)
         self.first_gm = self.first_l2 = 0.0        # its chip-wide GM and L2 bytes (out of the channel terms)
         self.tail_store = 0.0               # the last tile's (group's) Fixpipe cycles, inside tail_load
+        self.tail_ring = 0.0                # the part of tail_load a ring's bound already holds: the last slot's
+                                            # latency and the cube's time on it
 
     # -- costs of single instructions (cycles) --
     def share(self, l2: bool = False) -> float:
@@ -168,14 +171,21 @@ class _Work:
                                           (self.gm_read - self.first_gm) / chip.gm_bytes_per_cycle)
             core = self.core_gm + self.core_l2
             if self.rings and core > 0:
-                rate = min(chip.path("GM", "L1").bytes_per_cycle, core / max(load, 1.0))
+                # the pace of this core's reads: its share of the channels' read time (stores go between)
+                reads = self.first_phase + max(mte2_pipe - self.first_port, l2_chan, self.phased_read,
+                                               (self.gm_read - self.first_gm) / chip.gm_bytes_per_cycle)
+                rate = min(chip.path("GM", "L1").bytes_per_cycle, core / max(reads, 1.0))
                 hit = self.core_l2 / core
                 lat = hit * self.lat(l2=True) + (1 - hit) * self.lat()
+                tail = self.tail_load
                 for slots, xfers, charged, cube, stages in self.rings:
                     per = (xfers * chip.dma_setup_cycles + charged / rate + slots * (lat + 2 * chip.flag_latency_cycles)
                            + cube) / stages
-                    load = max(load, per)
-            t["MTE2"] = load + self.tail_load
+                    if per + self.tail_load - self.tail_ring / stages > load + tail:
+                        load, tail = per, self.tail_load - self.tail_ring / stages
+            else:
+                tail = self.tail_load
+            t["MTE2"] = load + tail
             if self.gm_read >= self.gm_write:
                 # the whole GM channel, its last stores included: after the last read, the last piece's latency
                 # and compute, then the stores' own latency (their channel time is in gm_chan)

@@ -136,6 +136,7 @@ def _finish_tiles(w: _Work, per_core: float, avg: _Tile, last: _Tile, sync: floa
     w.tail_fix = store_lat
     w.tail_mmad = sync + last.store_cyc + store_lat
     w.tail_load = w.lat() + sync + last.last_cube + sync + last.store_cyc + store_lat
+    w.tail_ring = w.lat() + sync + last.last_cube + sync
     w.tail_store = last.store_cyc
     w.head = w.head or (last.first_in + w.lat() + sync + last.first_l0 + sync)
 

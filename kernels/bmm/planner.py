@@ -1,19 +1,24 @@
 """plan(): seeds/000's BMM branch decision — reduce the problem, buy B, then M/N, then K — with explain().
 
 Decision order (issue 6): Special (K = 0; K = 1 when the AIV path's conditions hold; empty output), then
-ToMatmul (BatchA = 1 or BatchB = 1: taken at once when its fold is free; otherwise its estimate is compared
-with the BMM branches run on the broadcast problem), then MergeBatch / IterBatch (overlap: analytic T_total),
-then ASW_Basic, then StreamK; when no home ground holds, ASW_Basic on fewer cores (seed: 降核).
+ToMatmul (BatchA = 1 or BatchB = 1: compared by T_total with the BMM branch this order picks on the broadcast
+problem), then MergeBatch / IterBatch (and ASW_Basic, whose home ground P >= C overlaps theirs: T_total), then
+ASW_Basic, then StreamK; when no home ground holds, ASW_Basic on fewer cores (seed: 降核).
+The entry conditions decide which branches are candidates; where home grounds overlap, seeds/000 gives the
+overlap to the end-to-end latency model (主场之间存在重叠区 ... 由 T_total 仲裁), and every overlap is treated so.
 
 Readings of seeds/000 where it is ambiguous (details in the functions named):
 - b_core is floor(B/C) in thresholds (MergeBatch 1 and 3, IterBatch 1) and ceil(B/C), the batches the
   busiest core runs, in IterBatch's L1 cases (a)-(e) (conditions.iter_l1).
 - "BatchA = BatchB" means no broadcasting (BatchA = BatchB = B); on ToMatmul's broadcast comparison a
   batch-1 side expanded to B also counts. Capacity conditions use padded M̄, N̄, K̄.
-- Only a free fold makes ToMatmul win outright (plain; fold_m with ND A; A resident in L1); otherwise it is
-  compared by T_total with the branch this decision picks on the broadcast problem. Even a free fold meets
-  StreamK where StreamK's home ground holds (P < C and a long K): the Matmul ToMatmul reuses would split K
-  there (its split-K), so that overlap goes to T_total too.
+- ToMatmul's home ground (a batch-1 side) overlaps those of the BMM branches on the broadcast problem, even
+  when its fold is free ("无任何代价": no rearrangement, but the folded Matmul's tiles and order are not the
+  BMM branches'), so it is compared by T_total with the branch this decision picks there (StreamK included,
+  where P < C and K is long: the Matmul ToMatmul reuses would split K there). Measured (benchmarks/
+  bmm_planner.py): taking a free fold outright lost 11% at [64,64,256]@[256,128] to IterBatch.
+- ASW_Basic's condition 2 lists its typical entry paths (典型进入路径); its home ground is condition 1
+  (P >= C), which overlaps MergeBatch/IterBatch whenever B >= C: T_total decides (conditions.asw_checks).
 - Where the seed leaves a free choice inside a branch (ASW/ToMatmul base tiles, StreamK's mCnt x nCnt), the
   same T_total model picks it; the seed's entry conditions and decision order are never overridden by it.
 - StreamK grid_K is the largest power of two <= blocksPerBatch meeting both inequalities: they only get
@@ -21,8 +26,8 @@ Readings of seeds/000 where it is ambiguous (details in the functions named):
   27K -> 4, 108K -> 8) needs the largest (tiling_streamk_special.stream_tiling).
 - ASW_Basic condition 1 is evaluated at the smallest tile 16 x 16 (the most blocks), so it is exactly the
   negation of StreamK condition 1.
-- An empty output (B*M*N = 0) is Special ("empty"). Overlaps (MergeBatch/IterBatch, ToMatmul/BMM,
-  ToMatmul/StreamK) go to the smaller T_total; ties at the shared-bandwidth bound to the busiest core's
+- An empty output (B*M*N = 0) is Special ("empty"). Overlaps (MergeBatch/IterBatch/ASW_Basic, ToMatmul/BMM)
+  go to the smaller T_total; ties at the shared-bandwidth bound to the busiest core's
   shorter MTE2 time.
 - T_total (cost.py) describes what the kernels do on the emulated chip: every transfer, burst and DMA
   setup, the chip-wide GM and L2 channels, latencies that show at the start and the end of a pipeline.
@@ -39,7 +44,7 @@ from pyto.errors import PlanError, ShapeError
 
 from .conditions import (BRANCHES, SEED_NAMES, BranchCheck, Problem, asw_checks, iter_checks, iter_l1,
                          merge_checks, special_checks, stream_checks, to_matmul_checks)
-from .cost import Estimate, estimate, roofline_us
+from .cost import RESOLUTION, Estimate, estimate, roofline_us
 from .tiling_asw import asw_tiling, to_matmul_folds, to_matmul_tiling
 from .tiling_batch import iter_tiling, merge_tiling
 from .tiling_streamk_special import special_tiling, stream_tiling
@@ -173,17 +178,24 @@ class Plan:
         return _explain(self)
 
 
+# seeds/000's price of parallelism: reduce the problem (ToMatmul), then B (free), then M/N (cheap), then K
+PRICE = {"to_matmul": 0, "merge_batch": 1, "iter_batch": 1, "asw_basic": 2, "stream_k": 3}
+
+
 def _pick(cands: list[tuple[str, Tiling]], p: Problem, chip: Chip, lines: list[str], what: str) -> tuple[str, Tiling]:
-    """The candidate with the smallest analytic T_total, written to `lines`. Ties (both at the shared
-    bandwidth bound) go to the busiest core's shorter MTE2 pipe time (fewer, larger transfers), then order."""
+    """An overlap of home grounds: the smallest analytic T_total, where it is clear. Candidates within the model's
+    RESOLUTION of the fastest are not ordered by it: among them the seed's price order decides (the cheaper
+    parallelism), then T_total, then the busiest core's shorter MTE2 pipe time (a tie at the shared-bandwidth
+    bound: fewer, larger transfers)."""
     ests = [(b, t, estimate(p, t, chip)) for b, t in cands]
-    b, t, e = min(ests, key=lambda x: (x[2].t_total, x[2].t_mte2_pipe))
+    fastest = min(e.t_total for _, _, e in ests)
+    close = [x for x in ests if x[2].t_total <= fastest * (1 + RESOLUTION)]
+    b, t, e = min(close, key=lambda x: (PRICE[x[0]], x[2].t_total, x[2].t_mte2_pipe))
     if len(ests) > 1:
-        tie = sum(abs(ex.t_total - e.t_total) <= 1e-9 * e.t_total for _, _, ex in ests) > 1
         lines.append(f"   overlap ({what}): T_total decides: " + ", ".join(f"{x} {ex.t_total:.3f} us"
                                                                          for x, _, ex in ests)
-                     + (" (a tie at the shared-bandwidth bound: the busiest core's own MTE2 time decides: "
-                        + ", ".join(f"{x} {ex.t_mte2_pipe:.3f} us" for x, _, ex in ests) + ")" if tie else "")
+                     + (f" (within {RESOLUTION:.0%} of the fastest, the seed's price order, then T_total: "
+                        + ", ".join(x for x, _, _ in close) + ")" if len(close) > 1 else "")
                      + f" -> {b}")
     return b, t
 
@@ -207,7 +219,10 @@ def _buy(p: Problem, chip: Chip, expanded: bool, reduce: str, lines: list[str]
     held = lambda c: "holds" if c.home else "fails"  # noqa: E731
     lines.append(f"3. buy B (free): MergeBatch {held(mc)}, IterBatch {held(ic)}")
     if homes:
-        b, t = _pick(homes, p, chip, lines, "MergeBatch / IterBatch")
+        if ac.home:   # B >= C: ASW_Basic's home ground holds too, an overlap like any other
+            lines.append("   ASW_Basic 1 holds as well (P >= C): its home ground overlaps")
+            homes.append(("asw_basic", asw_tiling(p, chip)))
+        b, t = _pick(homes, p, chip, lines, " / ".join(SEED_NAMES[x] for x, _ in homes))
         lines.append(f"   -> {b}")
         return b, t, checks
     lines.append(f"4. buy M/N (cheap): ASW_Basic {held(ac)}")
@@ -237,23 +252,12 @@ def _decide(p: Problem, chip: Chip, reduce: str) -> tuple[str, Tiling, tuple[Bra
         return b, t, _ordered(sp, tm, rest), lines
     t_mm = _build("to_matmul", p, chip, forced=False)
     if t_mm.free:
-        rest = _buy(p, chip, False, reduce, [])[2]
-        if rest["stream_k"].home:
-            # the folded matmul has fewer output blocks than cores and a long K: Matmul's own answer there is
-            # to split K between cores (split-K / StreamK), StreamK's home ground; the seed's overlap rule
-            lines.append(f"2. ToMatmul holds and its fold '{t_mm.fold}' is free, but StreamK's home ground holds "
-                         "too (P < C, K long enough for a grid_K): the matmul ToMatmul reuses would split K "
-                         "there, so the overlap goes to T_total")
-            b, t = _pick([("to_matmul", t_mm), ("stream_k", stream_tiling(p, chip, reduce))], p, chip, lines,
-                         "ToMatmul vs StreamK")
-            lines.append(f"   -> {b}")
-            return b, t, _ordered(sp, tm, rest), lines
-        lines.append(f"2. ToMatmul holds and its fold '{t_mm.fold}' is free -> to_matmul (the problem is reduced "
-                     "before any dimension is bought)")
-        return "to_matmul", t_mm, _ordered(sp, tm, rest), lines
-    lines.append(f"2. ToMatmul holds but fold '{t_mm.fold}' moves {t_mm.rearrange_bytes + t_mm.scatter_bytes} B "
-                 "to rearrange: the seed compares it with the BMM branches on the broadcast problem "
-                 "(batch-1 side expanded to B)")
+        lines.append(f"2. ToMatmul holds and its fold '{t_mm.fold}' is free; its home ground overlaps those of the BMM "
+                     "branches on the broadcast problem (batch-1 side expanded to B), so T_total decides")
+    else:
+        lines.append(f"2. ToMatmul holds but fold '{t_mm.fold}' moves {t_mm.rearrange_bytes + t_mm.scatter_bytes} B "
+                     "to rearrange: the seed compares it with the BMM branches on the broadcast problem "
+                     "(batch-1 side expanded to B)")
     b, t, rest = _buy(p, chip, True, reduce, lines)
     b, t = _pick([("to_matmul", t_mm), (b, t)], p, chip, lines, "ToMatmul vs BMM")
     lines.append(f"   -> {b}")

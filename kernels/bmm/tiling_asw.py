@@ -7,17 +7,15 @@ from pyto.errors import PlanError
 
 from ..swizzle import l2_blocks
 from .conditions import ACC_BYTES, Problem, align_up, asw_window, cdiv
-from .cost import estimate
+from .cost import RESOLUTION, estimate
 from .tiling_cube import cube_candidates
 from .tilings import AswTiling, ToMatmulTiling
 
 FULL_LOAD_ROUNDS = 4  # seed ASW 5: the other side loops >= 4 rounds per core before a side is held in L1
-# Base tiles whose estimates differ by less than this are ranked by padding, then cores in use, then size (seed
-# ASW 4: divide M, N; 1/M^t + 1/N^t small). 3%: the cost model's median error against the emulator over
-# benchmarks/bmm_planner.py's 63 shapes is 2.7% (2026-11-30), so closer estimates do not rank tiles. Against
-# the 1% band over that suite: ToMatmul as chosen 77.7% -> 82.5% of roofline, ASW_Basic forced 82.7% -> 85.3%
-# (medians); simulated times 1.3% and 0.6% lower (geometric means).
-TILE_TIE = 0.03
+# Base tiles whose estimates differ by less than cost.RESOLUTION are ranked by padding, then cores in use, then
+# size (seed ASW 4: divide M, N; 1/M^t + 1/N^t small). Against a 1% band over benchmarks/bmm_planner.py's suite:
+# ToMatmul as chosen 77.7% -> 82.5% of roofline, ASW_Basic forced 82.7% -> 85.3% (medians); simulated times 1.3%
+# and 0.6% lower (geometric means).
 
 
 # ---- ASW_Basic ----------------------------------------------------------------------------------------
@@ -53,10 +51,10 @@ def _asw_tiles(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, full_
         t = _asw_of(p, chip, batch, m, n, k, tiles, full_load)
         timed.append((estimate(p, t, chip).t_total, pad, -t.cores_used, area, tiles))
     fastest = min(x[0] for x in timed)
-    # within the model's resolution (TILE_TIE of the fastest) the tiles that pad least, then keep the most
+    # within the model's resolution (RESOLUTION of the fastest) the tiles that pad least, then keep the most
     # cores busy, then the largest, win: what the seed asks of ASW besides the cube/move balance ("优先整除
     # M、N 减少尾块"; P >= C blocks before a larger tile; 1/M^t + 1/N^t small)
-    return min((x for x in timed if x[0] <= fastest * (1 + TILE_TIE)), key=lambda x: (x[1], x[2], x[3], x[0]))[4]
+    return min((x for x in timed if x[0] <= fastest * (1 + RESOLUTION)), key=lambda x: (x[1], x[2], x[3], x[0]))[4]
 
 
 def asw_tiling(p: Problem, chip: Chip, *, batch: int | None = None, m: int | None = None, n: int | None = None,
@@ -145,7 +143,7 @@ def to_matmul_tiling(p: Problem, chip: Chip, fold: str) -> ToMatmulTiling:
     if fold == "a_resident":
         # seeds/000 prefers A held in every core's L1 (it fits twice, beside B's double buffer): taken when it
         # reads less than streaming -- each core's tiles would stream tasks_per_core * base_m rows of A, more
-        # than A's M rows -- and is not slower by T_total beyond TILE_TIE (a held slab lands whole before the
+        # than A's M rows -- and is not slower by T_total beyond RESOLUTION (a held slab lands whole before the
         # first tile, all cores reading it at once; with one tile per core, or M split into tiles, each core
         # streaming just its rows reads less).
         whole = align_up(M, p.mn_align) * align_up(K, p.k_align) * isz
@@ -163,7 +161,7 @@ def to_matmul_tiling(p: Problem, chip: Chip, fold: str) -> ToMatmulTiling:
             if held is not None:
                 wrap = lambda a: ToMatmulTiling(fold, batch, m, n, K, rearr, scat, a)  # noqa: E731
                 t_held, t_str = estimate(p, wrap(held), chip).t_total, estimate(p, wrap(asw), chip).t_total
-                if t_held > t_str * (1 + TILE_TIE):     # within the model's resolution the seed's preference holds
+                if t_held > t_str * (1 + RESOLUTION):     # within the model's resolution the seed's preference holds
                     why = f"holding A is slower by T_total ({t_held:.3f} vs {t_str:.3f} us streamed)"
                     held = None
         if held is not None:
