@@ -300,10 +300,13 @@ class Encoder:
         cat = {k: np.concatenate(v).astype(_COLUMNS.get(k, np.int64), copy=False) if v
                else np.zeros(0, _COLUMNS.get(k, np.int64)) for k, v in parts.items()}
         gmb, l2b, lat = cat["gmb"], cat["l2b"], cat["lat"]
-        for i, hit in l2_hits(self.streams, self.chip.l2_bytes).items():   # re-reads served by L2
-            gmb[i] -= hit
-            l2b[i] += hit
-            lat[i] += self.chip.l2_latency_cycles - self.chip.gm_latency_cycles
+        hits = l2_hits(self.streams, self.chip.l2_bytes)     # re-reads served by L2
+        if hits:
+            idx = np.fromiter(hits.keys(), np.int64, len(hits))    # distinct: in-place fancy updates are exact
+            hit = np.fromiter(hits.values(), np.float64, len(hits))
+            gmb[idx] -= hit
+            l2b[idx] += hit
+            lat[idx] += self.chip.l2_latency_cycles - self.chip.gm_latency_cycles
         q_ptr = np.zeros(len(q_len) + 1, np.int64)
         np.cumsum(q_len, out=q_ptr[1:])
         arrays = dict(pipe_of=cat["pipe_of"], q_ptr=q_ptr, q_idx=cat["q_idx"],

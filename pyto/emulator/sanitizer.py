@@ -92,28 +92,35 @@ class Sanitizer:
     def _access(self, ins: Instr, acc: Access, write: bool, b: int, t: int, clocks: list, ep: int,
                 atomic: bool) -> None:
         """Check one access against the object's history (clocks: this thread's vector clock, ep: its
-        sync_all phase), then record it. Entries it covers are dropped, in the same pass: a write
-        orders every later access after it, and a read of the same thread stands for earlier reads."""
+        sync_all phase), then record it. Entries it covers are dropped in the same pass (a write orders
+        every later access after it; a read of the same thread stands for its earlier reads); the
+        history is copied only from the first entry dropped on (GM histories grow long)."""
         obj = acc.obj
         if type(obj) is GMTensor and id(obj) not in self.tracked_gm:
             return
+        hist = self.history.get(id(obj))
+        if hist is None:
+            hist = self.history[id(obj)] = []
         rect, batch = acc.rect, acc.batch
         r0, r1, c0, c1 = rect
-        kept = []
-        for e in self.history.get(id(obj), ()):
+        kept = None           # the entries that stay, once one is dropped
+        for k, e in enumerate(hist):
             erect, ebatch, eb, et, eclock, eep, ewrite, eatomic, _ = e
-            if ebatch != batch:
+            if ebatch == batch:
+                e0, e1, f0, f1 = erect
+                if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (atomic and eatomic)
+                        and not ((eb == b and eclock <= clocks[et]) or eep != ep)):  # a sync_all between orders any two
+                    self._report(obj, acc, e, ins, write)
+                if (r0 <= e0 and e1 <= r1 and c0 <= f0 and f1 <= c1
+                        and (write or (eb == b and et == t and not ewrite))):
+                    if kept is None:
+                        kept = hist[:k]
+                    continue
+            if kept is not None:
                 kept.append(e)
-                continue
-            e0, e1, f0, f1 = erect
-            if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (atomic and eatomic)
-                    and not ((eb == b and eclock <= clocks[et]) or eep != ep)):  # a sync_all between orders any two
-                self._report(obj, acc, e, ins, write)
-            if not (r0 <= e0 and e1 <= r1 and c0 <= f0 and f1 <= c1
-                    and (write or (eb == b and et == t and not ewrite))):
-                kept.append(e)
-        kept.append((rect, batch, b, t, clocks[t], ep, write, atomic, ins))
-        self.history[id(obj)] = kept
+        if kept is not None:
+            hist = self.history[id(obj)] = kept
+        hist.append((rect, batch, b, t, clocks[t], ep, write, atomic, ins))
 
     @staticmethod
     def _report(obj, acc: Access, e: tuple, ins: Instr, write: bool) -> None:
