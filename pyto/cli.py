@@ -11,8 +11,10 @@ import sys
 from importlib.metadata import entry_points
 from typing import Callable, Sequence
 
-from .chip import BUFFERS, list_chips, load_chip
-from .errors import PytoError
+from .chip import BUFFERS, Chip, list_chips, load_chip
+from .dtypes import DType
+from .errors import PytoError, TilingError
+from .tiling import DEFAULT_CHIP, IN_FORMATS, OUT_FORMATS, CubeTileShapes
 
 
 def _kib(n: float) -> str:
@@ -40,11 +42,69 @@ def cmd_chips(args: argparse.Namespace) -> int:
     return 0
 
 
+def _usage_table(ts: CubeTileShapes, dtype: DType, chip: Chip) -> list[str]:
+    rows = [("buffer", "used", "capacity", "use", "")]
+    for buf, (used, cap) in ts.usage(dtype, chip).items():
+        rows.append((buf, f"{used} B", f"{cap} B", f"{100 * used / cap:.1f}%", "OVER" if used > cap else "ok"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(x.rjust(w) if 0 < i < 4 else x.ljust(w) for i, (x, w) in enumerate(zip(r, widths))).rstrip()
+            for r in rows]
+
+
+def cmd_tiles(args: argparse.Namespace) -> int:
+    """Check tile shapes against seeds/002 for a dtype and chip; print the verdict and buffer usage."""
+    chip = load_chip(args.chip)
+    print(f"tiles m={args.m} k={args.k} n={args.n} dtype={args.dtype} chip={chip.name}"
+          + (" split-K" if args.split_k else "") + (" bias" if args.bias else "")
+          + (" scale" if args.scale else "") + (" transpose-a" if args.transpose_a else ""))
+    try:
+        ts = CubeTileShapes.from_pairs(args.m, args.k, args.n, args.split_k, dtype=args.dtype, chip=chip,
+                                       bias=args.bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b,
+                                       a_format=args.a_format, b_format=args.b_format, out_format=args.out_format,
+                                       scale=args.scale, out_dtype=args.out_dtype, ndim=args.ndim)
+        errs = ts.violations()
+    except TilingError as e:
+        print(f"verdict: BROKEN {e.rule}")
+        print(f"  {e}")
+        return 1
+    if errs:
+        print(f"verdict: BROKEN {', '.join(e.rule for e in errs)}")
+        for e in errs:
+            print(f"  {e}")
+    else:
+        print("verdict: OK")
+    assert ts.dtype is not None
+    for line in _usage_table(ts, ts.dtype, chip):
+        print(line)
+    return 1 if errs else 0
+
+
+def _register_tiles(sub: "argparse._SubParsersAction") -> None:
+    """``pyto tiles --m L0 L1 --k L0 L1 --n L0 L1 --dtype fp16 [--chip NAME] [...]``."""
+    p = sub.add_parser("tiles", help="check cube tile shapes against the seeds/002 rules",
+                       description="Check [L0, L1] tile shapes of m, k, n against every seeds/002 rule; "
+                                   "exit 0 when they hold, 1 when a rule is broken.")
+    for ax in "mkn":
+        p.add_argument(f"--{ax}", nargs=2, type=int, required=True, metavar=(f"{ax}L0", f"{ax}L1"))
+    p.add_argument("--dtype", default="fp16", help="input dtype: fp16, bf16, fp32, int8 (default fp16)")
+    p.add_argument("--chip", default=DEFAULT_CHIP, help=f"chip name or .toml path (default {DEFAULT_CHIP})")
+    p.add_argument("--bias", action="store_true", help="the matmul has a bias (BT rule)")
+    p.add_argument("--scale", action="store_true", help="the fixpipe uses a scale tensor (FB rule)")
+    p.add_argument("--transpose-a", action="store_true", help="A is (K, M)")
+    p.add_argument("--transpose-b", action="store_true", help="B is (N, K)")
+    p.add_argument("--split-k", action="store_true", help="enable multi-core split-K")
+    p.add_argument("--a-format", default="ND", type=str.upper, choices=IN_FORMATS)
+    p.add_argument("--b-format", default="ND", type=str.upper, choices=IN_FORMATS)
+    p.add_argument("--out-format", default="ND", type=str.upper, choices=OUT_FORMATS)
+    p.add_argument("--out-dtype", default=None, help="output dtype (default: see seeds/002 / DESIGN)")
+    p.add_argument("--ndim", type=int, default=2, help="dimensions of the matmul inputs (default 2)")
+    p.set_defaults(func=cmd_tiles)
+
+
 def _register_builtin(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("chips", help="table of the bundled chips and their buffers")
     p.set_defaults(func=cmd_chips)
-    from .tiling import register_cli
-    register_cli(sub)
+    _register_tiles(sub)
 
 
 def _plugins() -> list[Callable]:

@@ -57,7 +57,6 @@ Choices made where seeds/002 is silent or ambiguous:
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import operator
@@ -215,6 +214,13 @@ class CubeTileShapes:
     @property
     def n(self) -> tuple[int, int]:
         return (self.nL0, self.nL1)
+
+    @classmethod
+    def from_pairs(cls, m: Any, k: Any, n: Any, enable_split_k: Any = False, **options: Any) -> "CubeTileShapes":
+        """From ``[L0, L1]`` pairs (seeds/002's call form), unchecked beyond the shape rules; ``check()`` runs the
+        rest."""
+        (mL0, mL1), (kL0, kL1), (nL0, nL1) = _pair("m", m), _pair("k", k), _pair("n", n)
+        return cls(mL0, mL1, kL0, kL1, nL0, nL1, enable_split_k, **options)
 
     def with_options(self, **options: Any) -> "CubeTileShapes":
         """A copy with some fields replaced (validated like a new instance)."""
@@ -383,17 +389,6 @@ class CubeTileShapes:
 _current: CubeTileShapes | None = None
 
 
-def _build(m: Any, k: Any, n: Any, enable_split_k: Any = False, *, dtype: Any = None, chip: Any = None,
-           bias: Any = False, transpose_a: Any = False, transpose_b: Any = False, a_format: Any = "ND",
-           b_format: Any = "ND", out_format: Any = "ND", scale: Any = False, out_dtype: Any = None,
-           ndim: Any = 2) -> CubeTileShapes:
-    (mL0, mL1), (kL0, kL1), (nL0, nL1) = _pair("m", m), _pair("k", k), _pair("n", n)
-    return CubeTileShapes(mL0, mL1, kL0, kL1, nL0, nL1, enable_split_k, dtype=dtype, chip=chip, bias=bias,
-                          transpose_a=transpose_a, transpose_b=transpose_b, a_format=a_format,
-                          b_format=b_format, out_format=out_format, scale=scale, out_dtype=out_dtype,
-                          ndim=ndim)
-
-
 def set_cube_tile_shapes(m: Sequence[int], k: Sequence[int], n: Sequence[int], enable_split_k: bool = False,
                          *, dtype: Any = None, chip: "str | Chip | None" = None, bias: bool = False,
                          transpose_a: bool = False, a_format: str = "ND", b_format: str = "ND",
@@ -407,9 +402,10 @@ def set_cube_tile_shapes(m: Sequence[int], k: Sequence[int], n: Sequence[int], e
     the broken rule; on error the current default is left unchanged.
     """
     global _current
-    ts = _build(m, k, n, enable_split_k, dtype=dtype, chip=chip, bias=bias, transpose_a=transpose_a,
-                transpose_b=transpose_b, a_format=a_format, b_format=b_format, out_format=out_format,
-                scale=scale, out_dtype=out_dtype, ndim=ndim)
+    ts = CubeTileShapes.from_pairs(m, k, n, enable_split_k, dtype=dtype, chip=chip, bias=bias,
+                                   transpose_a=transpose_a, transpose_b=transpose_b, a_format=a_format,
+                                   b_format=b_format, out_format=out_format, scale=scale, out_dtype=out_dtype,
+                                   ndim=ndim)
     ts.check()
     _current = ts
     return ts
@@ -439,65 +435,5 @@ def cube_tile_shapes(m: Sequence[int], k: Sequence[int], n: Sequence[int], enabl
         _current = previous
 
 
-# ---- CLI: `pyto tiles` --------------------------------------------------------------------------
-def _usage_table(ts: CubeTileShapes, dtype: DType, chip: Chip) -> list[str]:
-    rows = [("buffer", "used", "capacity", "use", "")]
-    for buf, (used, cap) in ts.usage(dtype, chip).items():
-        rows.append((buf, f"{used} B", f"{cap} B", f"{100 * used / cap:.1f}%", "OVER" if used > cap else "ok"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(x.rjust(w) if 0 < i < 4 else x.ljust(w) for i, (x, w) in enumerate(zip(r, widths))).rstrip()
-            for r in rows]
-
-
-def cmd_tiles(args: argparse.Namespace) -> int:
-    """Check tile shapes against seeds/002 for a dtype and chip; print the verdict and buffer usage."""
-    chip = load_chip(args.chip)
-    print(f"tiles m={args.m} k={args.k} n={args.n} dtype={args.dtype} chip={chip.name}"
-          + (" split-K" if args.split_k else "") + (" bias" if args.bias else "")
-          + (" scale" if args.scale else "") + (" transpose-a" if args.transpose_a else ""))
-    try:
-        ts = _build(args.m, args.k, args.n, args.split_k, dtype=args.dtype, chip=chip, bias=args.bias,
-                    transpose_a=args.transpose_a, transpose_b=args.transpose_b, a_format=args.a_format,
-                    b_format=args.b_format, out_format=args.out_format, scale=args.scale,
-                    out_dtype=args.out_dtype, ndim=args.ndim)
-        errs = ts.violations()
-    except TilingError as e:
-        print(f"verdict: BROKEN {e.rule}")
-        print(f"  {e}")
-        return 1
-    if errs:
-        print(f"verdict: BROKEN {', '.join(e.rule for e in errs)}")
-        for e in errs:
-            print(f"  {e}")
-    else:
-        print("verdict: OK")
-    assert ts.dtype is not None
-    for line in _usage_table(ts, ts.dtype, chip):
-        print(line)
-    return 1 if errs else 0
-
-
-def register_cli(sub: "argparse._SubParsersAction") -> None:
-    """Add ``pyto tiles --m L0 L1 --k L0 L1 --n L0 L1 --dtype fp16 [--chip NAME] [...]``."""
-    p = sub.add_parser("tiles", help="check cube tile shapes against the seeds/002 rules",
-                       description="Check [L0, L1] tile shapes of m, k, n against every seeds/002 rule; "
-                                   "exit 0 when they hold, 1 when a rule is broken.")
-    for ax in "mkn":
-        p.add_argument(f"--{ax}", nargs=2, type=int, required=True, metavar=(f"{ax}L0", f"{ax}L1"))
-    p.add_argument("--dtype", default="fp16", help="input dtype: fp16, bf16, fp32, int8 (default fp16)")
-    p.add_argument("--chip", default=DEFAULT_CHIP, help=f"chip name or .toml path (default {DEFAULT_CHIP})")
-    p.add_argument("--bias", action="store_true", help="the matmul has a bias (BT rule)")
-    p.add_argument("--scale", action="store_true", help="the fixpipe uses a scale tensor (FB rule)")
-    p.add_argument("--transpose-a", action="store_true", help="A is (K, M)")
-    p.add_argument("--transpose-b", action="store_true", help="B is (N, K)")
-    p.add_argument("--split-k", action="store_true", help="enable multi-core split-K")
-    p.add_argument("--a-format", default="ND", type=str.upper, choices=IN_FORMATS)
-    p.add_argument("--b-format", default="ND", type=str.upper, choices=IN_FORMATS)
-    p.add_argument("--out-format", default="ND", type=str.upper, choices=OUT_FORMATS)
-    p.add_argument("--out-dtype", default=None, help="output dtype (default: see seeds/002 / DESIGN)")
-    p.add_argument("--ndim", type=int, default=2, help="dimensions of the matmul inputs (default 2)")
-    p.set_defaults(func=cmd_tiles)
-
-
 __all__ = ["CubeTileShapes", "set_cube_tile_shapes", "get_cube_tile_shapes", "reset_cube_tile_shapes",
-           "cube_tile_shapes", "ceil_align", "register_cli", "cmd_tiles", "SPLIT_K_OUT"]
+           "cube_tile_shapes", "ceil_align", "SPLIT_K_OUT", "DEFAULT_CHIP", "IN_FORMATS", "OUT_FORMATS"]
