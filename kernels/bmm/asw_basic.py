@@ -35,7 +35,7 @@ from pyto.tiling import ceil_align
 
 from ..swizzle import Swizzle, TileGrid
 from .block import Buffers, alloc_buffers, held_a, held_b, mmad_tile
-from .common import batch_offsets, Operands, run_kernel
+from .common import batch_offsets, Operands, run_tiled
 
 
 def asw_walk(bufs: Buffers, a, b, bias, out, grid: TileGrid, *, hold_a: bool = False, hold_b: bool = False,
@@ -123,6 +123,13 @@ def l1_use(params: dict, M: int, N: int, K: int, dt: DType, bias_dt) -> int:
     return used
 
 
+def fit_l1_stages(params: dict, M: int, N: int, K: int, dt: DType, bias_dt, chip: Chip) -> dict:
+    """Halve params["STAGES"] until the kernel's L1 allocation (l1_use) fits the chip's L1; returns params."""
+    while params["STAGES"] > 1 and l1_use(params, M, N, K, dt, bias_dt) > chip.buffers["L1"]:
+        params["STAGES"] //= 2
+    return params
+
+
 def l1_pieces_for(base_m: int, base_n: int, base_k: int, k_l1: int, dt: DType, chip: Chip) -> int:
     """GM->L1 pieces per L1 step (`block.accumulate`'s l1_pieces): one per base_k step, as long as every A
     and B piece stays >= 2 x min_TileSize (seeds/000: below 16KB a move loses efficiency; measured on the
@@ -141,15 +148,9 @@ def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
                   L2_N=t.l2_tiles_n, FULL_LOAD_A=t.full_load == "A", FULL_LOAD_B=t.full_load == "B",
                   TRANSPOSE_A=problem.transpose_a, TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias),
                   L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, dt, chip))
-    bias_dt = dt.acc if bias else None
-    while params["STAGES"] > 1 and l1_use(params, t.m, t.n, t.k, dt, bias_dt) > chip.buffers["L1"]:
-        params["STAGES"] //= 2
-    return params
+    return fit_l1_stages(params, t.m, t.n, t.k, dt, dt.acc if bias else None, chip)
 
 
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
     """Run ASW_Basic for `plan` (branch asw_basic) on the operands `ops` (see common.py)."""
-    chip = plan.chip_spec or pyto.load_chip(plan.chip)
-    t = plan.tiling
-    params = params_of(t, plan.problem, chip, bias=ops.has_bias)
-    return run_kernel(asw_basic_kernel, plan, ops, params, t.cores_used, mode)
+    return run_tiled(asw_basic_kernel, params_of, plan, ops, mode)

@@ -142,6 +142,13 @@ def run_kernel(kernel, plan, ops: Operands, params: dict, blocks: int, mode: str
                     mode=mode, **params)
 
 
+def run_tiled(kernel, params_of, plan, ops: Operands, mode: str) -> pyto.Report:
+    """run_kernel with `params_of(tiling, problem, chip, bias=...)` on the plan's cores (ASW_Basic, StreamK)."""
+    chip = plan.chip_spec or pyto.load_chip(plan.chip)
+    params = params_of(plan.tiling, plan.problem, chip, bias=ops.has_bias)
+    return run_kernel(kernel, plan, ops, params, plan.tiling.cores_used, mode)
+
+
 def mode_of(ops: Operands) -> str:
     return "timing" if isinstance(ops.out, pyto.Spec) else "full"
 

@@ -36,9 +36,9 @@ from pyto.chip import Chip
 from pyto.dtypes import DType
 from pyto.tiling import ceil_align
 
-from .asw_basic import l1_pieces_for, l1_use
+from .asw_basic import fit_l1_stages, l1_pieces_for
 from .block import accumulate, alloc_buffers, store_tile
-from .common import batch_offsets, cdiv, Operands, run_kernel
+from .common import batch_offsets, cdiv, Operands, run_tiled
 
 VEC_ALIGN = 16     # UB view columns: 16 elements = 32B of fp16/bf16, a whole 32B block of fp32/int32 too
 
@@ -217,15 +217,9 @@ def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
                   TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias),
                   L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, problem.dtype, chip))
     bias_dt = problem.dtype.acc if bias and params["ATOMIC"] else None
-    while params["STAGES"] > 1 and l1_use(params, t.single_m, t.single_n, t.single_core_k, problem.dtype,
-                                          bias_dt) > chip.buffers["L1"]:
-        params["STAGES"] //= 2
-    return params
+    return fit_l1_stages(params, t.single_m, t.single_n, t.single_core_k, problem.dtype, bias_dt, chip)
 
 
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
     """Run StreamK for `plan` (branch stream_k, tiling.reduce 'workspace' or 'atomic') on `ops` (common.py)."""
-    chip = plan.chip_spec or pyto.load_chip(plan.chip)
-    t = plan.tiling
-    params = params_of(t, plan.problem, chip, bias=ops.has_bias)
-    return run_kernel(stream_k_kernel, plan, ops, params, t.cores_used, mode)
+    return run_tiled(stream_k_kernel, params_of, plan, ops, mode)
