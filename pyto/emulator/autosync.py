@@ -82,7 +82,7 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
     foreign = ins.core != core
     found = {} if foreign else deps
     for acc in ins.srcs:
-        tr = tracks.get(id(acc.obj))
+        tr = tracks.get(acc.obj)
         if tr is None or not tr.writes:
             continue
         rect, batch = acc.rect, acc.batch
@@ -95,7 +95,7 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
                     found[u] = w
     exempt: set = set()   # entries this write is not synced with (phase): they stay tracked
     for acc in ins.dsts:
-        tr = tracks.get(id(acc.obj))
+        tr = tracks.get(acc.obj)
         if tr is None:
             continue
         rect, batch = acc.rect, acc.batch
@@ -118,17 +118,17 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
             if u[0] == core:
                 _later(deps, u, o)
     for acc in ins.srcs:
-        tr = tracks.get(id(acc.obj))
+        tr = tracks.get(acc.obj)
         if tr is None:
-            tr = tracks[id(acc.obj)] = _Track()
+            tr = tracks[acc.obj] = _Track()
         if isinstance(acc.obj, GMTensor):
             tr.gm_reads[unit] = ins
         else:
             tr.reads[(unit, acc.batch, acc.rect)] = (acc.rect, acc.batch, unit, ins)
     for acc in ins.dsts:
-        tr = tracks.get(id(acc.obj))
+        tr = tracks.get(acc.obj)
         if tr is None:
-            tr = tracks[id(acc.obj)] = _Track()
+            tr = tracks[acc.obj] = _Track()
         rect, batch = acc.rect, acc.batch
         if isinstance(acc.obj, GMTensor):
             # GM regions are rarely rewritten: drop only the same region (other covered entries stay

@@ -5,6 +5,7 @@ alike share one encoding."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from .l2 import l2_hits
 from .timing import burst_bytes, cost
 
 _KIND = {Op.SET_FLAG: 1, Op.WAIT_FLAG: 2, Op.SYNC_ALL: 3}
+_OP = attrgetter("op")
 # per-instruction columns of a BlockCode, in the order encode() builds each row, and their types
 # (gmb, l2b: GM and L2 channel bytes)
 _COLUMNS = dict(pipe_of=np.int64, uf_rid=np.int64, uf_wait=np.int8, uf_set=np.int8, kind=np.int8, fkey=np.int64,
@@ -209,8 +211,10 @@ class Encoder:
         names, locs, chip = self.names, self.locs, self.chip
         i = 0
         for pos, prog in enumerate(programs):
-            check_flag_pairs(prog)
-            participants += any(ins.op is Op.SYNC_ALL for ins in prog.instrs)
+            ops = set(map(_OP, prog.instrs))
+            if Op.SET_FLAG in ops:
+                check_flag_pairs(prog)
+            participants += Op.SYNC_ALL in ops
             io = []
             for j, ins in enumerate(prog.instrs):
                 assert ins.index == n0 + i, "instructions must be encoded in index order"

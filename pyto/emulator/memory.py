@@ -21,7 +21,9 @@ class Memory:
         self.tiles: dict = {}
         self.pending: dict = {}   # L0C store -> (rect, [a, ...], [b, ...]): MMAD products not yet summed
         self.init: dict = {}
-        self.full: set = set()    # ids of objects written everywhere: reads need no mask lookup
+        # ids of objects written everywhere, whose reads need no mask lookup: from the start, the
+        # kernel's arguments (only workspaces, made by the kernel, are tracked)
+        self.full: set = {id(t) for t in tensors if not t.workspace}
         self.gm: dict = {}
         self.user = list(zip(tensors, arrays))
         if compute:

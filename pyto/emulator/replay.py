@@ -127,6 +127,7 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
     block_of = np.repeat(np.arange(len(spans)), [sp.code.n for sp in spans]).tolist()
     gm_of = _gm_uses(spans, leader, written)
     clocks_of: dict = {}      # leader block -> {relative index: (clocks, phase)} of its tracked GM accesses
+    followed = any(lead != b for b, lead in enumerate(leader))   # else no one borrows those clocks
     deferred: list = []       # followers' tracked GM accesses, in start order
     barriers_seen: dict = {}
     uninit: list = []
@@ -156,7 +157,7 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
         if ptr[pos + 1] > ptr[pos]:
             joins = joins + [instrs[j] for j in idx[ptr[pos]:ptr[pos + 1]]]
         seen = san.begin(ins, joins, i in keep)
-        if _tracked(ins, written):
+        if followed and _tracked(ins, written):
             clocks_of.setdefault(b, {})[i - first[b]] = seen
         _check_reads(ins, mem, uninit, gm_only=False)
         if mem.compute and not uninit:

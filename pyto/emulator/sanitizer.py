@@ -40,7 +40,7 @@ class Sanitizer:
         self.vc = [[[0] * N_THREADS for _ in range(N_THREADS)] for _ in range(nblocks)]
         self.epoch = [[0] * N_THREADS for _ in range(nblocks)]
         self.snap: dict = {}
-        self.history: dict = {}
+        self.history: dict = {}     # buffer object (TileStore or GMTensor, hashed by identity) -> entries
         self.tracked_gm = tracked_gm
 
     def begin(self, ins: Instr, joins: list, keep: bool) -> tuple:
@@ -98,9 +98,9 @@ class Sanitizer:
         obj = acc.obj
         if type(obj) is GMTensor and id(obj) not in self.tracked_gm:
             return
-        hist = self.history.get(id(obj))
+        hist = self.history.get(obj)
         if hist is None:
-            hist = self.history[id(obj)] = []
+            hist = self.history[obj] = []
         rect, batch = acc.rect, acc.batch
         r0, r1, c0, c1 = rect
         kept = None           # the entries that stay, once one is dropped
@@ -119,7 +119,7 @@ class Sanitizer:
             if kept is not None:
                 kept.append(e)
         if kept is not None:
-            hist = self.history[id(obj)] = kept
+            hist = self.history[obj] = kept
         hist.append((rect, batch, b, t, clocks[t], ep, write, atomic, ins))
 
     @staticmethod
