@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DeadlockError
-from ..ir import GMTensor, Op
+from ..ir import GMTensor, Op, Role
 from .datapath import EFFECTS
 from .memory import Memory
 from .sanitizer import Sanitizer
@@ -122,7 +122,7 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
                if isinstance(a.obj, GMTensor)}
     keep = {d.index for sp in leads for prog in sp.programs for ins in prog.instrs for d in ins.deps}
     keep.update(int(j) for j in sched.join_idx)
-    san = Sanitizer(blocks, written)
+    san = Sanitizer(blocks, written, vector=any(prog.role is not Role.AIC for sp in spans for prog in sp.programs))
     first = [sp.first for sp in spans]
     block_of = np.repeat(np.arange(len(spans)), [sp.code.n for sp in spans]).tolist()
     gm_of = _gm_uses(spans, leader, written)

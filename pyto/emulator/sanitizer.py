@@ -13,7 +13,8 @@ from ..ir import Access, GMTensor, Instr, Pipe, Role, TileStore
 
 _AIC = {Pipe.MTE2: 0, Pipe.MTE1: 1, Pipe.M: 2, Pipe.FIX: 3, Pipe.S: 4}
 _AIV = {Pipe.MTE2: 0, Pipe.V: 1, Pipe.MTE3: 2, Pipe.S: 3}
-N_THREADS = 5 + 2 * 4
+N_AIC_THREADS = 5
+N_THREADS = N_AIC_THREADS + 2 * 4
 
 
 def thread_of(ins: Instr) -> int:
@@ -36,8 +37,10 @@ class Sanitizer:
     instructions keep theirs without a copy. The snapshot of instruction j is (block, its clocks, its
     sync_all phase, its thread)."""
 
-    def __init__(self, nblocks: int, tracked_gm: set):
-        self.vc = [[[0] * N_THREADS for _ in range(N_THREADS)] for _ in range(nblocks)]
+    def __init__(self, nblocks: int, tracked_gm: set, vector: bool = True):
+        # a launch without vector-side instructions has the AIC's threads only: shorter clocks to join
+        width = N_THREADS if vector else N_AIC_THREADS
+        self.vc = [[[0] * width for _ in range(width)] for _ in range(nblocks)]
         self.epoch = [[0] * N_THREADS for _ in range(nblocks)]
         self.snap: dict = {}
         self.history: dict = {}     # buffer object (TileStore or GMTensor, hashed by identity) -> entries
