@@ -245,7 +245,8 @@ class Encoder:
                         else:
                             gm_write += nbytes
                 c = cost(chip, ins)
-                rows.append((slot, *(_NO_UNIT_FLAG if ins.attrs.get("phase") is None else uf.of(ins)), k, fkey, c.occ, c.lat, c.gm_bytes, c.l2_bytes,
+                flag = _NO_UNIT_FLAG if ins.attrs.get("phase") is None else uf.of(ins)   # phased ones only
+                rows.append((slot, *flag, k, fkey, c.occ, c.lat, c.gm_bytes, c.l2_bytes,
                              pos, int(pipe), names.setdefault(ins.name, len(names)),
                              locs.setdefault(ins.loc, len(locs))))
                 i += 1

@@ -115,7 +115,8 @@ class Memory:
         if cells is not None and not cells.all():
             r0, r1, c0, c1 = acc.rect
             return UninitializedReadError(
-                f"{instr.loc}: {instr.name} on {instr.pipe.name} (PIPE_{instr.pipe.name}) reads {acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
+                f"{instr.loc}: {instr.name} on {instr.pipe.name} (PIPE_{instr.pipe.name}) reads "
+                f"{acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
                 f"but part of it was never written ({int((~cells).sum())} of {cells.size} "
                 f"{'fractals' if isinstance(acc.obj, TileStore) else 'elements'} uninitialised)")
         return None
