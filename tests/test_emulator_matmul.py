@@ -125,3 +125,16 @@ def test_nd_num_loads_several_batches_in_one_instruction(axis):
     with pytest.raises(pyto.OutOfBoundsError, match="nd_num reaches batch 5"):
         pyto.run(nd_num_load, a, np.zeros((16 * 5, 16) if axis == 0 else (16, 80), np.float32), NB=5, M=16, K=16,
                  AXIS=axis)
+
+
+def test_widen_is_exact_for_every_fp16_value_and_any_layout():
+    """The data path widens cube operands by table (pyto/emulator/widen.py): every fp16 bit pattern (subnormals,
+    infinities, NaNs) gives numpy's own fp16 -> fp32 value, also from a strided view; other dtypes pass through."""
+    from pyto.emulator.widen import widen
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16).reshape(256, 256)
+    for x in (every, every[::3, 1::2], every.T):
+        got = widen(x, np.float32)
+        assert got.dtype == np.float32 and got.shape == x.shape
+        assert np.array_equal(got.view(np.uint32), x.astype(np.float32).view(np.uint32))
+    i8 = np.arange(-128, 128, dtype=np.int8).reshape(16, 16)
+    assert np.array_equal(widen(i8, np.float64), i8.astype(np.float64))

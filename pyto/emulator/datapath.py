@@ -76,16 +76,15 @@ def _mmad(ins: Instr, mem: Memory) -> None:
     fp32 additions differs from the hardware's (within the fp32 accumulation bound)."""
     a_acc, b_acc, dst = ins.srcs[0], ins.srcs[1], ins.dsts[0]
     wide = np.float64 if ins.attrs["dtype"] is DType.int8 else np.float32   # int8: exact in float64
-    a = mem.view(a_acc).astype(wide)
-    b = mem.view(b_acc).astype(wide)
-    if ins.attrs["accumulate"] and mem.queue_product(dst, a, b):
+    a, b = mem.view(a_acc), mem.view(b_acc)
+    if ins.attrs["accumulate"] and mem.queue_product(dst, a, b, wide):
         return
     out = mem.view(dst)   # flushes anything queued on this tile
     if ins.attrs["accumulate"]:
-        mem.queue_product(dst, a, b, start=True)
+        mem.queue_product(dst, a, b, wide, start=True)
         return
     out[...] = mem.view(ins.srcs[2]) if ins.attrs["bias"] else 0
-    mem.queue_product(dst, a, b, start=True)
+    mem.queue_product(dst, a, b, wide, start=True)
 
 
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,

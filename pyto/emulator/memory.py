@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import UninitializedReadError
 from ..ir import Access, GMTensor, Instr, TileStore
+from .widen import widen
 
 
 def _flat3(shape: tuple) -> tuple:
@@ -45,24 +46,25 @@ class Memory:
         r0, r1, c0, c1 = acc.rect
         return self.tile(acc.obj)[r0:r1, c0:c1]
 
-    def queue_product(self, acc: Access, a: np.ndarray, b: np.ndarray, start: bool = False) -> bool:
-        """Queue a @ b to be added into view `acc`; False if products of another view are queued."""
+    def queue_product(self, acc: Access, a: np.ndarray, b: np.ndarray, wide: type, start: bool = False) -> bool:
+        """Queue a @ b, computed in `wide`, to be added into view `acc`; False if products of another view are
+        queued. a and b are copied (their L0 buffers are rewritten before the sum) and widened at the sum."""
         q = self.pending.get(id(acc.obj))
         if q is None:
             if not start:
                 return False
-            self.pending[id(acc.obj)] = (acc.obj, acc.rect, [a], [b])
+            self.pending[id(acc.obj)] = (acc.obj, acc.rect, wide, [a.copy()], [b.copy()])
             return True
-        if q[1] != acc.rect:
+        if q[1] != acc.rect or q[2] is not wide:
             return False
-        q[2].append(a)
-        q[3].append(b)
+        q[3].append(a.copy())
+        q[4].append(b.copy())
         return True
 
     def _flush(self, store: TileStore) -> None:
-        _, (r0, r1, c0, c1), a_list, b_list = self.pending.pop(id(store))
-        a = a_list[0] if len(a_list) == 1 else np.concatenate(a_list, axis=1)
-        b = b_list[0] if len(b_list) == 1 else np.concatenate(b_list, axis=0)
+        _, (r0, r1, c0, c1), wide, a_list, b_list = self.pending.pop(id(store))
+        a = widen(a_list[0] if len(a_list) == 1 else np.concatenate(a_list, axis=1), wide)
+        b = widen(b_list[0] if len(b_list) == 1 else np.concatenate(b_list, axis=0), wide)
         out = self.tile(store)[r0:r1, c0:c1]
         prod = a @ b
         if out.dtype.kind == "i":   # int32 accumulation wraps like the hardware
