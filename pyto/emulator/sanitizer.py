@@ -43,7 +43,7 @@ class Sanitizer:
         self.vc = [[[0] * width for _ in range(width)] for _ in range(nblocks)]
         self.epoch = [[0] * N_THREADS for _ in range(nblocks)]
         self.snap: dict = {}
-        self.history: dict = {}     # buffer object (TileStore or GMTensor, hashed by identity) -> entries
+        self.history: dict = {}     # (buffer object, batch) -> entries (objects hashed by identity)
         self.tracked_gm = tracked_gm
 
     def begin(self, ins: Instr, joins: list, keep: bool) -> tuple:
@@ -101,28 +101,27 @@ class Sanitizer:
         obj = acc.obj
         if type(obj) is GMTensor and id(obj) not in self.tracked_gm:
             return
-        hist = self.history.get(obj)
-        if hist is None:
-            hist = self.history[obj] = []
         rect, batch = acc.rect, acc.batch
+        key = (obj, batch)    # accesses to different batches of a tensor never overlap
+        hist = self.history.get(key)
+        if hist is None:
+            hist = self.history[key] = []
         r0, r1, c0, c1 = rect
         kept = None           # the entries that stay, once one is dropped
         for k, e in enumerate(hist):
-            erect, ebatch, eb, et, eclock, eep, ewrite, eatomic, _ = e
-            if ebatch == batch:
-                e0, e1, f0, f1 = erect
-                if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (atomic and eatomic)
-                        and not ((eb == b and eclock <= clocks[et]) or eep != ep)):  # a sync_all between orders any two
-                    self._report(obj, acc, e, ins, write)
-                if (r0 <= e0 and e1 <= r1 and c0 <= f0 and f1 <= c1
-                        and (write or (eb == b and et == t and not ewrite))):
-                    if kept is None:
-                        kept = hist[:k]
-                    continue
+            (e0, e1, f0, f1), _, eb, et, eclock, eep, ewrite, eatomic, _ = e
+            if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (atomic and eatomic)
+                    and not ((eb == b and eclock <= clocks[et]) or eep != ep)):  # a sync_all between orders any two
+                self._report(obj, acc, e, ins, write)
+            if (r0 <= e0 and e1 <= r1 and c0 <= f0 and f1 <= c1
+                    and (write or (eb == b and et == t and not ewrite))):
+                if kept is None:
+                    kept = hist[:k]
+                continue
             if kept is not None:
                 kept.append(e)
         if kept is not None:
-            hist = self.history[obj] = kept
+            hist = self.history[key] = kept
         hist.append((rect, batch, b, t, clocks[t], ep, write, atomic, ins))
 
     @staticmethod
