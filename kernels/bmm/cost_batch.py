@@ -69,8 +69,8 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     by_class = {(r, c): tl for (tl, _), (r, c, _) in zip(tiles, classes)}
     seen_a: set = set()
     seen_b: set = set()
-    phased = phased_read = store_phases = 0.0
     cores = t.cores_used
+    walk = []                               # per tile of a batch: (GM bytes read, L2 bytes, port cycles, store bytes)
     for i, m0 in enumerate(range(0, M, bm)):
         cols = list(range(0, N, bn))
         for j, n0 in enumerate(cols if i % 2 == 0 else cols[::-1]):
@@ -89,16 +89,24 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
                 shared = (hold_a and bc_a > 1) or (hold_b and bc_b > 1)
                 g += held_bytes / cores if shared else held_bytes
                 h += held_bytes - held_bytes / cores if shared else 0.0
-            port = tl.mte2 + (held_cyc if i == 0 and j == 0 else 0.0)
-            read = max(cores * g / chip.gm_bytes_per_cycle, cores * h / chip.l2_bytes_per_cycle, port)
-            g += tl.store
-            both = max(cores * g / chip.gm_bytes_per_cycle, cores * h / chip.l2_bytes_per_cycle, port)
-            phased_read += read
-            phased += both
-            store_phases += both - read
+            walk.append((g, h, tl.mte2 + (held_cyc if i == 0 and j == 0 else 0.0), tl.store))
+
+    def phases(n: int) -> tuple:
+        """The walk's channel time with n cores on it: (reads and stores, reads only, the stores' share, the
+        last tile's store share)."""
+        both_t = read_t = 0.0
+        for g, h, port, st in walk:
+            read = max(n * g / chip.gm_bytes_per_cycle, n * h / chip.l2_bytes_per_cycle, port)
+            both = max(n * (g + st) / chip.gm_bytes_per_cycle, n * h / chip.l2_bytes_per_cycle, port)
+            both_t, read_t = both_t + both, read_t + read
+        return both_t, read_t, both_t - read_t, both - read
+
+    # rounds of batches: every core in the first bpc - 1, the rest of the batches in the last
+    full, last = phases(cores), phases(p.batch - (bpc - 1) * cores)
+    phased, phased_read = (bpc - 1) * full[0] + last[0], (bpc - 1) * full[1] + last[1]
     # the stores after the walk's last read are in the tail, not in a phase: the last tile's when the other side
     # streams, every tile's of the last batch when both are held (their MMADs wait for the last slab piece)
-    w.phased, w.phased_read = bpc * phased - (both - read if stream else store_phases), bpc * phased_read
+    w.phased, w.phased_read = phased - (last[3] if stream else last[2]), phased_read
     w.cyc["MTE2"] += bpc * per_batch.mte2 + held_per_core * held_cyc
     w.bytes_in(bpc * (per_batch.a_bytes + per_batch.b_bytes) + held_per_core * held_bytes,
                bpc * (fa * per_batch.a_bytes + fb * per_batch.b_bytes))
