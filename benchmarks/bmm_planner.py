@@ -8,11 +8,12 @@ Targets (issue 7): agreement >= 90 %, median regret <= 5 %, home-ground branches
 where the shape allows: where the roofline is at least ALLOWS = 4 times the latency no kernel hides (a first
 GM read and a last GM write), since time >= roofline + that latency.
 
-Run: python benchmarks/bmm_planner.py [--quick] [--chip NAME]
+Run: python benchmarks/bmm_planner.py [--quick] [--chip NAME] [--held-out N]
 """
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
 
@@ -90,24 +91,32 @@ def latency_floor_cycles(chip) -> float:
     return read + write + 2 * (c.dma_setup_cycles + c.gm_latency_cycles)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--chip", default="ascend950pr")
-    args = ap.parse_args()
+def held_out(n: int, seed: int) -> list:
+    """n random shapes (fixed seed) the planner was not tuned on: plain, B-broadcast and A-broadcast BMMs with
+    B >= 32 (where ToMatmul, MergeBatch, IterBatch and ASW_Basic overlap), bf16."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        kind = rng.choice(["bmm", "bmm", "b1", "a1"])
+        B, M = rng.choice([32, 48, 64, 96, 128]), rng.choice([48, 64, 100, 128, 200, 256, 384, 512])
+        N, K = rng.choice([48, 64, 128, 200, 256, 384, 512]), rng.choice([128, 256, 300, 512, 768, 1024])
+        a, b = {"bmm": ((B, M, K), (B, K, N)), "b1": ((B, M, K), (K, N)), "a1": ((M, K), (B, K, N))}[kind]
+        out.append((f"held-out {kind}", a, b, "bf16"))
+    return out
+
+
+def evaluate(cases: list, chip: str, floor: float) -> tuple:
+    """Print a row per shape; return (regrets, agreements, roofline shares per branch, |estimate errors|)."""
     regrets, agree, eff, est_err = [], 0, {}, []
-    floor = latency_floor_cycles(args.chip)
-    t0 = time.time()
-    cases = suite(args.quick)
     print(f"{'label':<18} {'A':<18} {'B':<18} {'dt':<5} {'planner':<12} {'best':<12} {'regret':>7}  "
           f"{'% roofline (planner)':>8}  {'est err':>7}  times per branch (us)")
     for label, a_shape, b_shape, dtype in cases:
-        planned = plan(a_shape, b_shape, dtype, args.chip)
+        planned = plan(a_shape, b_shape, dtype, chip)
         chosen = planned.branch
         times = {}
-        for br in legal_branches(a_shape, b_shape, dtype, args.chip):
+        for br in legal_branches(a_shape, b_shape, dtype, chip):
             try:
-                times[br] = simulate(a_shape, b_shape, dtype, args.chip, br).cycles
+                times[br] = simulate(a_shape, b_shape, dtype, chip, br).cycles
             except pyto.PytoError as e:
                 times[br] = None
                 print(f"    {br} failed on {a_shape} @ {b_shape}: {type(e).__name__}: {str(e)[:120]}")
@@ -116,15 +125,29 @@ def main() -> None:
         regret = ok[chosen] / ok[best] - 1 if chosen in ok else float("inf")
         agree += (chosen == best) or regret <= 0.005
         regrets.append(regret)
-        roof = roofline_cycles(a_shape, b_shape, dtype, args.chip)
+        roof = roofline_cycles(a_shape, b_shape, dtype, chip)
         for br, cyc in ok.items():
             eff.setdefault(br, []).append((roof / cyc, br == chosen, roof >= ALLOWS * floor))
-        clock = pyto.load_chip(args.chip).clock_ghz * 1e3
+        clock = pyto.load_chip(chip).clock_ghz * 1e3
         per = "  ".join(f"{k}={v / clock:.1f}" for k, v in ok.items())
         err = planned.estimate.t_total / (ok[chosen] / clock) - 1 if chosen in ok else float("nan")
         est_err.append(abs(err))
         print(f"{label:<18} {str(a_shape):<18} {str(b_shape):<18} {dtype:<5} {chosen:<12} {best:<12} "
               f"{regret:>6.1%}  {roof / ok[chosen]:>8.1%}  {err:>+7.1%}  {per}")
+    return regrets, agree, eff, est_err
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--chip", default="ascend950pr")
+    ap.add_argument("--held-out", type=int, default=0, metavar="N",
+                    help="also N random shapes the planner was not tuned on (a few seconds each)")
+    args = ap.parse_args()
+    floor = latency_floor_cycles(args.chip)
+    t0 = time.time()
+    cases = suite(args.quick)
+    regrets, agree, eff, est_err = evaluate(cases, args.chip, floor)
     n = len(cases)
     print(f"\n{n} shapes in {time.time() - t0:.0f} s")
     print(f"agreement (planner's branch is the fastest legal one, within 0.5%): {agree}/{n} = {agree / n:.1%} "
@@ -142,6 +165,13 @@ def main() -> None:
           f"read and a last GM write; target >= 80%):")
     for br, vals in sorted(eff.items()):
         print(f"  {br:<12} chosen: {fmt([v for v, c, big in vals if c and big])}")
+    if args.held_out:
+        print("\nheld-out shapes (random, seed 1; not used to tune the planner):")
+        h_regrets, h_agree, _, h_err = evaluate(held_out(args.held_out, 1), args.chip, floor)
+        m = len(h_regrets)
+        print(f"held-out: agreement {h_agree}/{m} = {h_agree / m:.1%}, regret median "
+              f"{statistics.median(h_regrets):.1%}, worst {max(h_regrets):.1%}; estimate median |error| "
+              f"{statistics.median(h_err):.1%}, worst {max(h_err):.1%}")
 
 
 if __name__ == "__main__":
