@@ -112,6 +112,9 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
                bpc * (fa * per_batch.a_bytes + fb * per_batch.b_bytes))
     w.cyc["MTE1"] += bpc * per_batch.mte1
     w.cyc["MMAD"] += bpc * per_batch.mmad
+    serial = q.get("L0_STAGES", t.l0_buffers) == 1
+    if serial:
+        w.l0_chain = bpc * (per_batch.mmad + per_batch.mte1)
     w.cyc["FIXPIPE"] += bpc * per_batch.store_cyc
     if stream:
         w.ring(bpc * per_batch.steps, bpc * per_batch.xfers, bpc * (per_batch.a_bytes + per_batch.b_bytes),
@@ -132,7 +135,8 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
         first = (first_held if hold_a or hold_b else 0.0) + tiles[0][0].first_in
     else:
         # the last batch's slab pieces: the cube finishes the last piece's share of every tile after it lands
-        share = per_batch.mmad / max(1, hp) + tiles[-1][0].first_l0
+        share = (per_batch.mmad + per_batch.mte1) / max(1, hp) if serial else \
+            per_batch.mmad / max(1, hp) + tiles[-1][0].first_l0
         w.tail_load = w.lat() + 2 * sync + share + last.store_cyc + w.tail_fix
         w.tail_ring = w.lat() + 2 * sync + share
         first = first_held

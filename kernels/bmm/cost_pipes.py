@@ -79,6 +79,8 @@ class _Work:
         # `stages` slots costs (transfer + latency + the cube's time on it + two sync edges) / stages per slot
         self.rings: list[tuple[float, float, float, float, int]] = []   # (slots, xfers, bytes, cube, stages)
         self.l0c_ring = 0.0                 # the cube's time bound by L0C slots waiting for Fixpipe (see l0c)
+        self.l0_chain = 0.0                 # the cube's time with single L0A/L0B buffers: each MTE1 load waits for
+                                            # the MMAD before it and each MMAD for its load, so the two add up
         self.phased = 0.0                   # the channels' time when every core walks the same phases at once
         self.phased_read = 0.0              # the same without the stores: the pace of the cores' reads
         self.first_phase = self.first_port = 0.0   # a load every core makes first, alone (an L1 full load)
@@ -190,7 +192,7 @@ class _Work:
                 # the whole GM channel, its last stores included: after the last read, the last piece's latency
                 # and compute, then the stores' own latency (their channel time is in gm_chan)
                 t["MTE2"] = max(t["MTE2"], self.first_phase + gm_chan + self.tail_load - self.tail_store)
-            t["MMAD"] = self.head + max(c["MMAD"], self.l0c_ring) + self.tail_mmad if c["MMAD"] else 0.0
+            t["MMAD"] = self.head + max(c["MMAD"], self.l0c_ring, self.l0_chain) + self.tail_mmad if c["MMAD"] else 0.0
             t["MTE1"] = self.head + c["MTE1"] + self.tail_mmad if c["MTE1"] else 0.0
         fix = c["FIXPIPE"] if self.write_pipe == "FIXPIPE" else c["MTE3"]
         write = max(fix, gm_chan if self.gm_read < self.gm_write else 0.0)
