@@ -129,17 +129,24 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     sync = chip.flag_latency_cycles
     w.tail_fix = w.lat("L0C", "GM")
     w.tail_mmad = sync + last.store_cyc + w.tail_fix
+    # the held slab's pieces with every core loading its own at once (a broadcast slab: one core's from GM, the
+    # rest from L2): the chip-wide channels pace them
+    shared = (hold_a and bc_a > 1) or (hold_b and bc_b > 1)
+    held_gm = held_bytes / cores if shared else held_bytes
+    held_phase = max(held_cyc, cores * held_gm / chip.gm_bytes_per_cycle,
+                     cores * (held_bytes - held_gm) / chip.l2_bytes_per_cycle)
     if stream:
         w.tail_load = w.lat() + 2 * sync + last.last_cube + last.store_cyc + w.tail_fix
         w.tail_ring = w.lat() + 2 * sync + last.last_cube
-        first = (first_held if hold_a or hold_b else 0.0) + tiles[0][0].first_in
+        # MTE2 runs in order: the first streamed piece waits behind every piece of the held slab
+        first = held_phase + tiles[0][0].first_in
     else:
         # the last batch's slab pieces: the cube finishes the last piece's share of every tile after it lands
         share = (per_batch.mmad + per_batch.mte1) / max(1, hp) if serial else \
             per_batch.mmad / max(1, hp) + tiles[-1][0].first_l0
         w.tail_load = w.lat() + 2 * sync + share + last.store_cyc + w.tail_fix
         w.tail_ring = w.lat() + 2 * sync + share
-        first = first_held
+        first = max(first_held, held_phase / max(1, hp))     # the MMADs start on the first piece
     # the GM channel serves transfers in the order they are issued, so the cores' walks are staggered: the last
     # core's tail (latency, last MMADs, its store) runs while the channel still carries the others' last stores
     others = (t.cores_used - 1) * last.store / chip.gm_bytes_per_cycle
