@@ -70,6 +70,8 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     seen_a: set = set()
     seen_b: set = set()
     cores = t.cores_used
+    # a broadcast held slab is read from GM by one core; the others find it in L2
+    held_gm = held_bytes / cores if (hold_a and bc_a > 1) or (hold_b and bc_b > 1) else held_bytes
     walk = []                               # per tile of a batch: (GM bytes read, L2 bytes, port cycles, store bytes)
     for i, m0 in enumerate(range(0, M, bm)):
         cols = list(range(0, N, bn))
@@ -86,9 +88,8 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
                     h += nbytes - nbytes / cores if shared else 0.0
                     seen.add(key)
             if i == 0 and j == 0:
-                shared = (hold_a and bc_a > 1) or (hold_b and bc_b > 1)
-                g += held_bytes / cores if shared else held_bytes
-                h += held_bytes - held_bytes / cores if shared else 0.0
+                g += held_gm
+                h += held_bytes - held_gm
             walk.append((g, h, tl.mte2 + (held_cyc if i == 0 and j == 0 else 0.0), tl.store))
 
     def phases(n: int) -> tuple:
@@ -129,10 +130,7 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     sync = chip.flag_latency_cycles
     w.tail_fix = w.lat("L0C", "GM")
     w.tail_mmad = sync + last.store_cyc + w.tail_fix
-    # the held slab's pieces with every core loading its own at once (a broadcast slab: one core's from GM, the
-    # rest from L2): the chip-wide channels pace them
-    shared = (hold_a and bc_a > 1) or (hold_b and bc_b > 1)
-    held_gm = held_bytes / cores if shared else held_bytes
+    # the held slab's pieces, every core loading its own at once: the chip-wide channels pace them
     held_phase = max(held_cyc, cores * held_gm / chip.gm_bytes_per_cycle,
                      cores * (held_bytes - held_gm) / chip.l2_bytes_per_cycle)
     if stream:
@@ -147,8 +145,9 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
         w.tail_load = w.lat() + 2 * sync + share + last.store_cyc + w.tail_fix
         w.tail_ring = w.lat() + 2 * sync + share
         first = max(first_held, held_phase / max(1, hp))     # the MMADs start on the first piece
-    # the GM channel serves transfers in the order they are issued, so the cores' walks are staggered: the last
-    # core's tail (latency, last MMADs, its store) runs while the channel still carries the others' last stores
+    # the GM channel serves transfers in the order they are issued (each pipe has one on it at a time), so the
+    # cores' walks are staggered: the last core's tail (latency, last MMADs, its store) runs while the channel
+    # still carries the others' last stores
     others = (t.cores_used - 1) * last.store / chip.gm_bytes_per_cycle
     w.tail_store = min(w.tail_load - w.tail_fix, others + last.store_cyc)
     w.head = first + w.lat() + sync + tiles[0][0].first_l0 + sync
