@@ -70,6 +70,16 @@ def _asw(t: AswTiling, p: Problem, chip: Chip, *, pieces: int | None = None) -> 
     w.ring(per * big.steps, per * big.xfers, per * (big.a_bytes + big.b_bytes), per * big.cons, stages)
     w.gm_write += t.batch * sum(tl.store * cnt for tl, cnt in tiles)     # charged: short rows cost the burst minimum
     _bias(w, p, per, t.base_n)
+    tasks = t.batch * n_tiles
+    if per > 1:
+        # rounds of tiles, every core on one at a time: a full round's traffic can outlast the cube's time on its
+        # tile while the last round (only the tasks left over) is the cube's, so the cube waits per round
+        n_last = tasks - (per - 1) * t.cores_used
+        gm = (w.gm_read + w.gm_write - w.first_gm) / tasks / chip.gm_bytes_per_cycle     # channel cycles per tile
+        l2 = (w.l2_read - w.first_l2) / tasks / chip.l2_bytes_per_cycle
+        full = max(t.cores_used * gm, t.cores_used * l2, avg.mte2)
+        last = max(n_last * gm, n_last * l2, avg.mte2)
+        w.rounds = w.first_phase + (per - 1) * max(big.mmad, full) + max(big.mmad, last)
     return w
 
 

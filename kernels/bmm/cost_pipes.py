@@ -88,6 +88,8 @@ class _Work:
         self.tail_store = 0.0               # the last tile's (group's) Fixpipe cycles, inside tail_load
         self.tail_ring = 0.0                # the part of tail_load a ring's bound already holds: the last slot's
                                             # latency and the cube's time on it
+        self.rounds = 0.0                   # the cube's time when rounds of tiles wait for the chip-wide channels
+                                            # (the first pieces' wait is inside it: no head)
 
     # -- costs of single instructions (cycles) --
     def share(self, l2: bool = False) -> float:
@@ -192,7 +194,8 @@ class _Work:
                 # the whole GM channel, its last stores included: after the last read, the last piece's latency
                 # and compute, then the stores' own latency (their channel time is in gm_chan)
                 t["MTE2"] = max(t["MTE2"], self.first_phase + gm_chan + self.tail_load - self.tail_store)
-            t["MMAD"] = self.head + max(c["MMAD"], self.l0c_ring, self.l0_chain) + self.tail_mmad if c["MMAD"] else 0.0
+            t["MMAD"] = (max(self.head + max(c["MMAD"], self.l0c_ring, self.l0_chain), self.rounds) + self.tail_mmad
+                         if c["MMAD"] else 0.0)
             t["MTE1"] = self.head + c["MTE1"] + self.tail_mmad if c["MTE1"] else 0.0
         fix = c["FIXPIPE"] if self.write_pipe == "FIXPIPE" else c["MTE3"]
         write = max(fix, gm_chan if self.gm_read < self.gm_write else 0.0)
