@@ -20,7 +20,9 @@ Readings of seeds/000 where it is ambiguous (details in the functions named):
 - ASW_Basic's condition 2 lists its typical entry paths (典型进入路径); its home ground is condition 1
   (P >= C), which overlaps MergeBatch/IterBatch whenever B >= C: T_total decides (conditions.asw_checks).
 - Where the seed leaves a free choice inside a branch (ASW/ToMatmul base tiles, StreamK's mCnt x nCnt), the
-  same T_total model picks it; the seed's entry conditions and decision order are never overridden by it.
+  same T_total model picks it. The model never overrides an entry condition (they decide the candidates); the
+  decision order is the seed's price of parallelism (PRICE), which decides between candidates whose T_total
+  are within the model's resolution (cost.RESOLUTION).
 - StreamK grid_K is the largest power of two <= blocksPerBatch meeting both inequalities: they only get
   harder as grid_K grows, so "the smallest" would always be 2, while the seed's table (6.8K -> 2,
   27K -> 4, 108K -> 8) needs the largest (tiling_streamk_special.stream_tiling).
