@@ -199,6 +199,8 @@ def _pick(cands: list[tuple[str, Tiling]], p: Problem, chip: Chip, lines: list[s
                      + (f" (within {RESOLUTION:.0%} of the fastest, the seed's price order, then T_total: "
                         + ", ".join(x for x, _, _ in close) + ")" if len(close) > 1 else "")
                      + f" -> {b}")
+    else:
+        lines.append(f"   -> {b}")
     return b, t
 
 
@@ -225,7 +227,6 @@ def _buy(p: Problem, chip: Chip, expanded: bool, reduce: str, lines: list[str]
             lines.append("   ASW_Basic 1 holds as well (P >= C): its home ground overlaps")
             homes.append(("asw_basic", asw_tiling(p, chip)))
         b, t = _pick(homes, p, chip, lines, " / ".join(SEED_NAMES[x] for x, _ in homes))
-        lines.append(f"   -> {b}")
         return b, t, checks
     lines.append(f"4. buy M/N (cheap): ASW_Basic {held(ac)}")
     if ac.home:
@@ -262,7 +263,6 @@ def _decide(p: Problem, chip: Chip, reduce: str) -> tuple[str, Tiling, tuple[Bra
                      "(batch-1 side expanded to B)")
     b, t, rest = _buy(p, chip, True, reduce, lines)
     b, t = _pick([("to_matmul", t_mm), (b, t)], p, chip, lines, "ToMatmul vs BMM")
-    lines.append(f"   -> {b}")
     return b, t, _ordered(sp, tm, rest), lines
 
 
