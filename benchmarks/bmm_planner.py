@@ -8,7 +8,7 @@ Targets (issue 7): agreement >= 90 %, median regret <= 5 %, home-ground branches
 where the shape allows: where the roofline is at least ALLOWS = 4 times the latency no kernel hides (a first
 GM read and a last GM write), since time >= roofline + that latency.
 
-Run: python benchmarks/bmm_planner.py [--quick] [--chip NAME] [--held-out N]
+Run: python benchmarks/bmm_planner.py [--quick] [--chip NAME] [--held-out N [--seed S]]
 """
 from __future__ import annotations
 
@@ -143,6 +143,7 @@ def main() -> None:
     ap.add_argument("--chip", default="ascend950pr")
     ap.add_argument("--held-out", type=int, default=0, metavar="N",
                     help="also N random shapes the planner was not tuned on (a few seconds each)")
+    ap.add_argument("--seed", type=int, default=1, help="the held-out shapes' random seed (default 1)")
     args = ap.parse_args()
     floor = latency_floor_cycles(args.chip)
     t0 = time.time()
@@ -166,8 +167,8 @@ def main() -> None:
     for br, vals in sorted(eff.items()):
         print(f"  {br:<12} chosen: {fmt([v for v, c, big in vals if c and big])}")
     if args.held_out:
-        print("\nheld-out shapes (random, seed 1; not used to tune the planner):")
-        h_regrets, h_agree, _, h_err = evaluate(held_out(args.held_out, 1), args.chip, floor)
+        print(f"\nheld-out shapes (random, seed {args.seed}; not used to tune the planner):")
+        h_regrets, h_agree, _, h_err = evaluate(held_out(args.held_out, args.seed), args.chip, floor)
         m = len(h_regrets)
         print(f"held-out: agreement {h_agree}/{m} = {h_agree / m:.1%}, regret median "
               f"{statistics.median(h_regrets):.1%}, worst {max(h_regrets):.1%}; estimate median |error| "
