@@ -160,7 +160,9 @@ def test_staged_store_out_per_region_unit_flags():
 def model_verdict(loops, ops):
     """Independent model: two in-order pipes (M for mm/acc, FIX for st) over whole L0C tiles.
 
-    Software sync joins an M op and a FIX op on the same tile only when neither carries a phase;
+    Software sync joins an M op and a FIX op on the same tile only when neither carries a phase (an op
+    without a phase waits for the latest op without a phase of the other pipe, whatever phased ops lie
+    between: DESIGN section 4);
     unit_flag: mm/acc wait for 0 (Final sets 1), st waits for 1 (Final sets 0). Verdict priority:
     race > uninitialised read > deadlock > ok (the order in which pyto reports them).
     """
@@ -168,14 +170,15 @@ def model_verdict(loops, ops):
     pipe_ops = {"M": [], "F": []}
     for i, (kind, tile, phase) in enumerate(prog):
         pipe_ops["F" if kind == "st" else "M"].append(i)
-    # software-sync edges: latest earlier op of the other pipe on the same tile, no phase on either side
+    # software-sync edges: latest earlier op without a phase of the other pipe on the same tile
     deps = {i: [] for i in range(len(prog))}
     for i, (kind, tile, phase) in enumerate(prog):
+        if phase != "none":
+            continue
         for j in range(i - 1, -1, -1):
             k2, t2, p2 = prog[j]
-            if t2 == tile and (k2 == "st") != (kind == "st"):
-                if phase == "none" and p2 == "none":
-                    deps[i].append(j)
+            if t2 == tile and (k2 == "st") != (kind == "st") and p2 == "none":
+                deps[i].append(j)
                 break
     flags = {}
     setter = {}
@@ -280,6 +283,10 @@ def test_random_phase_programs_match_independent_model(program):
     (2, [("mm", 0, "none"), ("st", 0, "none")], "ok"),
     (1, [("st", 0, "none")], "uninit"),
     (3, [("mm", 0, "Partial"), ("acc", 0, "Final"), ("st", 0, "Final"), ("mm", 1, "none"), ("st", 1, "none")], "ok"),
+    # the store without a phase waits for the acc without a phase, though a phased mm (itself held by
+    # unit_flag until the Final store) was issued between them
+    (1, [("mm", 0, "Final"), ("acc", 0, "none"), ("mm", 0, "Partial"), ("st", 0, "none"), ("st", 0, "Final")], "ok"),
+    (1, [("mm", 0, "Final"), ("acc", 0, "none"), ("mm", 0, "Final"), ("st", 0, "none")], "deadlock"),
 ])
 def test_model_and_emulator_on_known_programs(loops, ops, verdict):
     assert model_verdict(loops, ops) == verdict

@@ -117,6 +117,7 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
         for u, o in found.items():
             if u[0] == core:
                 _later(deps, u, o)
+    phased = ins.attrs.get("phase") is not None    # (on L0C: a phased entry never stands for one without)
     for acc in ins.srcs:
         tr = tracks.get(acc.obj)
         if tr is None:
@@ -124,7 +125,7 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
         if isinstance(acc.obj, GMTensor):
             tr.gm_reads[unit] = ins
         else:
-            tr.reads[(unit, acc.batch, acc.rect)] = (acc.rect, acc.batch, unit, ins)
+            tr.reads[(unit, acc.batch, acc.rect, phased)] = (acc.rect, acc.batch, unit, ins)
     for acc in ins.dsts:
         tr = tracks.get(acc.obj)
         if tr is None:
@@ -134,6 +135,17 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
             # GM regions are rarely rewritten: drop only the same region (other covered entries stay
             # tracked, which can only add a dependency that holds anyway), not a scan of every store
             tr.writes.pop((batch, rect), None)
+        elif phased and acc.obj.buf is _L0C:
+            # a phased L0C write retires only phased entries: an access without a phase on the other
+            # side of M<->FIX is not synced with it (unit_flag decides), so it still waits for the
+            # earlier accesses without a phase, which stay tracked
+            for entries in (tr.writes, tr.reads):
+                dead = [k for k, e in entries.items() if e[1] == batch and rect_covers(rect, e[0])
+                        and e[3].attrs.get("phase") is not None and id(e[3]) not in exempt]
+                for k in dead:
+                    del entries[k]
+            tr.writes[(batch, rect, True)] = (rect, batch, unit, ins)
+            continue
         elif not exempt and rect == (0, acc.obj.shape[0], 0, acc.obj.shape[1]):
             tr.writes.clear()          # the whole tile is rewritten: every earlier entry is covered
             tr.reads.clear()
