@@ -557,6 +557,35 @@ def test_vector_op_matches_numpy(op, dname):
         assert np.array_equal(got, f64(ref))
 
 
+I32_OPS = {  # int32 arithmetic wraps modulo 2^32, as the vector unit's int32 adds and muls do
+    "add": lambda a, b, s: a + b, "sub": lambda a, b, s: a - b, "mul": lambda a, b, s: a * b,
+    "maximum": lambda a, b, s: np.maximum(a, b), "minimum": lambda a, b, s: np.minimum(a, b),
+    "adds": lambda a, b, s: a + s, "muls": lambda a, b, s: a * s, "abs": lambda a, b, s: np.abs(a),
+    "relu": lambda a, b, s: np.maximum(a, 0), "duplicate": lambda a, b, s: np.full_like(a, s),
+}
+
+
+@pytest.mark.parametrize("op", list(I32_OPS))
+def test_int32_vector_op_is_exact(op):
+    """int32 tiles compute in int32, scalars included: 2^24 + 1 does not pass through fp32."""
+    rng = np.random.default_rng(7)
+    a = rng.integers(-2 ** 31, 2 ** 31, (R_V, C_V), dtype=np.int64).astype(np.int32)
+    b = rng.integers(-2 ** 31, 2 ** 31, (R_V, C_V), dtype=np.int64).astype(np.int32)
+    out = np.zeros((R_V, C_V), np.int32)
+    scalar = 2 ** 24 + 1
+    pyto.run(_KERNELS[op], a, b, out, SCALAR=scalar)
+    exact = I32_OPS[op](a.astype(np.int64), b.astype(np.int64), scalar)
+    assert np.array_equal(out, ((exact + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
+
+
+@pytest.mark.parametrize("op,scalar,err", [("adds", 1.5, pyto.KernelError), ("duplicate", 2 ** 31, pyto.KernelError),
+                                           ("sqrt", 0, pyto.UnsupportedError), ("exp", 0, pyto.UnsupportedError)])
+def test_int32_tiles_reject_what_int32_cannot_do(op, scalar, err):
+    a = np.ones((R_V, C_V), np.int32)
+    with pytest.raises(err, match=r"test_vector\.py:\d+"):
+        pyto.run(_KERNELS[op], a, a, a.copy(), SCALAR=scalar)
+
+
 @pl.kernel
 def cast_kernel(x, out):
     R, C = x.shape

@@ -108,13 +108,13 @@ def _vector(ins: Instr, mem: Memory) -> None:
         if ins.op is Op.VBINARY:
             res = _BINARY[kind](srcs[0], srcs[1])
         elif ins.op is Op.VSCALAR:
-            res = _SCALAR[kind](srcs[0], np.float32(ins.attrs["scalar"]))
+            res = _SCALAR[kind](srcs[0], srcs[0].dtype.type(ins.attrs["scalar"]))
         elif ins.op is Op.VUNARY:
             res = _UNARY[kind](srcs[0])
         elif ins.op is Op.VCAST:
             res = srcs[0]
         elif ins.op is Op.VDUP:
-            res = np.full(out.shape, ins.attrs["scalar"], dtype=np.float32)
+            res = np.full(out.shape, ins.attrs["scalar"], dtype=np.int32 if out.dtype.kind == "i" else np.float32)
         elif ins.op is Op.VREDUCE:
             res = _REDUCE[kind](srcs[0], axis=1, keepdims=True)
         else:

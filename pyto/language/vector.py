@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import KernelError, ShapeError
+from ..errors import KernelError, ShapeError, UnsupportedError
 from ..ir import Access, AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role
 from .tile import Tile
 from .trace import caller_loc, current
@@ -121,15 +121,29 @@ def _expand(kind: str):
 expand_add, expand_sub, expand_mul, expand_div = (_expand(k) for k in ("add", "sub", "mul", "div"))
 
 
+_INT32 = (-2 ** 31, 2 ** 31 - 1)
+
+
+def _scalar_of(dst: Tile, value, what: str, loc: Loc):
+    """A scalar operand in dst's type: a float for fp16/bf16/fp32 tiles (the vector unit computes in fp32),
+    an int in int32 range for int32 tiles (computed in int32, wrapping like the hardware's int adds)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise KernelError(f"{loc}: {what} takes a Python number, got {value!r}")
+    if dst.dtype.is_float:
+        return float(value)
+    if value != int(value) or not _INT32[0] <= value <= _INT32[1]:
+        raise KernelError(f"{loc}: {what} on {dst.dtype} tile {dst!r} takes an integer in int32 range, "
+                          f"got {value!r}")
+    return int(value)
+
+
 def _scalar(kind: str):
     def op(dst: Tile, src: Tile, scalar: float) -> None:
         loc = caller_loc()
         _ub(dst, f"pl.{kind} dst", loc)
         _ub(src, f"pl.{kind} src", loc)
         _same(loc, kind, dst, src)
-        if not isinstance(scalar, (int, float)) or isinstance(scalar, bool):
-            raise KernelError(f"{loc}: pl.{kind} takes a Python number, got {scalar!r}")
-        _emit(Op.VSCALAR, kind, dst, [src], {"scalar": float(scalar)}, loc)
+        _emit(Op.VSCALAR, kind, dst, [src], {"scalar": _scalar_of(dst, scalar, f"pl.{kind}", loc)}, loc)
     op.__name__ = kind
     op.__doc__ = f"dst = src {kind[:-1]} scalar."
     return op
@@ -138,12 +152,17 @@ def _scalar(kind: str):
 adds, muls = _scalar("adds"), _scalar("muls")
 
 
+_FLOAT_ONLY = ("exp", "sqrt")
+
+
 def _unary(kind: str):
     def op(dst: Tile, src: Tile) -> None:
         loc = caller_loc()
         _ub(dst, f"pl.{kind} dst", loc)
         _ub(src, f"pl.{kind} src", loc)
         _same(loc, kind, dst, src)
+        if kind in _FLOAT_ONLY and not src.dtype.is_float:
+            raise UnsupportedError(f"{loc}: pl.{kind} takes fp16/bf16/fp32 tiles, not {src.dtype} ({src!r})")
         _emit(Op.VUNARY, kind, dst, [src], {}, loc)
     op.__name__ = kind
     op.__doc__ = f"dst = {kind}(src) elementwise."
@@ -167,6 +186,4 @@ def duplicate(dst: Tile, value: float) -> None:
     """Fill `dst` with `value`."""
     loc = caller_loc()
     _ub(dst, "pl.duplicate dst", loc)
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise KernelError(f"{loc}: pl.duplicate takes a Python number, got {value!r}")
-    _emit(Op.VDUP, "duplicate", dst, [], {"scalar": float(value)}, loc)
+    _emit(Op.VDUP, "duplicate", dst, [], {"scalar": _scalar_of(dst, value, "pl.duplicate", loc)}, loc)
