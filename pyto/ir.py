@@ -6,8 +6,12 @@ records; it never imports `pyto.language`.
 from __future__ import annotations
 
 import enum
+import linecache
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional
+
+from .errors import KernelError
 
 
 class Pipe(enum.IntEnum):
@@ -193,6 +197,23 @@ class GMTensor:
 
     def __repr__(self) -> str:
         return f"GM tensor '{self.name}' {list(self.shape)} {self.dtype}"
+
+    def __getitem__(self, key):
+        """A kernel reaches GM through pl.load / pl.store offsets; the tensor itself holds no data."""
+        raise KernelError(f"{_caller_line()}: {self!r} is not indexed in a kernel; pass offsets to pl.load / "
+                          f"pl.store (pl.load(tile, {self.name}, [row, col]))")
+
+    def __setattr__(self, name: str, value) -> None:
+        if "workspace" in self.__dict__:      # set up (workspace is the last field __init__ sets)
+            raise KernelError(f"{_caller_line()}: {self!r} is read-only in a kernel (its '{name}' is the "
+                              f"launch's)")
+        object.__setattr__(self, name, value)
+
+
+def _caller_line() -> Loc:
+    """The line that called the GMTensor method calling this: a kernel's own line."""
+    f = sys._getframe(2)
+    return Loc(f.f_code.co_filename, f.f_lineno, linecache.getline(f.f_code.co_filename, f.f_lineno).strip())
 
 
 __all__ += ["TileStore", "GMTensor"]

@@ -131,6 +131,69 @@ def test_static_params_must_be_python_scalars():
         pyto.run(takes_tile, *_mm_inputs(), T=16.0)
 
 
+def test_missing_static_param_is_named():
+    with pytest.raises(pyto.KernelError, match="needs the static parameter.*T"):
+        pyto.run(takes_tile, *_mm_inputs())
+
+
+def _misuse(what):
+    """A kernel whose one misuse is `what(a, t)` (t: an L1 ring of two tiles); `what` is defined in this
+    file, so the line an error names is here."""
+    @pl.kernel
+    def misuse(a, b, out):
+        what(a, pl.alloc(pl.L1, [32, 32], pl.fp16, buffers=2))
+    return misuse
+
+
+def _nested_sections(a, t):
+    with pl.section_cube():
+        with pl.section_vector():
+            pass
+
+
+def _barrier_on_cube_pipe_in_vector_section(a, t):
+    with pl.section_vector():
+        pl.pipe_barrier(pl.PIPE_M)
+
+
+def _assign_gm_shape(a, t):
+    a.shape = (1, 2)
+
+
+def _python_error(a, t):
+    M, K = a.shape[0]
+
+
+@pytest.mark.parametrize("what,err,text", [
+    (lambda a, t: pl.set_flag(pl.PIPE_V, pl.PIPE_M, 0), pyto.SyncError, "has no such pipe"),
+    (_barrier_on_cube_pipe_in_vector_section, pyto.SyncError, "AIV .vector core. has no such pipe"),
+    (_nested_sections, pyto.KernelError, "sections do not nest"),
+    (lambda a, t: pl.alloc(pl.L1, [16, 16], pl.fp16, layout=3), pyto.KernelError, "layout must be"),
+    (lambda a, t: pl.alloc(pl.L1, [16, 16], pl.fp16, buffers=True), pyto.KernelError, "buffers must be a positive"),
+    (lambda a, t: pl.alloc(pl.L1, [16, 16], "complex"), pyto.ShapeError, "unknown dtype"),
+    (lambda a, t: pl.workspace([True, 16], pl.fp32), pyto.ShapeError, "workspace shape"),
+    (lambda a, t: t[5], pyto.KernelError, "indexed by a slot number"),
+    (lambda a, t: t[0:16, :], pyto.KernelError, "take a tile"),
+    (lambda a, t: a[0], pyto.KernelError, "not indexed in a kernel"),
+    (_assign_gm_shape, pyto.KernelError, "read-only in a kernel"),
+    (lambda a, t: pl.load(t[0], a, [0, 0], transpose="yes"), pyto.KernelError, "transpose must be True or False"),
+    (_python_error, pyto.KernelError, "raised TypeError"),
+])
+def test_dsl_misuse_is_a_pyto_error_naming_the_line(what, err, text):
+    with pytest.raises(err, match=text) as ei:
+        pyto.run(_misuse(what), *_mm_inputs())
+    assert "test_emulator_errors.py:" in str(ei.value), str(ei.value)
+
+
+def test_tiles_allocated_on_one_line_are_named_in_order():
+    @pl.kernel
+    def one_line(a, b, out):
+        x = pl.alloc(pl.L1, [32, 32], pl.fp16); y = pl.alloc(pl.L1, [1024, 1024], pl.fp16)  # noqa: E702,F841
+
+    with pytest.raises(pyto.CapacityError, match="'y' \\[1024, 1024\\]"):
+        pyto.run(one_line, *_mm_inputs())
+
+
 def test_dsl_outside_kernel_and_direct_call():
     with pytest.raises(pyto.KernelError, match="@pl.kernel"):
         pl.alloc(pl.L1, [16, 16], pl.fp16)

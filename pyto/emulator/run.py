@@ -36,7 +36,8 @@ class Spec:
 
 def spec(shape, dtype) -> Spec:
     """Describe a GM input for mode='timing': no data is allocated."""
-    if not all(isinstance(s, (int, np.integer)) and s >= 0 for s in shape):
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in shape):
         raise ShapeError(f"spec shape must be non-negative ints, got {shape!r}")
     return Spec(tuple(int(s) for s in shape), as_dtype(dtype))
 
@@ -81,6 +82,11 @@ def _check_params(kernel: Kernel, params: dict) -> None:
         if not isinstance(v, (int, float, bool)) and v is not None:
             raise KernelError(f"static parameter {k}={v!r} of kernel '{kernel.name}' must be a Python "
                               f"int, float or bool, got {type(v).__name__}")
+    missing = [p.name for p in kernel.signature.parameters.values()
+               if p.kind is p.KEYWORD_ONLY and p.default is p.empty and p.name not in params]
+    if missing:
+        raise KernelError(f"kernel '{kernel.name}' needs the static parameter(s) {', '.join(missing)} "
+                          f"(pyto.run({kernel.name}, ..., {missing[0]}=...))")
 
 
 def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int):
@@ -94,8 +100,9 @@ def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks
         if vector is None:
             vector = launch.uses_vector
         elif launch.uses_vector != vector:
-            raise KernelError(f"kernel '{kernel.name}': block {b} uses the vector side but block 0 does not; "
-                              f"UB tiles and pl.section_vector() must not depend on the block")
+            raise KernelError(f"{launch.vector_loc}: kernel '{kernel.name}': block {b} uses the vector side here "
+                              f"but block 0 does not; UB tiles and pl.section_vector() must not depend on the "
+                              f"block")
         if vector:
             progs += [kernel.trace(Tracer(launch, b, role), tensors, params) for role in (Role.AIV0, Role.AIV1)]
         for prog in progs:

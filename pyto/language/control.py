@@ -5,20 +5,20 @@ import builtins
 import contextlib
 from typing import Iterator
 
-from ..dtypes import as_dtype
 from ..errors import KernelError, ShapeError, SyncError
 from ..ir import GMTensor, Instr, Op, Pipe, Role
+from .tile import dtype_at
 from .trace import caller_loc, current
 
 
 @contextlib.contextmanager
-def _section(kind: str) -> Iterator[None]:
+def _section(kind: str, loc) -> Iterator[None]:
     tr = current()
     if tr.section is not None:
-        raise KernelError(f"{caller_loc()}: pl.section_{kind}() inside pl.section_{tr.section}(); sections do not nest")
+        raise KernelError(f"{loc}: pl.section_{kind}() inside pl.section_{tr.section}(); sections do not nest")
     tr.section = kind
     if kind == "vector":
-        tr.launch.uses_vector = True
+        tr.launch.mark_vector(loc)
     try:
         yield
     finally:
@@ -27,12 +27,12 @@ def _section(kind: str) -> Iterator[None]:
 
 def section_cube():
     """Code that runs on the AIC (cube core) of each block."""
-    return _section("cube")
+    return _section("cube", caller_loc())
 
 
 def section_vector():
     """Code that runs on each of the two AIVs (vector cores) of each block."""
-    return _section("vector")
+    return _section("vector", caller_loc())
 
 
 def range(start: int, stop: int = None, step: int = 1):  # noqa: A001 - the DSL's spelling
@@ -68,24 +68,34 @@ def workspace(shape, dtype) -> GMTensor:
     tr = current()
     loc = caller_loc()
     if not (isinstance(shape, (tuple, list)) and len(shape) >= 2
-            and all(isinstance(s, int) and s > 0 for s in shape)):
+            and all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)):
         raise ShapeError(f"{loc}: workspace shape must be two or more positive Python ints, got {shape!r}")
-    ws = tr.launch.workspace(tr.n_workspace, tuple(shape), as_dtype(dtype), loc)
+    ws = tr.launch.workspace(tr.n_workspace, tuple(shape), dtype_at(dtype, loc), loc)
     tr.n_workspace += 1
     return ws
 
 
 _AIC_PIPES = (Pipe.MTE1, Pipe.M, Pipe.FIX)
 _AIV_PIPES = (Pipe.V, Pipe.MTE3)
+_CORE_PIPES = {Role.AIC: (Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.S),
+               Role.AIV0: (Pipe.MTE2, Pipe.V, Pipe.MTE3, Pipe.S)}
 
 
-def _flag_role(src: Pipe, dst: Pipe) -> Role:
+def _flag_role(src: Pipe, dst: Pipe, what: str, loc) -> Role:
+    """The core (AIC, or the AIVs) whose pipes src and dst are: the section's, else the one that has them.
+    Flags and barriers order pipes of one core; the cube and vector cores exchange through GM (sync_all)."""
     tr = current()
     if tr.section is not None:
-        return Role.AIC if tr.section == "cube" else Role.AIV0
-    if src in _AIV_PIPES or dst in _AIV_PIPES:
-        return Role.AIV0
-    return Role.AIC
+        role = Role.AIC if tr.section == "cube" else Role.AIV0
+    else:
+        role = Role.AIV0 if src in _AIV_PIPES or dst in _AIV_PIPES else Role.AIC
+    for p in (src, dst):
+        if p not in _CORE_PIPES[role]:
+            core = "AIC (cube core)" if role is Role.AIC else "AIV (vector core)"
+            raise SyncError(f"{loc}: {what} on PIPE_{p.name}: the {core} has no such pipe (its pipes: "
+                            f"{', '.join('PIPE_' + q.name for q in _CORE_PIPES[role])}); flags and barriers "
+                            f"order the pipes of one core, cube and vector exchange through GM and pl.sync_all()")
+    return role
 
 
 def _flag(op: Op, src: Pipe, dst: Pipe, event_id: int) -> None:
@@ -100,7 +110,7 @@ def _flag(op: Op, src: Pipe, dst: Pipe, event_id: int) -> None:
         raise SyncError(f"{loc}: a flag connects two different pipes, got {src.name} -> {dst.name}")
     pipe = src if op is Op.SET_FLAG else dst
     name = "pl.set_flag" if op is Op.SET_FLAG else "pl.wait_flag"
-    tr.emit(Instr(op, pipe, (), (), {"key": (src, dst, event_id)}, loc, name=name), _flag_role(src, dst))
+    tr.emit(Instr(op, pipe, (), (), {"key": (src, dst, event_id)}, loc, name=name), _flag_role(src, dst, name, loc))
 
 
 def set_flag(src_pipe: Pipe, dst_pipe: Pipe, event_id: int) -> None:
@@ -119,7 +129,8 @@ def pipe_barrier(pipe: Pipe) -> None:
     loc = caller_loc()
     if not isinstance(pipe, Pipe):
         raise KernelError(f"{loc}: pl.pipe_barrier takes a pipe (pl.PIPE_ALL, pl.PIPE_V, ...), got {pipe!r}")
-    role = _flag_role(pipe, pipe) if pipe is not Pipe.ALL else (Role.AIV0 if tr.section == "vector" else Role.AIC)
+    role = (_flag_role(pipe, pipe, "pl.pipe_barrier", loc) if pipe is not Pipe.ALL
+            else (Role.AIV0 if tr.section == "vector" else Role.AIC))
     run_on = Pipe.S if pipe is Pipe.ALL else pipe
     tr.emit(Instr(Op.BARRIER, run_on, (), (), {"pipe": pipe}, loc, name="pl.pipe_barrier"), role)
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
+
 from ..dtypes import DType
 from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, AccPhase, AccToVecMode, Buf, GMTensor, Instr, Loc, Op, Pipe, Role, STPhase
@@ -141,6 +143,8 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
     """
     tr = current()   # outside a @pl.kernel: KernelError before anything else
     loc = caller_loc()
+    if transpose is not False and transpose is not True and not isinstance(transpose, np.bool_):
+        raise KernelError(f"{loc}: pl.load transpose must be True or False, got {transpose!r}")
     if type(dst) is Tile and type(src) is Tile and offsets is None and nd_num == 1:
         # the K loop's L1 -> L0A/L0B load, all its checks in one go (the general path below says
         # which one fails)

@@ -9,7 +9,7 @@ from ..errors import AlignmentError, KernelError, OutOfBoundsError, ShapeError
 from ..ir import Buf, TileStore
 from .trace import caller_loc, current
 
-_NAME = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.alloc\b")
+_NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.alloc\b")
 _DEFAULT_LAYOUT = {Buf.L1: "NZ", Buf.L0B: "ZN", Buf.L0C: "NZ", Buf.UB: "ND", Buf.BT: "ND", Buf.FB: "ND"}
 
 
@@ -140,7 +140,31 @@ class Ring:
         return len(self.tiles)
 
     def __getitem__(self, i: int) -> Tile:
+        if not isinstance(i, int) or isinstance(i, bool) or not -len(self.tiles) <= i < len(self.tiles):
+            raise KernelError(f"{caller_loc()}: a ring of {len(self.tiles)} tiles is indexed by a slot number "
+                              f"0..{len(self.tiles) - 1}, got {i!r}; take a tile (ring.current(), ring.next(), "
+                              f"ring[i]) before viewing part of it")
         return self.tiles[i]
+
+
+def dtype_at(dtype, loc) -> DType:
+    """as_dtype, with the kernel line in its error."""
+    try:
+        return as_dtype(dtype)
+    except ShapeError as e:
+        raise ShapeError(f"{loc}: {e}") from None
+
+
+def _name_from_source(tr, loc) -> Optional[str]:
+    """The variable a `name = pl.alloc(...)` on the kernel line assigns. With several on one line
+    (`a = pl.alloc(...); b = pl.alloc(...)`) the calls run left to right each time the line runs, so
+    the n-th call made from the line takes the (n mod count)-th name."""
+    names = _NAME.findall(loc.text)
+    if not names:
+        return None
+    n = tr.allocs_at.get(loc, 0)
+    tr.allocs_at[loc] = n + 1
+    return names[n % len(names)]
 
 
 def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = None,
@@ -153,9 +177,11 @@ def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = N
     if (not isinstance(shape, (tuple, list)) or len(shape) != 2
             or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)):
         raise ShapeError(f"{loc}: tile shape must be two positive Python ints, got {shape!r}")
-    if not isinstance(buffers, int) or buffers < 1:
+    if not isinstance(buffers, int) or isinstance(buffers, bool) or buffers < 1:
         raise KernelError(f"{loc}: buffers must be a positive int, got {buffers!r}")
-    dt = as_dtype(dtype)
+    if layout is not None and not isinstance(layout, str):
+        raise KernelError(f"{loc}: layout must be a format name ('Nz', 'Zz', 'ND', ...) or None, got {layout!r}")
+    dt = dtype_at(dtype, loc)
     if buffer is Buf.L0C and dt not in (DType.fp32, DType.int32):
         raise ShapeError(f"{loc}: L0C tiles accumulate in fp32 or int32, got {dt}")
     if buffer is Buf.BT and dt not in (DType.fp32, DType.int32):
@@ -166,12 +192,11 @@ def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = N
         raise ShapeError(f"{loc}: {buffer.name} tiles are {default} on {tr.chip.name}, not {lay}")
     shape = tuple(shape)
     if buffer is Buf.UB:
-        tr.launch.uses_vector = True     # the AIVs take part in this launch
+        tr.launch.mark_vector(loc)     # the AIVs take part in this launch
     padded = padded_of(buffer, shape, dt)
     nbytes = padded[0] * padded[1] * dt.itemsize
     if name is None:
-        m = _NAME.match(loc.text)
-        name = m.group(1) if m else f"{buffer.name.lower()}{tr.alloc_count}"
+        name = _name_from_source(tr, loc) or f"{buffer.name.lower()}{tr.alloc_count}"
     what = (f"'{name}' {list(shape)} {dt} (padded {padded[0]}x{padded[1]})"
             + (f" x {buffers} buffers" if buffers > 1 else ""))
     tr.charge(buffer, nbytes * buffers, what, loc)

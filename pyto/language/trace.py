@@ -13,11 +13,12 @@ import sys
 from typing import Any, Callable, Optional
 
 from ..chip import Chip
-from ..errors import CapacityError, KernelError
+from ..errors import CapacityError, KernelError, PytoError
 from ..ir import Buf, GMTensor, Instr, Loc, Role
 
 _AIC = Role.AIC
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LIBRARY_DIRS = (_PKG_DIR, os.path.dirname(os.__file__), "<")   # pyto, the standard library, <frozen ...>
 _CURRENT: Optional["Tracer"] = None
 _LOC_CACHE: dict = {}
 
@@ -67,7 +68,13 @@ class Launch:
         self.chip, self.blocks, self.tensors = chip, blocks, tensors
         self.workspaces: list[GMTensor] = []
         self.uses_vector = False
+        self.vector_loc: Optional[Loc] = None   # the first kernel line that brought in the vector side
         self._stores: dict = {}
+
+    def mark_vector(self, loc: Loc) -> None:
+        """The launch uses the AIVs (a UB tile, a vector op or section): remember the first line that said so."""
+        if not self.uses_vector:
+            self.uses_vector, self.vector_loc = True, loc
 
     def stores(self, block: int, key: int, make: Callable, vector: bool) -> list:
         """The TileStores of allocation `key` in `block`, shared by the block's three traces.
@@ -104,6 +111,7 @@ class Tracer:
         self.is_aic = role is Role.AIC
         self.section: Optional[str] = None
         self.alloc_count = 0
+        self.allocs_at: dict = {}     # kernel line -> pl.alloc calls made from it (tile names)
         self.in_use = {b: 0 for b in Buf}
         self.n_workspace = 0
 
@@ -113,7 +121,7 @@ class Tracer:
         otherwise keep it as a cross-core marker."""
         aic = role is _AIC
         if not aic:
-            self.launch.uses_vector = True
+            self.launch.mark_vector(instr.loc)
         section = self.section
         if section is not None and section != ("cube" if aic else "vector"):
             want = "cube" if aic else "vector"
@@ -171,9 +179,28 @@ class Kernel:
         prev, _CURRENT = _CURRENT, tracer
         try:
             self.fn(*args, **params)
+        except PytoError:
+            raise
+        except Exception as e:      # the kernel's own Python failed (an assert, a bad unpack): name its line
+            raise KernelError(f"{_raising_line(e)}: kernel '{self.name}' raised {type(e).__name__}: {e}") from e
         finally:
             _CURRENT = prev
         return tracer.program
+
+
+def _raising_line(e: BaseException) -> Loc:
+    """The last frame of e's traceback in the kernel author's code (not pyto, numpy or the standard library):
+    the kernel line, or a helper it called, that raised."""
+    tb, last = e.__traceback__, None
+    while tb is not None:
+        file = tb.tb_frame.f_code.co_filename
+        if not file.startswith(_LIBRARY_DIRS) and "site-packages" not in file:
+            last = tb
+        tb = tb.tb_next
+    if last is None:
+        return Loc("<unknown>", 0, "")
+    file, line = last.tb_frame.f_code.co_filename, last.tb_lineno
+    return Loc(file, line, linecache.getline(file, line).strip())
 
 
 def kernel(fn: Callable) -> Kernel:
