@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pyto.errors import ShapeError
@@ -46,12 +47,33 @@ def register_plan(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_plan)
 
 
+def count(text: str) -> int:
+    """argparse type: a non-negative int (a size, a batch, a seed)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{v} is negative")
+    return v
+
+
+def writable_file(path: str) -> str:
+    """argparse type: a file path that can be written (checked before a long run, not after it)."""
+    folder = os.path.dirname(path) or "."
+    why = ("is a directory" if os.path.isdir(path) else "its directory does not exist" if not os.path.isdir(folder)
+           else "is not writable" if not os.access(path if os.path.exists(path) else folder, os.W_OK) else "")
+    if why:
+        raise argparse.ArgumentTypeError(f"cannot write {path!r}: {why}")
+    return path
+
+
 def _shared_args(p: argparse.ArgumentParser) -> None:
     """The problem arguments `pyto plan` and `pyto bmm` share."""
     for dim in ("B", "M", "N", "K"):
-        p.add_argument(dim, type=int, help=f"{dim} of C[B, M, N] = A[B, M, K] @ B[B, K, N]")
-    p.add_argument("--batch-a", type=int, default=None, help="BatchA (default B)")
-    p.add_argument("--batch-b", type=int, default=None, help="BatchB (default B)")
+        p.add_argument(dim, type=count, help=f"{dim} of C[B, M, N] = A[B, M, K] @ B[B, K, N]")
+    p.add_argument("--batch-a", type=count, default=None, help="BatchA (default B)")
+    p.add_argument("--batch-b", type=count, default=None, help="BatchB (default B)")
     p.add_argument("--dtype", default="bf16", help="fp16, bf16, fp32 or int8 (default bf16)")
     p.add_argument("--chip", default="ascend950pr", help="chip name or .toml path (default ascend950pr)")
     p.add_argument("--bias", action="store_true", help="add a bias [B, 1, N]")
@@ -111,10 +133,11 @@ def register_bmm(sub: argparse._SubParsersAction) -> None:
     """`pyto bmm B M N K ...`: plan, run on the emulator and check against numpy."""
     p = sub.add_parser("bmm", help="run a BMM on the emulator (planned branch), check it against numpy")
     _shared_args(p)
-    p.add_argument("--trace", default=None, metavar="FILE", help="write a Chrome/Perfetto trace of the run")
+    p.add_argument("--trace", default=None, metavar="FILE", type=writable_file,
+                   help="write a Chrome/Perfetto trace of the run")
     p.add_argument("--timing", action="store_true", help="timing mode: shapes only, no data, no check")
     p.add_argument("--no-race-check", action="store_true",
                    help="with --timing: skip the race and uninitialised-read checks (fast, bounded memory for "
                         "schedules of millions of instructions)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the inputs (default 0)")
+    p.add_argument("--seed", type=count, default=0, help="random seed of the inputs (default 0)")
     p.set_defaults(func=cmd_bmm)

@@ -95,6 +95,12 @@ class Chip:
         k0 = 32 // d.itemsize
         return 2 * 16 * 16 * k0 / self.cube_cycles_per_step[d.name] * self.aic * self.clock_hz
 
+    def ridge(self, dtype: DType | str = DType.fp16) -> float:
+        """The compute/memory balance point R in FLOP per element for a cube input dtype: the table's R
+        (seeds/000 gives it for BF16/FP16) scaled by the dtype's peak FLOP per GM byte relative to fp16's."""
+        d = DType[dtype] if isinstance(dtype, str) else dtype
+        return self.R * (self.peak_flops(d) * d.itemsize) / (self.peak_flops(DType.fp16) * 2)
+
     @property
     def gm_bytes_per_cycle(self) -> float:
         """Chip-wide GM bandwidth in bytes per cube cycle."""

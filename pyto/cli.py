@@ -7,6 +7,7 @@ keeps the dependency one-way: pyto never imports kernels.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib.metadata import entry_points
 from typing import Callable, Sequence
@@ -127,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PytoError as e:
         print(f"pyto: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:          # `pyto plan ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,6 +5,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .errors import PytoError
+
 
 @dataclass
 class Report:
@@ -22,6 +24,9 @@ class Report:
     events: Optional[tuple] = None   # compact per-instruction times for save_trace (see emulator/run.py)
     flops: float = 0.0
     peak_flops: float = 0.0
+    # GM traffic as the DMA is charged: each contiguous burst (a row, or a block of full-width rows) at least
+    # the chip's burst_min_bytes (128 B on the bundled chips): a [64, 16] fp16 slice of a wide tensor counts
+    # 64 x 128 B
     gm_bytes: float = 0.0        # bytes over the chip-wide GM channel (reads missing L2, and writes)
     gm_read_bytes: float = 0.0   # bytes read from GM tensors (served by L2 or GM)
     l2_hit_bytes: float = 0.0    # of those, bytes served by L2
@@ -54,7 +59,8 @@ class Report:
             lines.append(f"  {p:<5} busy {c:>12,.0f} cycles ({share:6.1%} of T_total)")
         lines.append(f"  bottleneck  {self.bottleneck}")
         lines.append(f"  GM          read {self.gm_read_bytes / 1e6:,.3f} MB (L2 hit rate {self.l2_hit_rate:.1%}), "
-                     f"written {self.gm_write_bytes / 1e6:,.3f} MB; {self.gm_bytes / 1e6:,.3f} MB over the GM channel")
+                     f"written {self.gm_write_bytes / 1e6:,.3f} MB (bursts charged at least the burst minimum); "
+                     f"{self.gm_bytes / 1e6:,.3f} MB over the GM channel")
         if len(self.core_cycles) > 1:
             busiest = max(self.core_cycles, key=self.core_cycles.get)
             lines.append(f"  cores       {len(self.core_cycles)}; last to finish: {busiest} at "
@@ -66,15 +72,19 @@ class Report:
 
     def save_trace(self, path: str) -> None:
         """Chrome/Perfetto trace-event JSON: one track per core x pipe (pid = core, tid = pipe), one
-        complete ('X') event per instruction named by op and kernel source line; times in us."""
+        complete ('X') event per instruction named by op and kernel source line; times in us.
+
+        An event spans the cycles its pipe is occupied (they sum to the pipe's busy cycles and never overlap
+        on a track); a transfer's data lands its latency later, given in args (latency_cycles, lands_us)."""
         if self.events is None:
-            raise ValueError("this report carries no per-instruction times")
-        cores, pipes, names, locs, core_i, pipe_i, name_i, loc_i, begin, end = self.events
+            raise PytoError("this report carries no per-instruction times")
+        cores, pipes, names, locs, core_i, pipe_i, name_i, loc_i, begin, end, lat = self.events
         scale = 1.0 / (self.clock_ghz * 1e3)
-        out = [{"name": f"{names[n]} {locs[l].split(' ', 1)[0]}", "cat": pipes[p], "ph": "X", "pid": int(c), "tid": int(p),
-                "ts": float(b) * scale, "dur": float(e - b) * scale, "args": {"line": locs[l]}}
-               for c, p, n, l, b, e in zip(core_i.tolist(), pipe_i.tolist(), name_i.tolist(), loc_i.tolist(),
-                                           begin.tolist(), end.tolist())]
+        out = [{"name": f"{names[n]} {locs[l].split(' ', 1)[0]}", "cat": pipes[p], "ph": "X", "pid": int(c),
+                "tid": int(p), "ts": float(b) * scale, "dur": float(e - d - b) * scale,
+                "args": {"line": locs[l], "latency_cycles": float(d), "lands_us": float(e) * scale}}
+               for c, p, n, l, b, e, d in zip(core_i.tolist(), pipe_i.tolist(), name_i.tolist(), loc_i.tolist(),
+                                              begin.tolist(), end.tolist(), lat.tolist())]
         for c, cname in enumerate(cores):
             out.append({"name": "process_name", "ph": "M", "pid": c, "args": {"name": cname}})
             for p, pname in enumerate(pipes):

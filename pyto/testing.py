@@ -61,14 +61,18 @@ def matmul_bound(a: np.ndarray, b: np.ndarray, out_dtype, k_chunks: int = 1) -> 
 
 
 def assert_close(actual: np.ndarray, expected: np.ndarray, bound: np.ndarray, what: str = "result") -> None:
-    """Require |actual - expected| <= bound elementwise; report the worst element otherwise."""
+    """Require |actual - expected| <= bound elementwise (a NaN never passes; an infinity only where
+    expected holds the same one); report the worst element otherwise."""
     act = np.asarray(actual, np.float64)
-    err = np.abs(act - expected)
-    bad = err > bound
+    with np.errstate(invalid="ignore"):
+        err = np.abs(act - expected)
+        bad = ~((err <= bound) | (act == expected))
     if bad.any():
-        i = np.unravel_index(np.argmax(err - bound), err.shape)
+        worst = np.argmax(np.where(bad, np.nan_to_num(err - bound, nan=np.inf), -np.inf))
+        i = tuple(int(x) for x in np.unravel_index(worst, err.shape))
         raise AssertionError(f"{what}: {int(bad.sum())} of {err.size} elements beyond the bound; worst at {i}: "
-                             f"got {act[i]!r}, expected {expected[i]!r}, |error| {err[i]:.3g} > bound {bound[i]:.3g}")
+                             f"got {float(act[i])!r}, expected {float(np.asarray(expected)[i])!r}, |error| {err[i]:.3g} > bound "
+                             f"{float(np.broadcast_to(bound, err.shape)[i]):.3g}")
 
 
 def assert_matches(kernel, reference_fn: Callable, *arrays, outputs: Sequence[int] = (-1,),

@@ -152,6 +152,14 @@ def test_check_finds_wrong_results():
     assert check(ci, ai, bi) == "" and np.array_equal(ci, reference(ai, bi))
     ci[0, 0] += 1
     assert "differ" in check(ci, ai, bi)
+    nan = c.copy()
+    nan[0, 1, 1] = np.nan                  # NaN compares False with any bound: it must still fail
+    assert "got nan" in check(nan, a, b, bias)
+
+
+def test_int8_bias_counts_as_int32_in_the_roofline():
+    p = plan((64, 1, 1), (64, 1, 1024), "int8", bias=True).problem
+    assert p.compulsory_bytes == 64 * 1 + 64 * 1024 + 64 * 1024 * 4 + 64 * 1024 * 4
 
 
 # ---- the `pyto bmm` command ----------------------------------------------------------------------------
@@ -199,6 +207,20 @@ def test_bmm_property(kind, B, M, N, K, dt, ta, tb, with_bias):
     b_shape = batch_b + ((N, K) if tb else (K, N))
     c, _ = _ok(a_shape, b_shape, dt, (N,) if with_bias else None, seed=M + 7 * N, transpose_a=ta, transpose_b=tb)
     assert c.shape == np.broadcast_shapes(batch_a, batch_b) + (M, N)
+
+
+@pytest.mark.parametrize("args,text", [(["-1", "16", "16", "16"], "argument B: -1 is negative"),
+                                       (["2", "16", "16", "16", "--seed", "-1"], "argument --seed: -1 is negative"),
+                                       (["2", "16", "16", "x"], "'x' is not an integer"),
+                                       (["2", "16", "16", "16", "--trace", "/nonexistent/dir/t.json"],
+                                        "its directory does not exist")])
+def test_cli_bad_arguments_exit_2_before_running(args, text, capsys, tmp_path):
+    with pytest.raises(SystemExit) as ei:
+        main(["bmm", *args])
+    assert ei.value.code == 2 and text in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bmm", "2", "16", "16", "16", "--trace", str(tmp_path)])     # a directory
+    assert "is a directory" in capsys.readouterr().err
 
 
 def test_cli_bmm_timing_without_race_checks(capsys):

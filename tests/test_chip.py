@@ -33,6 +33,10 @@ def test_peak_is_consistent_with_R():
         c = pyto.load_chip(name)
         assert math.isclose(c.peak_flops("fp16"), c.R * c.gm_bandwidth_gbs * 1e9 / 2, rel_tol=1e-3)
         assert math.isclose(c.peak_flops("fp16"), c.aic * 2 * 16 * 16 * 16 * c.clock_hz, rel_tol=1e-9)
+        # the balance point per dtype: peak FLOP/s over GM elements/s (the table's R for fp16 / bf16)
+        for dt, isz in (("fp16", 2), ("bf16", 2), ("fp32", 4), ("int8", 1)):
+            assert math.isclose(c.ridge(dt), c.peak_flops(dt) / (c.gm_bandwidth_gbs * 1e9 / isz), rel_tol=1e-3)
+        assert c.ridge("fp16") == c.R and math.isclose(c.ridge("fp32"), c.R / 2)
 
 
 def test_a2_public_figures():

@@ -19,7 +19,7 @@ _GET = BlockCache.get
 
 def _events(rep):
     """Per instruction: (core, pipe, name, begin, end), in launch order."""
-    cores, pipes, names, _, core_i, pipe_i, name_i, _, begin, end = rep.events
+    cores, pipes, names, _, core_i, pipe_i, name_i, _, begin, end = rep.events[:10]
     return [(cores[c], pipes[p], names[n], b, e) for c, p, n, b, e in zip(core_i, pipe_i, name_i, begin, end)]
 
 

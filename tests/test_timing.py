@@ -131,7 +131,7 @@ def k_loop_unit_flag(a, b, out, *, TK):
 
 def _mmad_span(rep):
     """Cycles from the first MMAD's start to the last MMAD's end, from the report's per-instruction times."""
-    cores, pipes, names, locs, core_i, pipe_i, name_i, loc_i, begin, end = rep.events
+    cores, pipes, names, locs, core_i, pipe_i, name_i, loc_i, begin, end = rep.events[:10]
     m = pipe_i == pipes.index("M")
     return float(end[m].max() - begin[m].min())
 
@@ -158,8 +158,18 @@ def test_trace_file_has_a_track_per_core_and_pipe(tmp_path):
     assert len({pid for pid, _ in tracks}) == 2 and len(tracks) >= 8
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert {"PIPE_MTE2", "PIPE_MTE1", "PIPE_M", "PIPE_FIX"} <= names
+    # an event is the pipe's occupancy: per track they sum to the pipe's busy cycles and never overlap
+    us = 1.0 / (rep.clock_ghz * 1e3)
+    core_names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    pipe_names = {e["tid"]: e["args"]["name"][5:] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    for pid, tid in tracks:
+        track = sorted((e["ts"], e["dur"]) for e in spans if (e["pid"], e["tid"]) == (pid, tid))
+        busy = rep.core_pipe_cycles[core_names[pid]][pipe_names[tid]]
+        assert sum(d for _, d in track) == pytest.approx(busy * us, rel=1e-9, abs=1e-12)
+        assert all(t0 + d0 <= t1 + 1e-9 for (t0, d0), (t1, _) in zip(track, track[1:]))
+    assert max(e["args"]["lands_us"] for e in spans) == pytest.approx(rep.time_us)
     assert any("matmul_pingpong.py:" in e["name"] for e in spans)
-    assert max(e["ts"] + e["dur"] for e in spans) == pytest.approx(rep.time_us)
+    assert max(e["ts"] + e["dur"] for e in spans) <= rep.time_us
 
 
 @settings(max_examples=20)

@@ -96,9 +96,10 @@ class Problem:
 
     @property
     def compulsory_bytes(self) -> int:
-        """Bytes any implementation must move: every input once, the output once (bias as [B, 1, N])."""
+        """Bytes any implementation must move: every input once, the output once (bias as [B, 1, N], in the
+        output's type: int32 for int8)."""
         reads = (self.batch_a * self.M * self.K + self.batch_b * self.K * self.N) * self.isz
-        bias = self.batch * self.N * self.isz if self.bias else 0
+        bias = self.batch * self.N * self.out_isz if self.bias else 0
         return reads + bias + self.batch * self.M * self.N * self.out_isz
 
 
@@ -153,18 +154,20 @@ def special_checks(p: Problem, chip: Chip) -> BranchCheck:
 
 
 def to_matmul_checks(p: Problem, chip: Chip) -> BranchCheck:
-    """ToMatmul: BatchA = 1 or BatchB = 1; the fold itself is chosen by the tiling (tiling_asw.to_matmul_tiling)."""
+    """ToMatmul: BatchA = 1 or BatchB = 1 (the home ground); the further checks say which fold the tiling
+    (tiling_asw.to_matmul_tiling) can take, not whether ToMatmul holds."""
     l1 = chip.buffers["L1"]
     a_bytes = p.Mp * p.Kp * p.isz
     cs = [Check("ToMatmul 1", f"BatchA = {p.batch_a}, BatchB = {p.batch_b}: BatchA = 1 or BatchB = 1",
                 p.batch_a == 1 or p.batch_b == 1)]
     if p.batch_b == 1 and p.batch_a > 1:
-        cs.append(Check("ToMatmul BatchB=1", "A [B, M, K] is ND with batch and M adjacent, so it views as [B*M, K] "
-                        f"for free (transpose_a = {p.transpose_a}: DN A needs a rearrangement)",
-                        not p.transpose_a))
+        cs.append(Check("ToMatmul BatchB=1 (which fold)", "A [B, M, K] is ND with batch and M adjacent, so it "
+                        f"views as [B*M, K] for free (fold_m; transpose_a = {p.transpose_a}: a DN A cannot, and is "
+                        f"folded otherwise)", not p.transpose_a))
     if p.batch_a == 1 and p.batch_b > 1:
-        cs.append(Check("ToMatmul BatchA=1", f"A resident in L1: M̄K̄*dtype = {p.Mp}*{p.Kp}*{p.isz} = "
-                        f"{_kb(a_bytes)} <= L1 {_kb(l1)}", a_bytes <= l1))
+        cs.append(Check("ToMatmul BatchA=1 (which fold)", f"A resident in L1 (a_resident, else A is broadcast: "
+                        f"fold_n): M̄K̄*dtype = {p.Mp}*{p.Kp}*{p.isz} = {_kb(a_bytes)} <= L1 {_kb(l1)}",
+                        a_bytes <= l1))
     return BranchCheck("to_matmul", cs[0].holds, tuple(cs))
 
 
@@ -179,6 +182,7 @@ def _batch_relation(p: Problem, expanded: bool) -> tuple[bool, str]:
 def merge_checks(p: Problem, chip: Chip, expanded: bool = False) -> BranchCheck:
     """MergeBatch conditions 1-5 (b0 = chip.merge_b0)."""
     b0, C, l0c = chip.merge_b0, chip.aic, chip.buffers["L0C"]
+    ridge = chip.ridge(p.dtype)
     b_core = p.batch // C
     rel, rel_text = _batch_relation(p, expanded)
     l0c_need = 2 * (b0 * p.Mp) * (b0 * p.Np) * ACC_BYTES
@@ -195,7 +199,9 @@ def merge_checks(p: Problem, chip: Chip, expanded: bool = False) -> BranchCheck:
           Check("MergeBatch 4", f"max(MK, KN)*dtype = max({p.M * p.K}, {p.K * p.N})*{p.isz} = {_kb(tile)} "
                                 f">= min_TileSize {_kb(chip.min_tile_bytes)}", tile >= chip.min_tile_bytes),
           Check("MergeBatch 5", f"2MN/(M+N) = 2*{p.M}*{p.N}/({p.M}+{p.N}) = {ratio:.1f} < R/b0 = "
-                                f"{chip.R:g}/{b0} = {chip.R / b0:.1f}", ratio < chip.R / b0))
+                                f"{ridge:g}/{b0} = {ridge / b0:.1f}" + ("" if p.dtype.itemsize == 2 else
+                                f" (R for {p.dtype}: the seed's BF16/FP16 R scaled by peak FLOP per GM byte)"),
+                ratio < ridge / b0))
     return BranchCheck("merge_batch", all(c.holds for c in cs), cs)
 
 

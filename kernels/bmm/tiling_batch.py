@@ -128,7 +128,8 @@ def merge_tiling(p: Problem, chip: Chip) -> MergeBatchTiling:
     b_core, bpc = max(1, p.batch // C), max(1, cdiv(p.batch, C))
     b_i = math.isqrt(chip.buffers["L0C"] // (2 * mp * np_ * ACC_BYTES))
     ratio = 2 * p.M * p.N / (p.M + p.N)
-    b_ii = math.ceil(chip.R / ratio) - 1 if ratio else b_i
+    ridge = chip.ridge(p.dtype)
+    b_ii = math.ceil(ridge / ratio) - 1 if ratio else b_i
     b_bt = chip.buffers["BT"] // (np_ * ACC_BYTES) if p.bias else b_i
     if min(b_i, b_bt) < 1:
         need = 2 * mp * np_ * ACC_BYTES
@@ -142,7 +143,7 @@ def merge_tiling(p: Problem, chip: Chip) -> MergeBatchTiling:
     divs = [d for d in range(b_max, 0, -1) if b_core % d == 0 and d >= min(b0, b_max)]
     first = divs[0] if divs else b_max
     notes = [f"Step 1: b_i = {b_i} (2*(b*{mp})*(b*{np_})*4B <= L0C), b_ii = {b_ii} (b*2MN/(M+N) = b*{ratio:.1f} "
-             f"< R = {chip.R:g}), b_core = {b_core}, at least two groups per core for the ping-pong: b <= {b_grp}"
+             f"< R = {ridge:g}), b_core = {b_core}, at least two groups per core for the ping-pong: b <= {b_grp}"
              + (f", BT: b <= {b_bt}" if p.bias else "") + f" -> min = {b_max}; factor of b_core preferred: b = {first}"]
     for b in [first] + [x for x in range(b_max, 0, -1) if x != first]:
         k_l0 = min(align_down(min(chip.buffers["L0A"] // (2 * b * mp * isz),

@@ -206,7 +206,7 @@ def _report(kernel, chip, blocks, mode, enc, sched) -> Report:
             if p != "S":
                 pipe_cycles[p] = max(pipe_cycles.get(p, 0.0), c)
     events = (enc.cores, [p.name for p in Pipe], enc.names, enc.locs, enc.core_i, enc.pipe_i, enc.name_i,
-              enc.loc_i, np.asarray(sched.begin), np.asarray(sched.end))
+              enc.loc_i, np.asarray(sched.begin), np.asarray(sched.end), enc.arrays["lat"])
     dt = enc.cube_dtype
     end = np.asarray(sched.end)
     core_cycles = {}
