@@ -157,6 +157,22 @@ def test_check_finds_wrong_results():
     assert "got nan" in check(nan, a, b, bias)
 
 
+def test_full_load_that_does_not_fit_beside_base_k_padding_streams_instead():
+    """B [2658, 40] fits L1 twice at K padded to 16 but not at K padded to base_k: the ASW tiling (and the
+    ToMatmul / IterBatch / MergeBatch / StreamK plans built beside it) streamed it instead of failing."""
+    a, b, _ = random_inputs((200, 16, 2658), (2658, 40), "fp16")
+    c = bmm(a, b)
+    assert check(c, a, b) == ""
+    for br in legal_branches(a.shape, b.shape, "fp16"):
+        assert plan(a.shape, b.shape, "fp16", branch=br).branch == br
+    assert "asw_basic" in legal_branches(a.shape, b.shape, "fp16")
+
+
+def test_ragged_list_input_is_a_shape_error():
+    with pytest.raises(ShapeError, match="not an array"):
+        bmm([[1, 2], [3]], np.ones((2, 3), np.float16))
+
+
 def test_int8_bias_counts_as_int32_in_the_roofline():
     p = plan((64, 1, 1), (64, 1, 1024), "int8", bias=True).problem
     assert p.compulsory_bytes == 64 * 1 + 64 * 1024 + 64 * 1024 * 4 + 64 * 1024 * 4

@@ -63,7 +63,11 @@ def user_operand(x, who: str, name: str) -> tuple:
     """(array or pyto.spec, its DType) for a user's operand; ShapeError naming `who` and `name` otherwise."""
     if isinstance(x, pyto.Spec):
         return x, x.dtype
-    x = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if not isinstance(x, np.ndarray):
+        try:
+            x = np.asarray(x)
+        except (ValueError, TypeError) as e:       # ragged nested lists and the like
+            raise ShapeError(f"{who}: {name} is not an array: {e}") from None
     try:
         return x, as_dtype(x.dtype)
     except PytoError as e:

@@ -67,7 +67,8 @@ def asw_tiling(p: Problem, chip: Chip, *, batch: int | None = None, m: int | Non
     notes.append(f"base tiles {bm}x{bn}x{bk}: 2*{bm}*{bn}*4B = {2 * bm * bn * ACC_BYTES} B <= L0C "
                  f"{chip.buffers['L0C']} B, 2*{bm}*{bk}*{isz} <= L0A, 2*{bk}*{bn}*{isz} <= L0B; "
                  f"P = {batch}*{cdiv(m, bm)}*{cdiv(n, bn)} = {tasks} tiles for C = {C}")
-    if full_load is None:
+    decided = full_load is None
+    if decided:
         full_load = ""
         for side, rows, shared in (("A", m, p.batch_a == 1), ("B", n, p.batch_b == 1)):
             whole = align_up(rows, p.mn_align) * align_up(k, p.k_align) * isz
@@ -82,7 +83,15 @@ def asw_tiling(p: Problem, chip: Chip, *, batch: int | None = None, m: int | Non
         whole = (align_up(m if full_load == "A" else n, p.mn_align)) * align_up(k, p.k_align) * isz
         if whole > chip.buffers["L1"]:
             raise PlanError(f"full load of {full_load}: {whole} B > L1 {chip.buffers['L1']} B")
-        bm, bn, bk, k_l1, nbuf = _asw_tiles(p, chip, batch, m, n, k, full_load)
+        try:
+            bm, bn, bk, k_l1, nbuf = _asw_tiles(p, chip, batch, m, n, k, full_load)
+        except PlanError as e:
+            if not decided:
+                raise
+            # the held side is padded to each candidate's base_k, more than the k_align the test above used
+            notes.append(f"no tile fits beside the whole {full_load} held in L1 (K padded to base_k): streamed "
+                         f"instead ({e})")
+            full_load = ""
     tm, tn = cdiv(m, bm), cdiv(n, bn)
     tasks = batch * tm * tn
     ml2, nl2 = _l2_tiles(m, n, k, bm, bn, p, chip)
