@@ -44,12 +44,14 @@ def _stream(t: StreamKTiling, p: Problem, chip: Chip) -> _Work:
     ra = max(1.0, len([1 for _ in range(t.n_cnt)]) * (p.batch / p.batch_a if p.batch_a < p.batch else 1))
     rb = max(1.0, t.m_cnt * (p.batch / p.batch_b if p.batch_b < p.batch else 1))
     tot_a, tot_b = p.batch * sum(u.a_bytes for u in units), p.batch * sum(u.b_bytes for u in units)
-    live = t.cores_used * (sm + sn) * sck * isz
+    stages = params_of(t, p, chip, bias=p.bias)["STAGES"]
+    # in one round the units sharing a region run side by side and read it at the same pace: between two
+    # reads of a piece the chip reads about one ring of pieces per core; across rounds, whole segments
+    live = t.cores_used * (sm + sn) * (t.k_l1 * stages if per == 1 else sck) * isz
     w.traffic(tot_a / ra, tot_a, live)
     w.traffic(tot_b / rb, tot_b, live)
     w.bytes_in(per * (avg.a_bytes + avg.b_bytes), per * ((1 - 1 / ra) * avg.a_bytes + (1 - 1 / rb) * avg.b_bytes))
     _finish_tiles(w, per, big, big, chip.flag_latency_cycles)
-    stages = params_of(t, p, chip, bias=p.bias)["STAGES"]
     w.ring(per * big.steps, per * big.xfers, per * (big.a_bytes + big.b_bytes), per * big.cons, stages)
     out = p.batch * M * N
     part = p.batch * sum(u.store for u in units)          # charged bytes of the partial blocks
