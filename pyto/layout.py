@@ -1,4 +1,5 @@
-"""Fractal data formats of seeds/004, pure numpy: ND <-> Nz, Zz, Zn, Nn (and DN, the transposed ND).
+"""Fractal data formats of seeds/004, pure numpy: ND <-> Nz, Zz, Zn, Nn (and DN, the transposed ND), the
+convolution format NHWC <-> NC1HWC0 (4.6), MX scales (5.1) and the 4:2 sparse index (5.2).
 
 Naming ("大Y小x"): the capital letter orders the fractals among themselves, the small one the elements
 inside a fractal; Z = row major, N = column major. Every conversion is the seed's
@@ -38,9 +39,37 @@ SCALE_DTYPE: np.dtype = np.dtype(getattr(ml_dtypes, "float8_e8m0fnu", np.uint8))
 _FORMATS = {"nz": ("N", "z"), "zz": ("Z", "z"), "zn": ("Z", "n"), "nn": ("N", "n")}
 
 
+_FOUR_BIT = {"int4", "uint4", "fp4", "float4_e2m1fn"}   # ml_dtypes' 4-bit types take a byte each in numpy
+
+
+def _bit_width(dtype: object) -> int:
+    """Bits per element of a pyto dtype name, a numpy / ml_dtypes dtype or an array."""
+    if isinstance(dtype, np.ndarray):
+        dtype = dtype.dtype
+    if isinstance(dtype, str) and dtype.lower() in _FOUR_BIT:
+        return 4
+    try:
+        return as_dtype(dtype).itemsize * 8
+    except ShapeError:
+        pass
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        raise ShapeError(f"cannot read a dtype from {dtype!r}") from None
+    return 4 if d.name in _FOUR_BIT else d.itemsize * 8
+
+
 def fractal_shape(dtype: object) -> Fractal:
-    """seeds/004 4.1: one fractal is 16 x (32B / sizeof(dtype)) = 512 bytes: (16, 32 // itemsize)."""
-    return (16, 32 // as_dtype(dtype).itemsize)
+    """seeds/004 4.1: one fractal is 16 x K0 with K0 = 32 bytes of elements, by bit width: 32-bit 8, 16-bit 16,
+    8-bit 32, 4-bit 64 (any type of that width: uint8 and fp8 like int8). Other widths have no fractal: the
+    seed's 4.5 example builds its 'half' input as float64 (a Python list times a float16 array), so as
+    written it needs a cast to float16 (or fractal=)."""
+    bits = _bit_width(dtype)
+    if bits not in (4, 8, 16, 32):
+        raise ShapeError(f"seeds/004 4.1 sets the fractal by bit width (32/16/8/4-bit: 16 x 8/16/32/64); "
+                         f"{dtype} is {bits}-bit: cast it (e.g. astype(np.float16)) or "
+                         f"give fractal=(rows, cols)")
+    return (16, 256 // bits)
 
 
 def _default_fractal(fmt: str, dtype: object) -> Fractal:
@@ -50,9 +79,12 @@ def _default_fractal(fmt: str, dtype: object) -> Fractal:
 
 def _check_fractal(fractal: object) -> Fractal:
     try:
-        r, c = (int(v) for v in fractal)  # type: ignore[union-attr]
+        r, c = fractal  # type: ignore[misc]
     except (TypeError, ValueError):
         raise ShapeError(f"fractal must be a pair (rows, cols) of ints, got {fractal!r}") from None
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (r, c)):
+        raise ShapeError(f"fractal must be a pair (rows, cols) of ints, got {fractal!r}")
+    r, c = int(r), int(c)
     if r <= 0 or c <= 0:
         raise ShapeError(f"fractal must be positive, got {fractal!r}")
     return r, c
@@ -174,15 +206,45 @@ def dn_to_nd(y: object, shape: Sequence[int] | None = None) -> np.ndarray:
     return x if shape is None else _check_nd(x, shape, "dn_to_nd")
 
 
+def nhwc_to_nc1hwc0(x: object) -> np.ndarray:
+    """seeds/004 4.6: NHWC split along C into C1 = ceil(C / C0) parts of C0 = 32 bytes of elements (the last
+    part zero-padded to C0), the parts laid out one after another: (N, H, W, C) -> (N, C1, H, W, C0)."""
+    x = np.asarray(x)
+    if x.ndim != 4:
+        raise ShapeError(f"nhwc_to_nc1hwc0 needs an (N, H, W, C) array, got shape {x.shape}")
+    c0 = fractal_shape(x.dtype)[1]
+    N, H, W, C = x.shape
+    C1 = -(-C // c0)
+    xp = np.zeros((N, H, W, C1 * c0), dtype=x.dtype)
+    xp[..., :C] = x
+    return np.ascontiguousarray(xp.reshape(N, H, W, C1, c0).transpose(0, 3, 1, 2, 4))
+
+
+def nc1hwc0_to_nhwc(y: object, shape: Sequence[int]) -> np.ndarray:
+    """Inverse of nhwc_to_nc1hwc0: (N, C1, H, W, C0) -> (N, H, W, C) of ``shape``, padding cropped."""
+    y = np.asarray(y)
+    shape = _as_shape(shape)
+    if y.ndim != 5 or len(shape) != 4:
+        raise ShapeError(f"nc1hwc0_to_nhwc needs an (N, C1, H, W, C0) array and an (N, H, W, C) shape, got "
+                         f"{y.shape} and {shape}")
+    N, C1, H, W, c0 = y.shape
+    if (N, H, W) != shape[:3] or C1 != -(-shape[3] // c0):
+        raise ShapeError(f"NC1HWC0 array of shape {y.shape} does not hold an NHWC tensor of shape {shape}")
+    return np.ascontiguousarray(y.transpose(0, 2, 3, 1, 4).reshape(N, H, W, C1 * c0)[..., :shape[3]])
+
+
 def to_format(x: object, fmt: str, fractal: object = None) -> np.ndarray:
-    """ND -> ``fmt`` in 'nd', 'dn', 'nz', 'zz', 'zn', 'nn' (case-insensitive), by the functions above."""
+    """ND -> ``fmt`` in 'nd', 'dn', 'nz', 'zz', 'zn', 'nn' (case-insensitive), by the functions above;
+    'nc1hwc0' takes an NHWC tensor."""
     fmt = str(fmt).lower()
     if fmt == "nd":
         return np.ascontiguousarray(_as_matrix(x, "to_format"))
     if fmt == "dn":
         return nd_to_dn(x)
+    if fmt == "nc1hwc0":
+        return nhwc_to_nc1hwc0(x)
     if fmt not in _FORMATS:
-        raise ShapeError(f"unknown format {fmt!r}; pyto knows nd, dn, {', '.join(_FORMATS)}")
+        raise ShapeError(f"unknown format {fmt!r}; pyto knows nd, dn, {', '.join(_FORMATS)}, nc1hwc0")
     return _to_fractal(x, fmt, fractal)
 
 
@@ -193,24 +255,30 @@ def from_format(y: object, fmt: str, shape: Sequence[int]) -> np.ndarray:
         return np.ascontiguousarray(_check_nd(_as_matrix(y, "from_format"), shape, "from_format"))
     if fmt == "dn":
         return dn_to_nd(y, shape)
+    if fmt == "nc1hwc0":
+        return nc1hwc0_to_nhwc(y, shape)
     if fmt not in _FORMATS:
-        raise ShapeError(f"unknown format {fmt!r}; pyto knows nd, dn, {', '.join(_FORMATS)}")
+        raise ShapeError(f"unknown format {fmt!r}; pyto knows nd, dn, {', '.join(_FORMATS)}, nc1hwc0")
     return _from_fractal(y, fmt, shape)
 
 
-def padded_shape(shape: Sequence[int], dtype: object = None, *, fractal: object = None) -> tuple[int, ...]:
-    """(..., R, C) padded to whole fractals (default fractal_shape(dtype)): M=40, K=56 half -> (48, 64)."""
+def padded_shape(shape: Sequence[int], dtype: object = None, *, fractal: object = None,
+                 fmt: str = "nz") -> tuple[int, ...]:
+    """(..., R, C) padded to whole fractals of format `fmt` (default fractal: Nz/Zz 16 x K0, Zn/Nn K0 x 16):
+    M=40, K=56 half -> (48, 64)."""
     shape = _as_shape(shape)
     if fractal is None and dtype is None:
         raise ShapeError("padded_shape needs a dtype or a fractal")
-    r, c = _check_fractal(fractal) if fractal is not None else fractal_shape(dtype)
+    if str(fmt).lower() not in _FORMATS:
+        raise ShapeError(f"unknown format {fmt!r}; fractal formats are {', '.join(_FORMATS)}")
+    r, c = _check_fractal(fractal) if fractal is not None else _default_fractal(str(fmt).lower(), dtype)
     return (*shape[:-2], -(-shape[-2] // r) * r, -(-shape[-1] // c) * c)
 
 
-def fractal_count(shape: Sequence[int], dtype: object = None, *, fractal: object = None) -> int:
+def fractal_count(shape: Sequence[int], dtype: object = None, *, fractal: object = None, fmt: str = "nz") -> int:
     """Number of fractals in the whole tensor (batch dims included): M=40, K=56 half -> 3 x 4 = 12."""
-    p = padded_shape(shape, dtype, fractal=fractal)
-    r, c = _check_fractal(fractal) if fractal is not None else fractal_shape(dtype)
+    p = padded_shape(shape, dtype, fractal=fractal, fmt=fmt)
+    r, c = _check_fractal(fractal) if fractal is not None else _default_fractal(str(fmt).lower(), dtype)
     return math.prod(p[:-2]) * (p[-2] // r) * (p[-1] // c)
 
 
@@ -266,8 +334,9 @@ def unpack_2bit(packed: object) -> np.ndarray:
 def sparse_index_to_zn(idx: object, *, packed: bool = False) -> np.ndarray:
     """seeds/004 5.2: index (..., K/2, N) -> Zn (..., K1, N1, 16, 32) like int8 B; packed: (..., 16, 8) bytes."""
     i = _as_matrix(idx, "sparse_index_to_zn")
-    if i.dtype.kind not in "iu" or (i.size and (i.min() < 0 or i.max() > 3)):
-        raise ShapeError(f"sparse_index_to_zn needs 2-bit integer indices (0..3), got dtype {i.dtype}")
+    if i.dtype.kind not in "iu" or (i.size and (i.min() < 0 or i.max() > 2)):
+        raise ShapeError(f"sparse_index_to_zn needs integer indices in {{0, 1, 2}} (seeds/004 5.2), got "
+                         f"{i.dtype} values {int(i.min()) if i.size else ''}..{int(i.max()) if i.size else ''}")
     y = _to_fractal(i.astype(np.uint8), "zn", SPARSE_INDEX_FRACTAL)
     return pack_2bit(y) if packed else y
 
@@ -279,7 +348,10 @@ def zn_to_sparse_index(y: object, shape: Sequence[int]) -> np.ndarray:
         y = unpack_2bit(y)
     if y.ndim < 4 or y.shape[-2:] != (16, 32):
         raise ShapeError(f"a Zn sparse index ends in (16, 32), or (16, 8) packed; got shape {y.shape}")
-    return _from_fractal(y, "zn", shape)
+    out = _from_fractal(y, "zn", shape)
+    if out.size and out.max() > 2:
+        raise ShapeError(f"sparse index values must be in {{0, 1, 2}} (seeds/004 5.2), found {int(out.max())}")
+    return out
 
 
 def densify_4_2(b: object) -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,7 @@
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pyto import layout as L
 from pyto.dtypes import DType
@@ -238,12 +238,53 @@ def test_sparse_index_zn_and_packing():
 
 # ---- errors ---------------------------------------------------------------------------------------
 
+def test_seed_example_as_written_is_float64_and_says_to_cast():
+    """seeds/004 4.5 builds its 'half' input as data * np.ones(..., dtype="float16") from a Python list, which
+    numpy makes float64: pyto names the width and the cast instead of guessing a fractal."""
+    data = [i for i in range(20 * 28)]
+    tensor_a = (data * np.ones((20 * 28), dtype="float16")).reshape(20, 28)
+    with pytest.raises(ShapeError, match="64-bit: cast it"):
+        L.nd_to_nz(tensor_a)
+    np.testing.assert_array_equal(L.nd_to_nz(tensor_a.astype(np.float16)), L.nd_to_nz(np.arange(560.0).reshape(
+        20, 28).astype(np.float16)))
+
+
+@pytest.mark.parametrize("dtype,k0", [(np.uint8, 32), (ml_dtypes.float8_e4m3fn, 32), (np.uint16, 16), ("int4", 64),
+                                      (ml_dtypes.int4, 64), (np.int32, 8), (np.float16, 16)])
+def test_fractal_by_bit_width(dtype, k0):
+    """seeds/004 4.1: K0 by bit width (32/16/8/4-bit: 8/16/32/64), whatever the type of that width."""
+    assert L.fractal_shape(dtype) == (16, k0)
+    x = np.arange(3 * 70).reshape(3, 70).astype(dtype)
+    assert L.nd_to_nz(x).shape == (-(-70 // k0), 1, 16, k0)
+    assert L.padded_shape((20, 70), dtype, fmt="zn") == (-(-20 // k0) * k0, 80)
+
+
+@settings(max_examples=30)
+@given(n=st.integers(1, 2), h=st.integers(1, 3), w=st.integers(1, 3), c=st.integers(1, 70),
+       dt=st.sampled_from([np.float16, np.float32, np.int8]))
+def test_nc1hwc0_element_by_element(n, h, w, c, dt):
+    """seeds/004 4.6: C split into C1 = ceil(C / C0) parts of C0 = 32 bytes, the last zero-padded, laid out
+    (N, C1, H, W, C0); checked element by element, and the inverse crops the padding."""
+    x = (np.arange(n * h * w * c) % 120).reshape(n, h, w, c).astype(dt)
+    y = L.to_format(x, "NC1HWC0")
+    c0 = 32 // np.dtype(dt).itemsize
+    assert y.shape == (n, -(-c // c0), h, w, c0) and y.dtype == x.dtype
+    for idx in np.ndindex(*y.shape):
+        i, c1, hh, ww, k = idx
+        ch = c1 * c0 + k
+        assert y[idx] == (x[i, hh, ww, ch] if ch < c else 0)
+    np.testing.assert_array_equal(L.from_format(y, "nc1hwc0", x.shape), x)
+
+
 @pytest.mark.parametrize("call", [
     lambda: L.nd_to_nz(np.zeros(5, np.float16)),                  # 1-D
     lambda: L.nd_to_zz(np.float16(1)),                            # 0-D
     lambda: L.nd_to_zn(np.zeros((4, 4), np.float64)),             # dtype pyto does not know
     lambda: L.fractal_shape("fp64"),
-    lambda: L.fractal_shape(np.uint16),
+    lambda: L.fractal_shape(np.float64),
+    lambda: L.nd_to_nz(np.zeros((4, 4), np.float16), fractal=(16.5, 16)),   # not ints
+    lambda: L.sparse_index_to_zn(np.full((2, 2), 3, np.uint8)),             # 2-bit, but the index is 0..2
+    lambda: L.nc1hwc0_to_nhwc(np.zeros((1, 2, 3, 3, 16), np.float16), (1, 3, 3, 40)),   # needs C1 = 3
     lambda: L.nd_to_nz(np.zeros((4, 4), np.float16), fractal=(0, 16)),
     lambda: L.nd_to_nz(np.zeros((4, 4), np.float16), fractal="ab"),
     lambda: L.nz_to_nd(np.zeros((16, 16), np.float16), (16, 16)),          # not a fractal array
