@@ -314,10 +314,13 @@ class CubeTileShapes:
                                 f"{ts.nL0 * od.itemsize} B is not a multiple of 32 B "
                                 f"({_SEED}: NZ output inner axis (N) 32-byte aligned)")
         # -- split-K out dtypes -----------------------------------------------------------------
+        allowed = ", ".join(f"{i.name}->{o.name}" for i, o in SPLIT_K_OUT.items())
         if d is not None and ts.enable_split_k and od is not SPLIT_K_OUT[d]:
-            allowed = ", ".join(f"{i.name}->{o.name}" for i, o in SPLIT_K_OUT.items())
             bad("split_k_out_dtype", f"enable_split_k=True with {d.name} inputs and out_dtype {od.name}; "
                                      f"split-K supports {d.name}->{SPLIT_K_OUT[d].name} only "
+                                     f"({_SEED}: {allowed})")
+        elif d is None and ts.enable_split_k and od is not None and od not in SPLIT_K_OUT.values():
+            bad("split_k_out_dtype", f"enable_split_k=True with out_dtype {od.name}: no split-K input gives it "
                                      f"({_SEED}: {allowed})")
         # -- buffer capacities --------------------------------------------------------------------
         # (without a dtype only BT and FB, which do not depend on it)

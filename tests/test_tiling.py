@@ -217,6 +217,11 @@ def test_split_k_out_dtype(din, dout):
     rejects("split_k_out_dtype", din, wrong, dout, split_k=True, dtype=din, out_dtype=wrong)
 
 
+def test_split_k_out_dtype_no_input_gives_is_refused_without_a_dtype():
+    rejects("split_k_out_dtype", "fp16", split_k=True, out_dtype="fp16")
+    accepts(split_k=True, out_dtype="fp32")           # some input (fp16, bf16, fp32) gives it
+
+
 def test_default_out_dtype_without_split_k():
     assert accepts(dtype="bf16").resolved_out_dtype() is DType.bf16
     assert accepts(dtype="int8").resolved_out_dtype() is DType.int32
