@@ -102,8 +102,8 @@ def test_bad_input_raises_shape_error():
         bmm(a, b.astype(np.float32))
     with pytest.raises(ShapeError, match="float64"):
         bmm(a.astype(np.float64), b.astype(np.float64))
-    with pytest.raises(ShapeError, match="1-D"):
-        bmm(a[0, 0], b)
+    with pytest.raises(ShapeError, match="0-D"):
+        bmm(a[0, 0, 0], b)
     with pytest.raises(ShapeError, match="broadcast"):
         bmm(np.zeros((2, 8, 16), np.float16), np.zeros((3, 16, 8), np.float16))
     with pytest.raises(ShapeError, match="bias"):
@@ -166,6 +166,16 @@ def test_full_load_that_does_not_fit_beside_base_k_padding_streams_instead():
     for br in legal_branches(a.shape, b.shape, "fp16"):
         assert plan(a.shape, b.shape, "fp16", branch=br).branch == br
     assert "asw_basic" in legal_branches(a.shape, b.shape, "fp16")
+
+
+@pytest.mark.parametrize("a_shape,b_shape,ta,tb", [((64,), (3, 64, 20), False, False), ((5, 64), (64,), False, False),
+                                                   ((64,), (64,), False, False), ((2, 7, 64), (64,), False, False),
+                                                   ((64,), (3, 20, 64), True, True)])
+def test_vectors_are_promoted_as_numpy_matmul_does(a_shape, b_shape, ta, tb):
+    a, b, _ = random_inputs(a_shape, b_shape, "fp16")
+    c = bmm(a, b, transpose_a=ta, transpose_b=tb)
+    assert c.shape == np.matmul(a, np.swapaxes(b, -1, -2) if tb and b.ndim > 1 else b).shape
+    assert check(c, a, b, transpose_a=ta, transpose_b=tb) == ""
 
 
 def test_ragged_list_input_is_a_shape_error():

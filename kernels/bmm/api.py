@@ -5,7 +5,8 @@
     _, rep = bmm(pyto.spec(...), pyto.spec(...))  # timing mode: no data, (None, report)
 
 a [..., M, K] ([..., K, M] with transpose_a), b [..., K, N] ([..., N, K] with transpose_b); batch dims
-broadcast as numpy.matmul's; bias [..., 1, N], [1, N] or [N]. fp16, bf16, fp32 give the input dtype
+broadcast as numpy.matmul's, and a 1-D operand is promoted as numpy.matmul does (a to one row, b to one
+column; the promoted axis is removed from the result); bias [..., 1, N], [1, N] or [N]. fp16, bf16, fp32 give the input dtype
 (accumulated in fp32), int8 gives int32. The flow is plan -> operands -> `kernels.bmm.<branch>.launch`
 (the launch convention of kernels/bmm/common.py); BRANCH_MODULES names each branch's module.
 
@@ -21,6 +22,7 @@ from typing import Optional
 import ml_dtypes
 import numpy as np
 
+import pyto
 from pyto.chip import Chip
 from pyto.dtypes import DType, as_dtype
 from pyto.errors import ShapeError, UnsupportedError
@@ -60,6 +62,7 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
         raise ShapeError(f"bmm: a and b must have one dtype, got {dt} and {dtb}")
     if bias is not None:
         bias, _ = user_operand(bias, "bmm", "bias")
+    a, b, squeeze = promote_vectors(a, b, transpose_a, transpose_b)
     p = plan(a.shape, b.shape, dtype=dt, chip=chip, bias=bias is not None, transpose_a=transpose_a,
              transpose_b=transpose_b, branch=branch)
     ops = operands(p.problem, a, b, bias)
@@ -67,7 +70,35 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
     rep = launcher(p.branch)(p, ops, mode=mode)
     if mode == "timing":
         return None, rep
-    return (ops.out, rep) if report else ops.out
+    out = squeeze(ops.out)
+    return (out, rep) if report else out
+
+
+def _as_matrix_operand(x, side: str, transpose: bool):
+    """A 1-D operand as numpy.matmul promotes it: a vector a is one row [1, K], b one column [K, 1] (stored
+    transposed when the flag says so)."""
+    n = x.shape[0]
+    shape = (1, n) if (side == "a") != transpose else (n, 1)
+    return pyto.spec(shape, x.dtype) if isinstance(x, pyto.Spec) else np.asarray(x).reshape(shape)
+
+
+def promote_vectors(a, b, transpose_a: bool = False, transpose_b: bool = False):
+    """numpy.matmul's 1-D rule: (a, b as matrices, a function removing the promoted axes from the result)."""
+    a1, b1 = len(a.shape) == 1, len(b.shape) == 1
+    if a1:
+        a = _as_matrix_operand(a, "a", transpose_a)
+    if b1:
+        b = _as_matrix_operand(b, "b", transpose_b)
+
+    def squeeze(c):
+        if c is None:
+            return c
+        if b1:
+            c = c[..., 0]
+        if a1:
+            c = c[..., 0, :] if not b1 else c[..., 0]
+        return c
+    return a, b, squeeze
 
 
 def run_plan(p: Plan, a, b, bias=None):
@@ -118,11 +149,13 @@ def check(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = 
     the accumulation, then the result is rounded once to the output dtype) plus half the output dtype's
     smallest subnormal, which matmul_bound's relative rounding term misses for results that underflow.
     """
+    a, b, squeeze = promote_vectors(np.asarray(a), np.asarray(b), transpose_a, transpose_b)
     al, bl = _logical(a, transpose_a), _logical(b, transpose_b)
     ref = reference(a, b, bias, transpose_a=transpose_a, transpose_b=transpose_b)
     c = np.asarray(c)
-    if c.shape != ref.shape:
-        return f"shape {c.shape}, expected {ref.shape}"
+    if c.shape != squeeze(ref).shape:
+        return f"shape {c.shape}, expected {squeeze(ref).shape}"
+    c = c.reshape(ref.shape)
     if al.dtype == np.int8:
         want = ref.astype(np.int32)
         if c.dtype != np.int32:
