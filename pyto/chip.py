@@ -11,7 +11,7 @@ from typing import Mapping
 import chips as _chips
 
 from .dtypes import DType
-from .errors import PytoError, UnsupportedError
+from .errors import ChipError, UnsupportedError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -162,22 +162,22 @@ class _Reader:
         for part in filter(None, section.split(".")):
             node = node.get(part) if isinstance(node, dict) else None
         if not isinstance(node, dict) or key not in node:
-            raise PytoError(f"chip table {self.file}: missing key '{full}'")
+            raise ChipError(f"chip table {self.file}: missing key '{full}'")
         val = node[key]
         ok = isinstance(val, typ) and not isinstance(val, bool)
         if typ is float and isinstance(val, int) and not isinstance(val, bool):
             val, ok = float(val), True
         if not ok:
-            raise PytoError(f"chip table {self.file}: key '{full}' must be {typ.__name__}, "
+            raise ChipError(f"chip table {self.file}: key '{full}' must be {typ.__name__}, "
                             f"got {type(val).__name__} {val!r}")
         if typ in (int, float) and val <= 0 and key not in ("gm_latency_cycles",):
-            raise PytoError(f"chip table {self.file}: key '{full}' must be positive, got {val!r}")
+            raise ChipError(f"chip table {self.file}: key '{full}' must be positive, got {val!r}")
         return val
 
     def table(self, key: str) -> dict:
         val = self.doc.get(key)
         if not isinstance(val, dict):
-            raise PytoError(f"chip table {self.file}: missing table '[{key}]'")
+            raise ChipError(f"chip table {self.file}: missing table '[{key}]'")
         return val
 
 
@@ -189,7 +189,7 @@ def _parse(doc: dict, file: str) -> Chip:
     for b in ("L1", "L0A", "L0B", "L0C", "UB"):
         f = r.get("formats", b, str).upper()
         if f not in FORMATS:
-            raise PytoError(f"chip table {file}: key 'formats.{b}' must be one of {FORMATS}, got {f!r}")
+            raise ChipError(f"chip table {file}: key 'formats.{b}' must be one of {FORMATS}, got {f!r}")
         formats[b] = f
     kw["formats"] = MappingProxyType(formats)
     paths = {}
@@ -198,7 +198,7 @@ def _parse(doc: dict, file: str) -> Chip:
                                r.get(f"paths.{name}", "latency", float))
     for name in _REQUIRED_PATHS:
         if name not in paths:
-            raise PytoError(f"chip table {file}: missing key 'paths.\"{name}\"'")
+            raise ChipError(f"chip table {file}: missing key 'paths.\"{name}\"'")
     kw["paths"] = MappingProxyType(paths)
     kw["cube_cycles_per_step"] = MappingProxyType(
         {d.name: r.get("cube", f"{d.name}_cycles_per_step", float) for d in (DType.fp16, DType.bf16,
@@ -221,14 +221,14 @@ def load_chip(name: "str | Path | Chip" = "ascend950pr") -> Chip:
     if not (path.suffix == ".toml" or path.exists()):
         path = _chips.chip_path(key)
         if not path.exists():
-            raise PytoError(f"unknown chip {key!r}; known chips: {', '.join(list_chips())} (or give a .toml path)")
+            raise ChipError(f"unknown chip {key!r}; known chips: {', '.join(list_chips())} (or give a .toml path)")
     try:
         with open(path, "rb") as fh:
             doc = tomllib.load(fh)
     except OSError as e:
-        raise PytoError(f"cannot read chip table {path}: {e}") from None
+        raise ChipError(f"cannot read chip table {path}: {e}") from None
     except tomllib.TOMLDecodeError as e:
-        raise PytoError(f"chip table {path} is not valid TOML: {e}") from None
+        raise ChipError(f"chip table {path} is not valid TOML: {e}") from None
     chip = _parse(doc, str(path))
     _CACHE[key] = chip
     return chip

@@ -70,3 +70,7 @@ __all__ = [
     "PytoError", "CapacityError", "AlignmentError", "TilingError", "DeadlockError", "RaceError",
     "UninitializedReadError", "OutOfBoundsError", "ShapeError", "PlanError", "UnsupportedError", "KernelError", "SyncError",
 ]
+
+
+class ChipError(PytoError):
+    """A chip that is not known, or a chip table (TOML) that is missing a key, ill-typed or unreadable."""

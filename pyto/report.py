@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .errors import PytoError
+from .errors import UnsupportedError
 
 
 @dataclass
@@ -77,7 +77,7 @@ class Report:
         An event spans the cycles its pipe is occupied (they sum to the pipe's busy cycles and never overlap
         on a track); a transfer's data lands its latency later, given in args (latency_cycles, lands_us)."""
         if self.events is None:
-            raise PytoError("this report carries no per-instruction times")
+            raise UnsupportedError("this report carries no per-instruction times")
         cores, pipes, names, locs, core_i, pipe_i, name_i, loc_i, begin, end, lat = self.events
         scale = 1.0 / (self.clock_ghz * 1e3)
         out = [{"name": f"{names[n]} {locs[l].split(' ', 1)[0]}", "cat": pipes[p], "ph": "X", "pid": int(c),

@@ -68,18 +68,18 @@ def _table_without(tmp_path, drop_line: str, replace: str = ""):
 
 def test_missing_key_names_file_and_key(tmp_path):
     p = _table_without(tmp_path, "L0C = 262144")
-    with pytest.raises(pyto.PytoError, match=r"broken\.toml.*buffers\.L0C"):
+    with pytest.raises(pyto.ChipError, match=r"broken\.toml.*buffers\.L0C"):
         pyto.load_chip(p)
 
 
 def test_ill_typed_key_names_file_and_key(tmp_path):
     p = _table_without(tmp_path, "aic = 32", 'aic = "many"')
-    with pytest.raises(pyto.PytoError, match=r"broken\.toml.*cores\.aic.*int"):
+    with pytest.raises(pyto.ChipError, match=r"broken\.toml.*cores\.aic.*int"):
         pyto.load_chip(p)
 
 
 def test_unknown_chip_lists_known():
-    with pytest.raises(pyto.PytoError, match="ascend950pr"):
+    with pytest.raises(pyto.ChipError, match="ascend950pr"):
         pyto.load_chip("no-such-chip")
 
 
