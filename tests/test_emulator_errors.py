@@ -265,6 +265,78 @@ def test_gm_race_across_cores_and_sync_all():
     assert len(set(re.findall(r"AIC of block (\d)", str(e)))) == 2, str(e)
 
 
+def _one_product(a, b, a_l1, b_l1, a0, b0, c):
+    pl.load(a_l1, a, [0, 0])
+    pl.load(b_l1, b, [0, 0])
+    pl.load(a0, a_l1)
+    pl.load(b0, b_l1)
+    pl.matmul(c, a0, b0)
+
+
+def _fp32_tiles():
+    return (pl.alloc(pl.L1, [16, 16], pl.fp32), pl.alloc(pl.L1, [16, 16], pl.fp32), pl.alloc(pl.L0A, [16, 16], pl.fp32),
+            pl.alloc(pl.L0B, [16, 16], pl.fp32), pl.alloc(pl.L0C, [16, 16], pl.fp32))
+
+
+@pl.kernel
+def race_then_rewrite(a, b, out):
+    """Phase 0: both blocks write out[0:16] (a race); phase 1: block 0 rewrites those rows. Block 1 follows
+    block 0's clocks: its phase-0 store must be checked before block 0's phase-1 store covers block 0's."""
+    a_l1, b_l1, a0, b0, c = _fp32_tiles()
+    with pl.section_cube():
+        _one_product(a, b, a_l1, b_l1, a0, b0, c)
+        pl.store(out, c, [0, 0])
+    pl.sync_all()
+    with pl.section_cube():
+        pl.store(out, c, [16 * pl.block_idx(), 0])
+
+
+@pl.kernel
+def atomic_then_plain(a, b, out):
+    """Every block adds into out[0:16] atomically, then block 0 overwrites it: a race with block 1's add,
+    though block 0's own add (not ordered with block 1's) covered that entry."""
+    a_l1, b_l1, a0, b0, c = _fp32_tiles()
+    with pl.section_cube():
+        _one_product(a, b, a_l1, b_l1, a0, b0, c)
+        pl.store(out, c, [0, 0], atomic="add")
+        if pl.block_idx() == 0:
+            pl.store(out, c, [0, 0])
+
+
+@pl.kernel
+def read_then_atomic(a, b, out, *, SLOW: int):
+    """After sync_all block 1 reads ws and then adds into it while block 0 adds into it: block 1's read
+    races with block 0's add, whichever comes first (SLOW delays block 0)."""
+    ws = pl.workspace([16, 16], pl.fp32)
+    a_l1, b_l1, a0, b0, c = _fp32_tiles()
+    with pl.section_cube():
+        _one_product(a, b, a_l1, b_l1, a0, b0, c)
+        if pl.block_idx() == 0:
+            pl.store(ws, c, [0, 0])
+    pl.sync_all()
+    with pl.section_cube():
+        if pl.block_idx() == 1:
+            pl.load(a_l1, ws, [0, 0])
+        for _ in pl.range(SLOW if pl.block_idx() == 0 else 0):
+            pl.matmul(c, a0, b0)
+        pl.store(ws, c, [0, 0], atomic="add")
+        pl.store(out, c, [16 * pl.block_idx(), 0])
+
+
+@pytest.mark.parametrize("mode", ["full", "timing"])
+@pytest.mark.parametrize("kernel,rows,params", [(race_then_rewrite, 32, {}), (atomic_then_plain, 16, {}),
+                                                (read_then_atomic, 32, {"SLOW": 0}),
+                                                (read_then_atomic, 32, {"SLOW": 40})])
+def test_gm_races_hidden_by_covering_writes_are_found(kernel, rows, params, mode):
+    """A covering write drops an earlier access only when that access happens before it (not for two
+    atomic adds, not for a phase checked late); found by a fuzzing helper against an independent model."""
+    a, b = np.ones((16, 16), np.float32), np.ones((16, 16), np.float32)
+    out = np.zeros((rows, 16), np.float32)
+    args = (a, b, out) if mode == "full" else tuple(pyto.spec(x.shape, "fp32") for x in (a, b, out))
+    with pytest.raises(pyto.RaceError, match="GM"):
+        pyto.run(kernel, *args, blocks=2, mode=mode, **params)
+
+
 @pl.kernel
 def expert_sync(a, b, out, *, MODE):
     al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)

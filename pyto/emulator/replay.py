@@ -66,19 +66,21 @@ def _tracked(ins, written: set) -> bool:
 
 def _gm_uses(spans: list, leader: list, written: set) -> list:
     """Per block, the relative indices of (instructions touching GM that the launch writes, instructions
-    reading a workspace): the only ones a follower checks itself. Found once per followed encoding, on
-    its leader."""
+    reading a workspace, sync_alls): the only ones a follower visits itself. Found once per followed
+    encoding, on its leader."""
     found: dict = {}
     followed = {id(sp.code) for b, sp in enumerate(spans) if leader[b] != b}
     for b, sp in enumerate(spans):
         if leader[b] == b and id(sp.code) in followed and id(sp.code) not in found:
-            tracked, reads_ws = set(), set()
+            tracked, reads_ws, syncs = set(), set(), set()
             for k, ins in enumerate(ins for prog in sp.programs for ins in prog.instrs):
                 if _tracked(ins, written):
                     tracked.add(k)
                 elif any(isinstance(a.obj, GMTensor) and a.obj.workspace for a in ins.srcs):
                     reads_ws.add(k)
-            found[id(sp.code)] = (tracked, reads_ws)
+                elif ins.op is Op.SYNC_ALL:
+                    syncs.add(k)
+            found[id(sp.code)] = (tracked, reads_ws, syncs)
     return [found.get(id(sp.code)) for sp in spans]
 
 
@@ -92,8 +94,7 @@ def _positions(spans: list, leader: list, gm_of: list, order: np.ndarray, n: int
         if leader[b] == b:
             need[sp.first:sp.first + sp.code.n] = True
         else:
-            tracked, reads_ws = gm_of[b]
-            need[[sp.first + rel for rel in (*tracked, *reads_ws)]] = True
+            need[[sp.first + rel for rel in (*gm_of[b][0], *gm_of[b][1], *gm_of[b][2])]] = True
     return np.flatnonzero(need[order]).tolist()
 
 
@@ -104,6 +105,18 @@ def _check_reads(ins, mem: Memory, uninit: list, gm_only: bool) -> None:
             err = mem.check_read(acc, ins)
             if err is not None:
                 uninit.append(err)
+
+
+def _check_deferred(san: Sanitizer, deferred: list, block_of: list, leader: list, first: list,
+                    clocks_of: dict) -> None:
+    """The followers' GM checks of one sync_all phase, after the leaders' accesses of that phase and before
+    any of the next: accesses of two blocks are ordered only by sync_all phases, so within a phase the order
+    of the checks between blocks does not matter (within a block it is the start order); checked after a
+    later phase, an entry of this phase could already be covered by a later write and gone."""
+    for ins in deferred:
+        b = block_of[ins.index]
+        san.check_gm(ins, *clocks_of[leader[b]][ins.index - first[b]])
+    deferred.clear()
 
 
 def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
@@ -128,8 +141,13 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
     gm_of = _gm_uses(spans, leader, written)
     clocks_of: dict = {}      # leader block -> {relative index: (clocks, phase)} of its tracked GM accesses
     followed = any(lead != b for b, lead in enumerate(leader))   # else no one borrows those clocks
-    deferred: list = []       # followers' tracked GM accesses, in start order
+    deferred: list = []       # followers' tracked GM accesses of the current sync_all phase, in start order
     barriers_seen: dict = {}
+    # the cores every sync_all joins; once all have started the n-th, phase n-1 is over (all of its work
+    # has completed, so every leader clock of that phase is recorded)
+    parties = {prog.block * 3 + int(prog.role) for sp in spans for prog in sp.programs
+               if any(ins.op is Op.SYNC_ALL for ins in prog.instrs)}
+    phase = 0
     uninit: list = []
     order, ptr, idx = sched.order.tolist(), sched.join_ptr.tolist(), sched.join_idx.tolist()
     for pos in _positions(spans, leader, gm_of, sched.order, len(instrs), mem.compute):
@@ -140,8 +158,12 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
             n = barriers_seen[ins.core] = barriers_seen.get(ins.core, 0) + 1
             if leader[b] == b:
                 san.pass_barrier(ins, n)
+            done = min(barriers_seen.get(c, 0) for c in parties)
+            if done > phase:      # check the followers' accesses of the phase that ended, before any of the next
+                phase = done
+                _check_deferred(san, deferred, block_of, leader, first, clocks_of)
         if leader[b] != b:    # a follower: only its GM uses are its own to check
-            tracked, reads_ws = gm_of[b]
+            tracked, reads_ws, _ = gm_of[b]
             rel = i - first[b]
             if rel in tracked:
                 deferred.append(ins)
@@ -164,12 +186,7 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
             EFFECTS[ins.op](ins, mem)
         for acc in ins.dsts:
             mem.mark_written(acc)
-    # the followers' GM checks, after the leaders': two blocks' accesses are ordered only by sync_all phases,
-    # so the order of the check between blocks does not matter; within a block it is the start order
-    for ins in deferred:
-        b = block_of[ins.index]
-        lead = leader[b]
-        san.check_gm(ins, *clocks_of[lead][ins.index - first[b]])
+    _check_deferred(san, deferred, block_of, leader, first, clocks_of)
     if uninit:
         raise uninit[0]
     if sched.deadlock:

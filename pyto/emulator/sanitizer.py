@@ -95,9 +95,10 @@ class Sanitizer:
     def _access(self, ins: Instr, acc: Access, write: bool, b: int, t: int, clocks: list, ep: int,
                 atomic: bool) -> None:
         """Check one access against the object's history (clocks: this thread's vector clock, ep: its
-        sync_all phase), then record it. Entries it covers are dropped in the same pass (a write orders
-        every later access after it; a read of the same thread stands for its earlier reads); the
-        history is copied only from the first entry dropped on (GM histories grow long)."""
+        sync_all phase), then record it. Entries it covers and that happen before it are dropped in the
+        same pass (a later access ordered after this write is ordered after them; a read of the same thread
+        stands for its earlier reads); the history is copied only from the first entry dropped on (GM
+        histories grow long)."""
         obj = acc.obj
         if type(obj) is GMTensor and id(obj) not in self.tracked_gm:
             return
@@ -110,11 +111,15 @@ class Sanitizer:
         kept = None           # the entries that stay, once one is dropped
         for k, e in enumerate(hist):
             (e0, e1, f0, f1), _, eb, et, eclock, eep, ewrite, eatomic, _ = e
+            before = (eb == b and eclock <= clocks[et]) or eep < ep     # e happens before this access
             if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (atomic and eatomic)
-                    and not ((eb == b and eclock <= clocks[et]) or eep != ep)):  # a sync_all between orders any two
+                    and not (before or eep != ep)):  # a sync_all between orders any two
                 self._report(obj, acc, e, ins, write)
-            if (r0 <= e0 and e1 <= r1 and c0 <= f0 and f1 <= c1
-                    and (write or (eb == b and et == t and not ewrite))):
+            # only an entry that happens before this access is covered by it (a follower's deferred check,
+            # replay.py, meets entries of later phases); an atomic add covers only atomic adds: a later
+            # atomic add is not checked against it, so the plain accesses it follows must stay to be
+            if (before and r0 <= e0 and e1 <= r1 and c0 <= f0 and f1 <= c1
+                    and (eatomic if atomic else (write or (eb == b and et == t and not ewrite)))):
                 if kept is None:
                     kept = hist[:k]
                 continue
