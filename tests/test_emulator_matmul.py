@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 import pyto
 import pyto.language as pl
 from kernels.examples.matmul_pingpong import matmul_pingpong
-from pyto.testing import assert_close, matmul_bound
+from pyto.testing import assert_close, assert_matches, cube_dtypes, matmul_bound, matmul_shapes
 
 DTYPES = {"fp16": (np.float16, np.float16), "bf16": (ml_dtypes.bfloat16, ml_dtypes.bfloat16),
           "fp32": (np.float32, np.float32), "int8": (np.int8, np.int32)}
@@ -43,12 +43,24 @@ def test_pingpong_matmul_matches_numpy(name, M, N, K, blocks):
 
 
 @settings(max_examples=15)
-@given(st.integers(1, 150), st.integers(1, 150), st.integers(1, 200), st.integers(1, 6),
-       st.sampled_from(list(DTYPES)))
-def test_pingpong_matmul_property(M, N, K, blocks, name):
+@given(matmul_shapes(150, 150, 200), st.integers(1, 6), cube_dtypes())
+def test_pingpong_matmul_property(shape, blocks, dt):
+    (M, N, K), name = shape, dt.name
     a, b, out = _operands(M, N, K, name, seed=1)
     pyto.run(matmul_pingpong, a, b, out, blocks=blocks, TM=32, TN=48, TK=32 if name != "int8" else 64)
     _check(a, b, out, name)
+
+
+def test_assert_matches_runs_and_compares_with_the_reference():
+    """pyto.testing.assert_matches for a kernel author's own tests: int8 exact, a wrong reference fails."""
+    a, b, out = _operands(40, 24, 96, "int8", seed=3)
+    rep = assert_matches(matmul_pingpong, lambda x, y: x @ y, a, b, out, blocks=2, TM=32, TN=32, TK=64)
+    assert rep.instructions > 0 and np.array_equal(out, a.astype(np.int32) @ b.astype(np.int32))
+    with pytest.raises(AssertionError, match="beyond the bound"):
+        assert_matches(matmul_pingpong, lambda x, y: x @ y + 1, a, b, out, TM=32, TN=32, TK=64)
+    a, b, out = _operands(40, 24, 96, "fp32", seed=3)
+    # fp32 accumulation of K = 96 products: sqrt(K) * 2^-24 relative, far inside 1e-5 of max|reference|
+    assert_matches(matmul_pingpong, lambda x, y: x @ y, a, b, out, TM=32, TN=32, TK=32, rtol=1e-5)
 
 
 def test_pingpong_on_a2_and_multicore_report():
