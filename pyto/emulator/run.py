@@ -136,7 +136,8 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     with pl.set_flag/wait_flag itself, and the sanitizer reports what it misses. `check=False` (timing
     mode only) skips the race and uninitialised-read checks and encodes each block as soon as it is
     traced, keeping memory small for schedules of millions of instructions; capacity, alignment and
-    deadlock are still checked.
+    deadlock are still checked. Static parameters are Python int, float or bool, or None (read by
+    kernels as 'not given').
     """
     if not isinstance(kernel, Kernel):
         raise KernelError(f"pyto.run takes a @pl.kernel function, got {kernel!r}")

@@ -331,7 +331,9 @@ def matmul(dst: Tile, a: Tile, b: Tile, *, bias: Optional[Tile] = None, phase: O
 
 
 def matmul_acc(dst: Tile, acc: Tile, a: Tile, b: Tile, *, phase: Optional[AccPhase] = None) -> None:
-    """dst = acc + a @ b, accumulating in place in L0C (`acc` is `dst`)."""
+    """dst = acc + a @ b, accumulating in place in L0C (`acc` is `dst`). No bias: a bias initialises
+    L0C, so it goes with the first product (pl.matmul(..., bias=)); issue 3's 'pl.matmul_acc (with bias=)'
+    is read as the pair, bias on pl.matmul."""
     loc = caller_loc()
     if not isinstance(acc, Tile) or not isinstance(dst, Tile) or acc.store is not dst.store or acc.rect != dst.rect:
         raise ShapeError(f"{loc}: pl.matmul_acc accumulates in place: acc must be dst, got acc={acc!r}, dst={dst!r}")

@@ -10,7 +10,9 @@ from .trace import caller_loc, current
 
 
 def l0c_to_ub_split(dst: Tile, src: Tile, mode: Optional[AccToVecMode], loc: Loc) -> tuple:
-    """Which part of `src` each AIV receives: (rect for AIV0 or None, rect for AIV1 or None), src coords."""
+    """Which part of `src` each AIV receives: (rect for AIV0 or None, rect for AIV1 or None), src coords.
+    The dual modes halve M (SplitM) or N (SplitN) between the AIVs, so that side must be even (DESIGN names
+    the even M; pyto reads SplitN the same way for N)."""
     if not isinstance(mode, AccToVecMode):
         raise KernelError(f"{loc}: an L0C->UB move needs acc_to_vec_mode=pl.AccToVecMode.<mode>, got {mode!r}")
     (m, n), r = src.shape, src.rect
