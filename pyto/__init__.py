@@ -7,8 +7,8 @@ from __future__ import annotations
 from . import layout
 from .chip import Chip, load_chip, list_chips
 from .dtypes import DType
-from .errors import (AlignmentError, CapacityError, ChipError, DeadlockError, OutOfBoundsError, PlanError, PytoError,
-                     RaceError, ShapeError, TilingError, UninitializedReadError, UnsupportedError,
+from .errors import (AlignmentError, CapacityError, ChipError, DeadlockError, OutOfBoundsError, PlanError,
+                     PytoError, RaceError, ShapeError, TilingError, UninitializedReadError, UnsupportedError,
                      KernelError, SyncError)
 from .emulator import Spec, run, run_options, spec
 from .report import Report
@@ -18,5 +18,5 @@ __version__ = "0.1.0"
 
 __all__ = ["layout", "Chip", "load_chip", "list_chips", "DType", "PytoError", "AlignmentError", "CapacityError",
            "DeadlockError", "OutOfBoundsError", "PlanError", "RaceError", "ShapeError", "TilingError",
-           "UninitializedReadError", "UnsupportedError", "KernelError", "SyncError", "ChipError", "Spec", "run", "run_options",
-           "spec", "Report", "CubeTileShapes", "set_cube_tile_shapes", "get_cube_tile_shapes"]
+           "UninitializedReadError", "UnsupportedError", "KernelError", "SyncError", "ChipError", "Spec", "run",
+           "run_options", "spec", "Report", "CubeTileShapes", "set_cube_tile_shapes", "get_cube_tile_shapes"]

@@ -66,11 +66,12 @@ class SyncError(PytoError):
     """Misuse of explicit synchronisation: a flag set twice without a wait, an event id out of range."""
 
 
+class ChipError(PytoError):
+    """A chip that is not known, or a chip table (TOML) that is missing a key, ill-typed or unreadable."""
+
+
 __all__ = [
     "PytoError", "CapacityError", "AlignmentError", "TilingError", "DeadlockError", "RaceError",
     "UninitializedReadError", "OutOfBoundsError", "ShapeError", "PlanError", "UnsupportedError", "KernelError", "SyncError",
+    "ChipError",
 ]
-
-
-class ChipError(PytoError):
-    """A chip that is not known, or a chip table (TOML) that is missing a key, ill-typed or unreadable."""

@@ -111,13 +111,14 @@ class Sanitizer:
         kept = None           # the entries that stay, once one is dropped
         for k, e in enumerate(hist):
             (e0, e1, f0, f1), _, eb, et, eclock, eep, ewrite, eatomic, _ = e
-            before = (eb == b and eclock <= clocks[et]) or eep < ep     # e happens before this access
+            ordered = eb == b and eclock <= clocks[et]     # by the block's own happens-before
             if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (atomic and eatomic)
-                    and not (before or eep != ep)):  # a sync_all between orders any two
+                    and eep == ep and not ordered):        # a sync_all between orders any two
                 self._report(obj, acc, e, ins, write)
             # only an entry that happens before this access is covered by it (a follower's deferred check,
             # replay.py, meets entries of later phases); an atomic add covers only atomic adds: a later
-            # atomic add is not checked against it, so the plain accesses it follows must stay to be
+            # atomic add is not checked against it, so the plain accesses it follows stay to be checked
+            before = ordered or eep < ep
             if (before and r0 <= e0 and e1 <= r1 and c0 <= f0 and f1 <= c1
                     and (eatomic if atomic else (write or (eb == b and et == t and not ewrite)))):
                 if kept is None:
