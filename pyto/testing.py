@@ -70,9 +70,9 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, bound: np.ndarray, wh
     if bad.any():
         worst = np.argmax(np.where(bad, np.nan_to_num(err - bound, nan=np.inf), -np.inf))
         i = tuple(int(x) for x in np.unravel_index(worst, err.shape))
+        want, limit = float(np.asarray(expected)[i]), float(np.broadcast_to(bound, err.shape)[i])
         raise AssertionError(f"{what}: {int(bad.sum())} of {err.size} elements beyond the bound; worst at {i}: "
-                             f"got {float(act[i])!r}, expected {float(np.asarray(expected)[i])!r}, |error| {err[i]:.3g} > bound "
-                             f"{float(np.broadcast_to(bound, err.shape)[i]):.3g}")
+                             f"got {float(act[i])!r}, expected {want!r}, |error| {err[i]:.3g} > bound {limit:.3g}")
 
 
 def assert_matches(kernel, reference_fn: Callable, *arrays, outputs: Sequence[int] = (-1,),
