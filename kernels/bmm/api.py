@@ -7,8 +7,9 @@
 a [..., M, K] ([..., K, M] with transpose_a), b [..., K, N] ([..., N, K] with transpose_b); batch dims
 broadcast as numpy.matmul's, and a 1-D operand is promoted as numpy.matmul does (a to one row, b to one
 column; the promoted axis is removed from the result); bias [..., 1, N], [1, N] or [N]. fp16, bf16, fp32
-give the input dtype (accumulated in fp32), int8 gives int32. The flow is plan -> operands -> `kernels.bmm.<branch>.launch`
-(the launch convention of kernels/bmm/common.py); BRANCH_MODULES names each branch's module.
+give the input dtype (accumulated in fp32), int8 gives int32. The flow is plan -> operands ->
+`kernels.bmm.<branch>.launch` (the launch convention of kernels/bmm/common.py); BRANCH_MODULES names each
+branch's module.
 
 `check(c, a, b, bias, ...)` compares a result with a float64 numpy reference (int8 exactly, the others
 within pyto.testing.matmul_bound with the bias as one more exact term): the `pyto bmm` command and the
