@@ -194,3 +194,29 @@ def test_report_counts_gm_bytes_and_per_core_finish():
     assert set(rep.core_cycles) == {"block 0 AIC", "block 1 AIC"}
     assert max(rep.core_cycles.values()) == pytest.approx(rep.cycles)
     assert "written" in rep.summary()
+
+
+@pl.kernel
+def flag_after_load(a, out, *, BARRIER: bool):
+    a_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    a_l0 = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    with pl.section_cube():
+        pl.load(a_l1, a, [0, 0])
+        if BARRIER:
+            pl.pipe_barrier(pl.PIPE_MTE2)
+        pl.set_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
+        pl.wait_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
+        pl.load(a_l0, a_l1)
+
+
+@pytest.mark.parametrize("barrier", [False, True])
+def test_a_flag_is_raised_once_the_pipes_data_has_landed(barrier):
+    """set_flag (and pipe_barrier) on MTE2 waits for the GM load before it to complete, its latency
+    included: the MTE1 load it releases reads L1 after the data arrived, not when MTE2 let the load go."""
+    a = np.ones((32, 32), np.float16)
+    rep = pyto.run(flag_after_load, a, a.copy(), auto_sync=False, BARRIER=barrier)
+    cores, pipes, names, locs, core_i, pipe_i, name_i, loc_i, begin, end = rep.events[:10]
+    gm_load = int(np.flatnonzero(pipe_i == pipes.index("MTE2"))[0])
+    l1_load = int(np.flatnonzero(pipe_i == pipes.index("MTE1"))[-1])
+    assert begin[l1_load] >= end[gm_load] > begin[gm_load] + CHIP.gm_latency_cycles
+

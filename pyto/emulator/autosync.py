@@ -51,9 +51,16 @@ def insert(order: list, core: int, data: bool = True) -> None:
     barrier = None
     after_barrier: set = set()
     last_on: dict = {}
+    issued: dict = {}      # unit -> its instructions since its last set_flag / pipe_barrier(pipe)
     for ins in order:
         own = ins.core == core
         unit = (ins.core, ins.pipe)
+        if own and (ins.op is Op.SET_FLAG or (ins.op is Op.BARRIER and ins.attrs.get("pipe") is not Pipe.ALL)):
+            # a flag is raised (a barrier passed) once the pipe's earlier work has completed, its data landed
+            # a latency after the pipe let it go: it waits for each instruction in flight on its own pipe
+            ins.deps.extend(issued.pop(unit, ()))
+        elif own:
+            issued.setdefault(unit, []).append(ins)
         deps: dict = {}
         if own and (ins.op is Op.SYNC_ALL or (ins.op is Op.BARRIER and ins.attrs.get("pipe") is Pipe.ALL)):
             for u, last in last_on.items():
