@@ -684,3 +684,182 @@ def test_expand_along_rows_and_columns_gives_an_outer_product():
     out = np.zeros((24, 40), np.float32)
     pyto.run(outer_product, col, row, out)
     assert np.array_equal(out, (col * row).astype(np.float32))
+
+
+# =====================================================================================================
+# Cross-core flags (REFERENCE: CrossCoreSetFlag / CrossCoreWaitFlag; DESIGN section 4 happens-before)
+# =====================================================================================================
+@pl.kernel
+def cube_to_vector(a, b, out, *, FLAG: bool, TM: int):
+    """The AIC puts C = a @ b of its rows in a workspace and raises flag 0 for its AIVs (mode 2); each AIV
+    waits, then writes relu of half those rows to out. No sync_all: the flag orders the two sides."""
+    M, K = a.shape
+    N, R = b.shape[1], TM // 2
+    ws = pl.workspace([M, N], pl.fp32)
+    a_l1 = pl.alloc(pl.L1, [TM, K], a.dtype)
+    b_l1 = pl.alloc(pl.L1, [K, N], a.dtype)
+    a_l0 = pl.alloc(pl.L0A, [TM, K], a.dtype)
+    b_l0 = pl.alloc(pl.L0B, [K, N], a.dtype)
+    c = pl.alloc(pl.L0C, [TM, N], pl.fp32)
+    x = pl.alloc(pl.UB, [R, N], pl.fp32)
+    m0 = pl.block_idx() * TM
+    with pl.section_cube():
+        pl.load(a_l1, a, [m0, 0])
+        pl.load(b_l1, b, [0, 0])
+        pl.load(a_l0, a_l1)
+        pl.load(b_l0, b_l1)
+        pl.matmul(c, a_l0, b_l0)
+        pl.store(ws, c, [m0, 0])
+        if FLAG:
+            pl.cross_core_set_flag(0, pl.PIPE_FIX)
+    with pl.section_vector():
+        if FLAG:
+            pl.cross_core_wait_flag(0, pl.PIPE_MTE2)
+        r0 = m0 + pl.subblock_idx() * R
+        pl.load(x, ws, [r0, 0])
+        pl.relu(x, x)
+        pl.store(out, x, [r0, 0])
+
+
+def _cube_to_vector_inputs():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 48)).astype(np.float16)
+    b = rng.standard_normal((48, 32)).astype(np.float16)
+    return a, b, np.zeros((64, 32), np.float32)
+
+
+def test_cross_core_flag_orders_the_cube_before_its_aivs():
+    a, b, out = _cube_to_vector_inputs()
+    rep = pyto.run(cube_to_vector, a, b, out, blocks=2, FLAG=True, TM=32)
+    ref = np.maximum(f64(a) @ f64(b), 0)
+    assert_close(out, ref, matmul_bound(a, b, np.float32))
+    # the AIVs' loads start after the store's data has landed (the set waits for it on FIX)
+    cores, pipes, names, locs, core_i, pipe_i, name_i, loc_i, begin, end = rep.events[:10]
+    store = [i for i in range(len(begin)) if names[name_i[i]] == "pl.store" and cores[core_i[i]] == "block 0 AIC"][0]
+    loads = [i for i in range(len(begin)) if names[name_i[i]] == "pl.load" and "AIV" in cores[core_i[i]]
+             and cores[core_i[i]].startswith("block 0")]
+    assert min(begin[i] for i in loads) >= end[store]
+
+
+@pytest.mark.parametrize("mode", ["full", "timing"])
+def test_without_the_cross_core_flag_the_workspace_races(mode):
+    a, b, out = _cube_to_vector_inputs()
+    args = (a, b, out) if mode == "full" else tuple(pyto.spec(x.shape, x.dtype) for x in (a, b, out))
+    with pytest.raises(pyto.RaceError, match="workspace0"):
+        pyto.run(cube_to_vector, *args, blocks=2, FLAG=False, TM=32, mode=mode)
+
+
+@pl.kernel
+def vector_to_cube(a, b, out, *, BOTH: bool):
+    """Each AIV scales its half of a's rows into a workspace and raises flag 3 for the AIC (mode 2); the AIC
+    waits for both (BOTH=False: only AIV0 raises it), then multiplies the workspace by b."""
+    M, K = a.shape
+    N, R = b.shape[1], M // 2
+    ws = pl.workspace([M, K], a.dtype)
+    x = pl.alloc(pl.UB, [R, K], a.dtype)
+    a_l1 = pl.alloc(pl.L1, [M, K], a.dtype)
+    b_l1 = pl.alloc(pl.L1, [K, N], a.dtype)
+    a_l0 = pl.alloc(pl.L0A, [M, K], a.dtype)
+    b_l0 = pl.alloc(pl.L0B, [K, N], a.dtype)
+    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    with pl.section_vector():
+        r0 = pl.subblock_idx() * R
+        pl.load(x, a, [r0, 0])
+        pl.muls(x, x, 2.0)
+        pl.store(ws, x, [r0, 0])
+        if BOTH or pl.subblock_idx() == 0:
+            pl.cross_core_set_flag(3, pl.PIPE_MTE3)
+    with pl.section_cube():
+        pl.cross_core_wait_flag(3, pl.PIPE_MTE2)
+        pl.load(a_l1, ws, [0, 0])
+        pl.load(b_l1, b, [0, 0])
+        pl.load(a_l0, a_l1)
+        pl.load(b_l0, b_l1)
+        pl.matmul(c, a_l0, b_l0)
+        pl.store(out, c, [0, 0])
+
+
+def test_the_aic_waits_for_both_aivs_flags():
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((32, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 16)).astype(np.float16)
+    out = np.zeros((32, 16), np.float32)
+    pyto.run(vector_to_cube, a, b, out, BOTH=True)
+    assert_close(out, 2 * f64(a) @ f64(b), matmul_bound(2 * f64(a), b, np.float32))
+    e = assert_deadlock(vector_to_cube, a, b, np.zeros((32, 16), np.float32), BOTH=False)
+    assert "cross-core flag 3 (AIV1->AIC, mode 2)" in str(e) and "pl.cross_core_set_flag" in str(e)
+
+
+@pl.kernel
+def aiv_to_aiv(x, out, *, FLAG: bool):
+    """AIV0 doubles x into a workspace and raises flag 5 for AIV1 (mode 1); AIV1 copies it to out."""
+    ws = pl.workspace(list(x.shape), x.dtype)
+    u = pl.alloc(pl.UB, list(x.shape), x.dtype)
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            pl.load(u, x, [0, 0])
+            pl.adds(u, u, 1.0)
+            pl.store(ws, u, [0, 0])
+            if FLAG:
+                pl.cross_core_set_flag(5, pl.PIPE_MTE3, mode=1)
+        else:
+            if FLAG:
+                pl.cross_core_wait_flag(5, pl.PIPE_MTE2, mode=1)
+            pl.load(u, ws, [0, 0])
+            pl.store(out, u, [0, 0])
+
+
+def test_mode_1_orders_the_two_aivs():
+    x = np.arange(16 * 32, dtype=np.float32).reshape(16, 32)
+    out = np.zeros_like(x)
+    pyto.run(aiv_to_aiv, x, out, FLAG=True)
+    assert np.array_equal(out, x + 1)
+    assert_race(aiv_to_aiv, x, np.zeros_like(x), FLAG=False)
+
+
+@pl.kernel
+def too_many_sets(a, out):
+    """The AIC raises flag 0 sixteen times before raising flag 1, which the AIVs wait for first."""
+    c = pl.alloc(pl.UB, [16, 16], pl.fp32)
+    with pl.section_cube():
+        for _ in pl.range(16):
+            pl.cross_core_set_flag(0, pl.PIPE_S)
+        pl.cross_core_set_flag(1, pl.PIPE_S)
+    with pl.section_vector():
+        pl.cross_core_wait_flag(1, pl.PIPE_S)
+        for _ in pl.range(16):
+            pl.cross_core_wait_flag(0, pl.PIPE_S)
+        pl.duplicate(c, 1.0)
+        pl.store(out, c, [16 * pl.subblock_idx(), 0])
+
+
+def test_more_than_15_pending_cross_core_sets_hang_the_chip():
+    a, out = np.zeros((32, 16), np.float32), np.zeros((32, 16), np.float32)
+    with pytest.raises(pyto.SyncError, match="15 sets waiting unconsumed"):
+        pyto.run(too_many_sets, a, out)
+    assert not out.any()
+
+
+def _cross_core_misuse(call):
+    @pl.kernel
+    def misuse(a, out):
+        call()
+    return misuse
+
+
+@pytest.mark.parametrize("call,err,text", [
+    (lambda: pl.cross_core_set_flag(0, pl.PIPE_FIX), pyto.KernelError, "inside pl.section_cube"),
+    (lambda: _in_cube(lambda: pl.cross_core_set_flag(16, pl.PIPE_FIX)), pyto.SyncError, "out of range 0..15"),
+    (lambda: _in_cube(lambda: pl.cross_core_set_flag(0, pl.PIPE_FIX, mode=0)), pyto.UnsupportedError, "sync_all"),
+    (lambda: _in_cube(lambda: pl.cross_core_set_flag(0, pl.PIPE_FIX, mode=1)), pyto.SyncError, "two AIVs"),
+    (lambda: _in_cube(lambda: pl.cross_core_wait_flag(0, pl.PIPE_V)), pyto.SyncError, "has no such pipe"),
+])
+def test_cross_core_flag_misuse_names_the_line(call, err, text):
+    with pytest.raises(err, match=text) as ei:
+        pyto.run(_cross_core_misuse(call), np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32))
+    assert "test_vector.py:" in str(ei.value)
+
+
+def _in_cube(call):
+    with pl.section_cube():
+        call()

@@ -29,6 +29,8 @@ def check_flag_pairs(program) -> None:
     on the hardware, whatever the timing)."""
     pending: dict = {}
     for ins in program.instrs:
+        if is_cross_core(ins.attrs.get("key")):
+            continue              # a counter: up to chip.cross_core_flag_max sets may be pending (scheduler.py)
         if ins.op is Op.SET_FLAG:
             first = pending.get(ins.attrs["key"])
             if first is not None:
@@ -39,7 +41,15 @@ def check_flag_pairs(program) -> None:
             pending.pop(ins.attrs["key"], None)
 
 
+def is_cross_core(key) -> bool:
+    """Whether a flag key is a cross-core flag's queue ('xcore', id, mode, src role, dst role)."""
+    return type(key) is tuple and key[0] == "xcore"
+
+
 def flag_name(key) -> str:
+    if is_cross_core(key):
+        _, e, mode, s, d = key
+        return f"cross-core flag {e} ({s}->{d}, mode {mode})"
     s, d, e = key
     return f"({s.name}->{d.name}, id {e})"
 
@@ -229,7 +239,11 @@ class Encoder:
                     dep_idx.extend([d.index - n0 for d in ins.deps])
                 dep_ptr.append(len(dep_idx))
                 k = _KIND.get(op, 0)
-                fkey = fkeys.setdefault((pos, ins.attrs["key"]), len(fkeys)) if k == 1 or k == 2 else 0
+                if k == 1 or k == 2:      # a flag queue: a program's own, or a cross-core one the block shares
+                    key = ins.attrs["key"]
+                    fkey = fkeys.setdefault(key if is_cross_core(key) else (pos, key), len(fkeys))
+                else:
+                    fkey = 0
                 if k >= 2:
                     waits[i] = _wait_text(ins)
                 if op is Op.MMAD:
@@ -327,5 +341,6 @@ class Encoder:
 def _wait_text(ins: Instr) -> str:
     """The flag condition of a wait_flag or sync_all, as text for a deadlock message."""
     if ins.op is Op.WAIT_FLAG:
-        return f"event {flag_name(ins.attrs['key'])}: never set by a matching pl.set_flag"
+        setter = "pl.cross_core_set_flag" if is_cross_core(ins.attrs["key"]) else "pl.set_flag"
+        return f"event {flag_name(ins.attrs['key'])}: never set by a matching {setter}"
     return "pl.sync_all: {arrived} of {participants} cores arrived"

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..chip import Chip, load_chip
 from ..dtypes import DType, as_dtype
-from ..errors import DeadlockError, KernelError, ShapeError, UnsupportedError
+from ..errors import DeadlockError, KernelError, ShapeError, SyncError, UnsupportedError
 from ..ir import GMTensor, Pipe, Role
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
@@ -187,6 +187,8 @@ def _run(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, mode: str, auto
         enc.add(progs, code)
     encoded = enc.finish()
     sched = schedule(encoded, chip)
+    if sched.overflow:
+        raise SyncError(sched.overflow)
     if check:
         if mode == "full":
             _check_writable(programs, tensors, arrays)

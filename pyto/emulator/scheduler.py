@@ -31,6 +31,7 @@ class Schedule:
     gm_bytes: float
     l2_hit_bytes: float
     deadlock: str = ""    # why the launch stalled ("" when it ran to the end)
+    overflow: str = ""    # a cross-core flag set more often than its counter holds ("" when none was)
 
 
 def schedule(enc: Encoded, chip: Chip) -> Schedule:
@@ -46,7 +47,30 @@ def schedule(enc: Encoded, chip: Chip) -> Schedule:
     why = "" if status == 0 else _deadlock_report(enc, qpos, order, flags, now)
     busy_by = {key: float(busy[s]) for s, key in enumerate(enc.slots)}
     return Schedule(float(now), order, begin, end, join_ptr, join_idx, busy_by, float(a["gm_bytes"].sum()),
-                    float(a["l2_bytes"].sum()), why)
+                    float(a["l2_bytes"].sum()), why, _cross_core_overflow(enc, begin, end, chip))
+
+
+def _cross_core_overflow(enc: Encoded, begin, end, chip: Chip) -> str:
+    """REFERENCE: a cross-core flag counts its sets; more than chip.cross_core_flag_max of them waiting
+    unconsumed hangs the chip. The first set that makes one too many, named, or ''."""
+    ids = [k for k, name in enumerate(enc.names) if name in ("pl.cross_core_set_flag", "pl.cross_core_wait_flag")]
+    if not ids:
+        return ""
+    a = enc.arrays
+    cross = np.isin(enc.name_i, ids)
+    for k in np.unique(a["fkey"][cross]):
+        mine = np.flatnonzero(cross & (a["fkey"] == k) & (end > 0))
+        sets, waits = mine[a["kind"][mine] == 1], mine[a["kind"][mine] == 2]
+        # pending after each set: sets raised so far (in raise order) minus waits that started before it
+        raised = sets[np.argsort(end[sets], kind="stable")]
+        pending = np.arange(1, len(raised) + 1) - np.searchsorted(np.sort(begin[waits]), end[raised], side="left")
+        over = np.flatnonzero(pending > chip.cross_core_flag_max)
+        if len(over):
+            i = int(raised[over[0]])
+            return (f"{enc.locs[enc.loc_i[i]]}: pl.cross_core_set_flag raises a cross-core flag that already has "
+                    f"{chip.cross_core_flag_max} sets waiting unconsumed on {chip.name} (at most "
+                    f"{chip.cross_core_flag_max}; one more hangs the chip)")
+    return ""
 
 
 def _deadlock_report(enc: Encoded, qpos, order, flags, now: float) -> str:

@@ -5,7 +5,7 @@ import builtins
 import contextlib
 from typing import Iterator
 
-from ..errors import KernelError, ShapeError, SyncError
+from ..errors import KernelError, ShapeError, SyncError, UnsupportedError
 from ..ir import GMTensor, Instr, Op, Pipe, Role
 from .tile import dtype_at
 from .trace import caller_loc, current
@@ -121,6 +121,64 @@ def set_flag(src_pipe: Pipe, dst_pipe: Pipe, event_id: int) -> None:
 def wait_flag(src_pipe: Pipe, dst_pipe: Pipe, event_id: int) -> None:
     """On `dst_pipe`: wait until event (src, dst, id) is raised, then consume it."""
     _flag(Op.WAIT_FLAG, src_pipe, dst_pipe, event_id)
+
+
+_ROLE_NAME = {Role.AIC: "AIC", Role.AIV0: "AIV0", Role.AIV1: "AIV1"}
+
+
+def _cross_core_queues(op: Op, flag_id: int, mode: int, tr) -> list:
+    """The flag queues (src role, dst role) a cross-core set feeds or a wait takes one from, as keys.
+
+    mode 2 (an AIC and its two AIVs): the AIC's set reaches each AIV; an AIV's set reaches the AIC, whose
+    wait goes on once both AIVs have set (one from each). mode 1 (the two AIVs of a block): a set reaches
+    the other AIV."""
+    if tr.section == "cube":
+        me, others = Role.AIC, ([Role.AIV0, Role.AIV1] if mode == 2 else [])
+    else:
+        me = tr.role if tr.role is not Role.AIC else Role.AIV0      # (traced as a marker on the AIC)
+        others = [Role.AIC] if mode == 2 else [Role.AIV1 if me is Role.AIV0 else Role.AIV0]
+    pairs = [(me, o) for o in others] if op is Op.SET_FLAG else [(o, me) for o in others]
+    return [("xcore", flag_id, mode, _ROLE_NAME[s], _ROLE_NAME[d]) for s, d in pairs]
+
+
+def _cross_core(op: Op, flag_id: int, pipe: Pipe, mode: int) -> None:
+    tr = current()
+    loc = caller_loc()
+    name = "pl.cross_core_set_flag" if op is Op.SET_FLAG else "pl.cross_core_wait_flag"
+    if tr.section is None:
+        raise KernelError(f"{loc}: {name} runs on one side of the block: call it inside pl.section_cube() or "
+                          f"pl.section_vector()")
+    if not isinstance(flag_id, int) or isinstance(flag_id, bool) or not 0 <= flag_id < tr.chip.cross_core_flag_ids:
+        raise SyncError(f"{loc}: cross-core flag id {flag_id!r} out of range 0..{tr.chip.cross_core_flag_ids - 1}")
+    if mode in (0, 4):
+        what = "all AICs or all AIVs of the launch" if mode == 0 else "an AIC and one AIV"
+        raise UnsupportedError(f"{loc}: cross-core flag mode {mode} ({what}) is not modelled; mode 2 pairs an "
+                               f"AIC with its AIVs, mode 1 the two AIVs, and pl.sync_all() is the launch-wide "
+                               f"barrier")
+    if mode not in (1, 2):
+        raise SyncError(f"{loc}: cross-core flag mode must be 1 (the two AIVs) or 2 (the AIC and its AIVs), "
+                        f"got {mode!r}")
+    if mode == 1 and tr.section == "cube":
+        raise SyncError(f"{loc}: cross-core flag mode 1 syncs the two AIVs of a block; the AIC uses mode 2")
+    if not isinstance(pipe, Pipe) or pipe is Pipe.ALL:
+        raise KernelError(f"{loc}: {name} takes the pipe it runs on (pl.PIPE_FIX, pl.PIPE_MTE2, ...), got {pipe!r}")
+    role = _flag_role(pipe, pipe, name, loc)
+    for key in _cross_core_queues(op, flag_id, mode, tr):
+        tr.emit(Instr(op, pipe, (), (), {"key": key}, loc, name=name), role)
+
+
+def cross_core_set_flag(flag_id: int, pipe: Pipe, mode: int = 2) -> None:
+    """CrossCoreSetFlag: on `pipe`, after its earlier instructions, raise cross-core flag `flag_id` for the
+    other side of `mode` (2: from the AIC to each of its AIVs, or from an AIV to the AIC; 1: to the other AIV).
+    A counter per flag: at most chip.cross_core_flag_max sets may wait unconsumed (more hangs the chip:
+    SyncError). Orders what came before it on `pipe` before what follows the matching wait."""
+    _cross_core(Op.SET_FLAG, flag_id, pipe, mode)
+
+
+def cross_core_wait_flag(flag_id: int, pipe: Pipe, mode: int = 2) -> None:
+    """CrossCoreWaitFlag: `pipe` waits for (and consumes) a set of cross-core flag `flag_id` from the other
+    side of `mode`; the AIC in mode 2 waits for both its AIVs. Never set: DeadlockError at once."""
+    _cross_core(Op.WAIT_FLAG, flag_id, pipe, mode)
 
 
 def pipe_barrier(pipe: Pipe) -> None:
