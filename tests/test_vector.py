@@ -863,3 +863,93 @@ def test_cross_core_flag_misuse_names_the_line(call, err, text):
 def _in_cube(call):
     with pl.section_cube():
         call()
+
+
+# ---- cross-core moves that depend on pl.subblock_idx() ------------------------------------------------
+@pl.kernel
+def one_aiv_moves(x, b, out, *, FIRST: int):
+    """AIV FIRST fills half of p_l1 before the cube reads it; the other AIV overwrites its own half after:
+    the cube sees rows from x for the late half (each AIV's move is placed where that AIV met it)."""
+    h_ub = pl.alloc(pl.UB, [16, 32], pl.fp16)
+    p_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    b_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    p_l0a = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    b_l0b = pl.alloc(pl.L0B, [32, 32], pl.fp16)
+    c = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    late = 16 * (1 - FIRST)
+    with pl.section_cube():
+        pl.load(p_l1[late:late + 16, :], x, [late, 0])
+    with pl.section_vector():
+        pl.load(h_ub, b, [16 * pl.subblock_idx(), 0])
+        if pl.subblock_idx() == FIRST:
+            pl.move(p_l1[16 * FIRST:16 * FIRST + 16, :], h_ub)
+    with pl.section_cube():
+        pl.load(b_l1, b)
+        pl.load(b_l0b, b_l1)
+        pl.load(p_l0a, p_l1)
+        pl.matmul(c, p_l0a, b_l0b)
+        pl.store(out, c)
+    with pl.section_vector():
+        if pl.subblock_idx() != FIRST:
+            pl.move(p_l1[late:late + 16, :], h_ub)
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_each_aivs_move_into_l1_is_placed_where_that_aiv_made_it(first):
+    rng = np.random.default_rng(first)
+    x = rng.standard_normal((32, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 32)).astype(np.float16)
+    out = np.zeros((32, 32), np.float32)
+    pyto.run(one_aiv_moves, x, b, out, FIRST=first)
+    p = f64(x).copy()
+    p[16 * first:16 * first + 16] = f64(b)[16 * first:16 * first + 16]
+    assert_close(out, p @ f64(b), matmul_bound(p, b, np.float32))
+
+
+@pl.kernel
+def cube_branch_on_subblock(a, b, out):
+    """Cube code reading pl.subblock_idx() (0 on the AIC): every trace must see the move it makes."""
+    a1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    b1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    a0 = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    b0 = pl.alloc(pl.L0B, [32, 32], pl.fp16)
+    c = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    u = pl.alloc(pl.UB, [16, 32], pl.fp32)
+    with pl.section_cube():
+        pl.load(a1, a)
+        pl.load(b1, b)
+        pl.load(a0, a1)
+        pl.load(b0, b1)
+        pl.matmul(c, a0, b0, phase=pl.AccPhase.Final)
+        if pl.subblock_idx() == 0:
+            pl.move(u, c, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM, phase=pl.STPhase.Final)
+    with pl.section_vector():
+        pl.store(out, u, [16 * pl.subblock_idx(), 0])
+
+
+def test_subblock_idx_is_0_in_cube_code_in_every_trace():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((32, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 32)).astype(np.float16)
+    out = np.zeros((32, 32), np.float32)
+    pyto.run(cube_branch_on_subblock, a, b, out)
+    assert_close(out, f64(a) @ f64(b), matmul_bound(a, b, np.float32))
+
+
+@pl.kernel
+def cube_code_on_an_outside_subblock(x, out):
+    sub = pl.subblock_idx()               # outside the sections: 1 in AIV1's trace
+    h_ub = pl.alloc(pl.UB, [16, 32], pl.fp16)
+    p_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    with pl.section_cube():
+        if sub == 0:
+            pl.load(p_l1, x, [0, 0])
+    with pl.section_vector():
+        pl.load(h_ub, x, [16 * pl.subblock_idx(), 0])
+        pl.move(p_l1[16 * pl.subblock_idx():16 * pl.subblock_idx() + 16, :], h_ub)
+
+
+def test_cube_code_that_differs_between_traces_is_named_when_moves_need_it():
+    x = np.ones((32, 32), np.float16)
+    with pytest.raises(pyto.KernelError, match=r"test_vector\.py:\d+.*AIV1 traces the cube code differently"):
+        pyto.run(cube_code_on_an_outside_subblock, x, x.copy())

@@ -2,14 +2,17 @@
 moves into the AIC's L1 (UB->L1).
 
 Each role's trace keeps the other roles' ops as markers at the place its own program meets them.
-The n-th move into a tile in the mover's program pairs with the n-th marker of that move in the
-receiver's program (issue 4: "the n-th move into a UB tile pairs with the vector code that follows
-it in that order"). Auto-sync then runs on each program with the real moves spliced in at their
-markers, so the receiver waits for the move (RAW) and the next move waits for the receiver to be
+The AIC's n-th move into a UB tile pairs with the n-th marker of that move in each AIV's program
+(issue 4: "the n-th move into a UB tile pairs with the vector code that follows it in that order").
+An AIV's move into L1 goes into the AIC's order where that AIV met it: after the cube instructions its
+own trace met before it (an AIV's code may differ from the other's by pl.subblock_idx(), so the AIC's
+markers, traced like AIV0, cannot place AIV1's moves). Auto-sync then runs on each program with the real
+moves spliced in, so the receiver waits for the move (RAW) and the next move waits for the receiver to be
 done with the tile (WAR: the buffer's release back). These edges are part of happens-before.
 """
 from __future__ import annotations
 
+from ..errors import KernelError
 from ..ir import Op, Role
 from . import autosync
 
@@ -45,6 +48,45 @@ def _spliced(prog, real: dict) -> list:
     return order
 
 
+def _aic_order(aic, aivs: list) -> list:
+    """The AIC's instructions with each AIV's moves into L1 spliced where that AIV's trace met them: after
+    as many cube instructions and sync_alls as it had seen."""
+    if not aivs:
+        return aic.instrs
+    cube = [i for i, ins in enumerate(aic.instrs) if ins.op is not Op.SYNC_ALL]
+    syncs = [i for i, ins in enumerate(aic.instrs) if ins.op is Op.SYNC_ALL]
+    extra: dict = {}
+    for prog in aivs:
+        if not any(cross_key(ins) is not None and ins.attrs["path"] == ("UB", "L1") for ins in prog.instrs):
+            continue
+        seen = [m for _, m in prog.markers]
+        if len(seen) != len(cube) or any(m.op is not aic.instrs[i].op or m.loc != aic.instrs[i].loc
+                                         for m, i in zip(seen, cube)):
+            bad = next((m for m, i in zip(seen, cube) if m.op is not aic.instrs[i].op or m.loc != aic.instrs[i].loc),
+                       seen[len(cube)] if len(seen) > len(cube) else aic.instrs[cube[len(seen)]])
+            raise KernelError(f"{bad.loc}: {prog} traces the cube code differently from the AIC (around this line): "
+                              f"cube instructions must not depend on pl.subblock_idx() outside pl.section_vector()")
+        met, n_sync, k = 0, 0, 0
+        markers = prog.markers
+        for i, ins in enumerate(prog.instrs):
+            while k < len(markers) and markers[k][0] <= i:
+                k += 1
+            met = k
+            if ins.op is Op.SYNC_ALL:
+                n_sync += 1
+            elif cross_key(ins) is not None and ins.attrs["path"] == ("UB", "L1"):
+                at = max(cube[met - 1] + 1 if met else 0, syncs[n_sync - 1] + 1 if n_sync else 0)
+                extra.setdefault(at, []).append(ins)
+    if not extra:
+        return aic.instrs
+    order = []
+    for i, ins in enumerate(aic.instrs):
+        order.extend(extra.get(i, ()))
+        order.append(ins)
+    order.extend(extra.get(len(aic.instrs), ()))
+    return order
+
+
 def insert_all(programs: list, auto_sync: bool) -> None:
     """Auto-sync every program of the launch, with cross-core moves paired inside each block."""
     blocks: dict = {}
@@ -60,8 +102,14 @@ def insert_all(programs: list, auto_sync: bool) -> None:
                     n = seen.get(key, 0)
                     seen[key] = n + 1
                     real.setdefault(key, {}).setdefault(n, []).append(ins)
+        aivs = [p for p in progs if p.role is not Role.AIC]
         for prog in sorted(progs, key=lambda p: p.role is not Role.AIC):
-            order = _spliced(prog, real) if auto_sync else prog.instrs
+            if not auto_sync:
+                order = prog.instrs
+            elif prog.role is Role.AIC:
+                order = _aic_order(prog, aivs)
+            else:
+                order = _spliced(prog, real)
             autosync.insert(order, prog.id, data=auto_sync)
     for prog in programs:
         for ins in prog.instrs:

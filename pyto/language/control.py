@@ -58,9 +58,10 @@ def block_num() -> int:
 
 
 def subblock_idx() -> int:
-    """0 or 1: which AIV of the block runs this code (0 on the AIC)."""
+    """0 or 1: which AIV of the block runs this code (0 on the AIC, and so in pl.section_cube() whichever
+    trace runs it: every trace must see the cube code the AIC runs)."""
     tr = current()
-    return 0 if tr.role is Role.AIC else int(tr.role) - 1
+    return 0 if tr.role is Role.AIC or tr.section == "cube" else int(tr.role) - 1
 
 
 def workspace(shape, dtype) -> GMTensor:
