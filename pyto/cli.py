@@ -55,9 +55,13 @@ def _usage_table(ts: CubeTileShapes, dtype: DType, chip: Chip) -> list[str]:
 def cmd_tiles(args: argparse.Namespace) -> int:
     """Check tile shapes against seeds/002 for a dtype and chip; print the verdict and buffer usage."""
     chip = load_chip(args.chip)
-    print(f"tiles m={args.m} k={args.k} n={args.n} dtype={args.dtype} chip={chip.name}"
-          + (" split-K" if args.split_k else "") + (" bias" if args.bias else "")
-          + (" scale" if args.scale else "") + (" transpose-a" if args.transpose_a else ""))
+    flags = [name for name, on in (("split-K", args.split_k), ("bias", args.bias), ("scale", args.scale),
+                                   ("transpose-a", args.transpose_a), ("transpose-b", args.transpose_b)) if on]
+    formats = [f"{side}={fmt}" for side, fmt in (("a", args.a_format), ("b", args.b_format), ("out", args.out_format))
+               if fmt != "ND"]
+    extra = flags + formats + ([f"out-dtype={args.out_dtype}"] if args.out_dtype else []) \
+        + ([f"ndim={args.ndim}"] if args.ndim != 2 else [])
+    print(f"tiles m={args.m} k={args.k} n={args.n} dtype={args.dtype} chip={chip.name}" + "".join(" " + x for x in extra))
     try:
         ts = CubeTileShapes.from_pairs(args.m, args.k, args.n, args.split_k, dtype=args.dtype, chip=chip,
                                        bias=args.bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b,
