@@ -61,7 +61,7 @@ def cmd_tiles(args: argparse.Namespace) -> int:
                if fmt != "ND"]
     extra = flags + formats + ([f"out-dtype={args.out_dtype}"] if args.out_dtype else []) \
         + ([f"ndim={args.ndim}"] if args.ndim != 2 else [])
-    print(f"tiles m={args.m} k={args.k} n={args.n} dtype={args.dtype} chip={chip.name}" + "".join(" " + x for x in extra))
+    print(" ".join([f"tiles m={args.m} k={args.k} n={args.n} dtype={args.dtype} chip={chip.name}", *extra]))
     try:
         ts = CubeTileShapes.from_pairs(args.m, args.k, args.n, args.split_k, dtype=args.dtype, chip=chip,
                                        bias=args.bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b,
