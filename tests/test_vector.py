@@ -953,3 +953,40 @@ def test_cube_code_that_differs_between_traces_is_named_when_moves_need_it():
     x = np.ones((32, 32), np.float16)
     with pytest.raises(pyto.KernelError, match=r"test_vector\.py:\d+.*AIV1 traces the cube code differently"):
         pyto.run(cube_code_on_an_outside_subblock, x, x.copy())
+
+
+@pl.kernel
+def both_aivs_write_l1_rows(x, eye, out, *, FIRST: int):
+    """AIV FIRST moves both halves of L, then raises flag 5 (mode 1); the other AIV waits and rewrites the
+    top half: the cube reads the later write, and must wait for both AIVs' moves (nothing orders them in
+    the AIC's own order but the flag)."""
+    u = pl.alloc(pl.UB, [16, 16], pl.fp32)
+    big = pl.alloc(pl.L1, [32, 16], pl.fp32)
+    e_l1 = pl.alloc(pl.L1, [16, 16], pl.fp32)
+    e_l0 = pl.alloc(pl.L0B, [16, 16], pl.fp32)
+    a_l0 = pl.alloc(pl.L0A, [32, 16], pl.fp32)
+    c = pl.alloc(pl.L0C, [32, 16], pl.fp32)
+    with pl.section_vector():
+        v = pl.subblock_idx()
+        pl.load(u, x, [16 * v, 0])
+        if v == FIRST:
+            pl.move(big[0:16, :], u)
+            pl.move(big[16:32, :], u)
+            pl.cross_core_set_flag(5, pl.PIPE_MTE3, mode=1)
+        else:
+            pl.cross_core_wait_flag(5, pl.PIPE_MTE3, mode=1)
+            pl.move(big[0:16, :], u)
+    with pl.section_cube():
+        pl.load(e_l1, eye)
+        pl.load(e_l0, e_l1)
+        pl.load(a_l0, big)
+        pl.matmul(c, a_l0, e_l0)
+        pl.store(out, c)
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_the_cube_waits_for_both_aivs_moves_into_the_same_rows(first):
+    x = np.concatenate([np.full((16, 16), 1.0), np.full((16, 16), 2.0)]).astype(np.float32)
+    out = np.zeros((32, 16), np.float32)
+    pyto.run(both_aivs_write_l1_rows, x, np.eye(16, dtype=np.float32), out, FIRST=first)
+    assert np.all(out[:16] == x[16 * (1 - first)]) and np.all(out[16:] == x[16 * first])

@@ -153,6 +153,18 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
                     del entries[k]
             tr.writes[(batch, rect, True)] = (rect, batch, unit, ins)
             continue
+        elif foreign:
+            # another core's move spliced into this order (crosscore.py) waits for this program's accesses
+            # it conflicts with and follows its own core's, but nothing orders it after a third core's
+            # (the other AIV): it retires only the first two, and is kept apart from the third's
+            mine = (core, ins.core)
+            for entries in (tr.writes, tr.reads):
+                dead = [k for k, e in entries.items() if e[1] == batch and rect_covers(rect, e[0])
+                        and e[2][0] in mine and id(e[3]) not in exempt]
+                for k in dead:
+                    del entries[k]
+            tr.writes[(batch, rect, ins.core)] = (rect, batch, unit, ins)
+            continue
         elif not exempt and rect == (0, acc.obj.shape[0], 0, acc.obj.shape[1]):
             tr.writes.clear()          # the whole tile is rewritten: every earlier entry is covered
             tr.reads.clear()
