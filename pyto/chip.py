@@ -60,6 +60,7 @@ class Chip:
     event_ids: int
     cross_core_flag_ids: int
     cross_core_flag_max: int
+    cross_core_wait_blocks_core: bool   # A2/A3: a cross-core wait holds every pipe of its core; 950: its own
     unit_flag_block_bytes: int
     queue_depth: int
     flag_latency_cycles: float
@@ -139,6 +140,7 @@ _SCALARS: dict[str, tuple[str, type]] = {
     "mmad_head_cycles": ("cube", float), "vector_bytes_per_cycle": ("cube", float),
     "vector_head_cycles": ("cube", float), "scalar_cycles": ("cube", float),
     "event_ids": ("sync", int), "cross_core_flag_ids": ("sync", int), "cross_core_flag_max": ("sync", int),
+    "cross_core_wait_blocks_core": ("sync", bool),
     "unit_flag_block_bytes": ("sync", int), "queue_depth": ("sync", int),
     "flag_latency_cycles": ("sync", float),
     "R": ("planner", float), "min_tile_bytes": ("planner", int), "min_datamount_per_core": ("planner", int),
@@ -164,7 +166,7 @@ class _Reader:
         if not isinstance(node, dict) or key not in node:
             raise ChipError(f"chip table {self.file}: missing key '{full}'")
         val = node[key]
-        ok = isinstance(val, typ) and not isinstance(val, bool)
+        ok = isinstance(val, typ) and (typ is bool or not isinstance(val, bool))
         if typ is float and isinstance(val, int) and not isinstance(val, bool):
             val, ok = float(val), True
         if not ok:

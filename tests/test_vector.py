@@ -990,3 +990,28 @@ def test_the_cube_waits_for_both_aivs_moves_into_the_same_rows(first):
     out = np.zeros((32, 16), np.float32)
     pyto.run(both_aivs_write_l1_rows, x, np.eye(16, dtype=np.float32), out, FIRST=first)
     assert np.all(out[:16] == x[16 * (1 - first)]) and np.all(out[16:] == x[16 * first])
+
+
+@pl.kernel
+def wait_on_another_pipe(x, out):
+    """AIV1 waits for AIV0's flag on PIPE_S, then loads what AIV0 stored: on A2/A3 the wait holds every
+    pipe of the AIV (ordered); on 950 it holds only S, so the MTE2 load races with AIV0's store."""
+    ws = pl.workspace([16, 16], pl.fp32)
+    u = pl.alloc(pl.UB, [16, 16], pl.fp32)
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            pl.load(u, x)
+            pl.store(ws, u)
+            pl.cross_core_set_flag(1, pl.PIPE_MTE3, mode=1)
+        else:
+            pl.cross_core_wait_flag(1, pl.PIPE_S, mode=1)
+            pl.load(u, ws)
+            pl.store(out, u)
+
+
+def test_a_cross_core_wait_holds_the_whole_core_on_a2_only():
+    x = np.arange(256, dtype=np.float32).reshape(16, 16)
+    out = np.zeros_like(x)
+    pyto.run(wait_on_another_pipe, x, out, chip="atlas-a2")
+    assert np.array_equal(out, x)
+    assert_race(wait_on_another_pipe, x, np.zeros_like(x), chip="ascend950pr")

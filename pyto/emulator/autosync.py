@@ -40,12 +40,13 @@ def _later(deps: dict, unit, o: Instr) -> None:
         deps[unit] = o
 
 
-def insert(order: list, core: int, data: bool = True) -> None:
+def insert(order: list, core: int, data: bool = True, wait_blocks_core: bool = False) -> None:
     """Add auto-sync dependencies to the instructions of program `core`, given in program order.
 
     `order` may hold other cores' instructions at the place this program meets them. With
     `data=False` (auto_sync off: the kernel synchronises itself with flags) only the barrier edges
-    of sync_all / pipe_barrier(ALL) are inserted.
+    of sync_all / pipe_barrier(ALL) are inserted. With `wait_blocks_core` (A2/A3) a cross-core wait holds
+    every later instruction of the core, as a barrier does for what follows it.
     """
     tracks: dict = {}
     barrier = None
@@ -80,6 +81,8 @@ def insert(order: list, core: int, data: bool = True) -> None:
             ins.deps.extend([d for d in deps.values() if d is not ins])
         if own:
             last_on[unit] = ins
+            if wait_blocks_core and ins.op is Op.WAIT_FLAG and ins.attrs["key"][0] == "xcore":
+                barrier, after_barrier = ins, {unit}
 
 
 def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:

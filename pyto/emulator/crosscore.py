@@ -87,8 +87,9 @@ def _aic_order(aic, aivs: list) -> list:
     return order
 
 
-def insert_all(programs: list, auto_sync: bool) -> None:
-    """Auto-sync every program of the launch, with cross-core moves paired inside each block."""
+def insert_all(programs: list, auto_sync: bool, wait_blocks_core: bool = False) -> None:
+    """Auto-sync every program of the launch, with cross-core moves paired inside each block.
+    wait_blocks_core (A2/A3): a cross-core wait holds every later instruction of its core."""
     blocks: dict = {}
     for prog in programs:
         blocks.setdefault(prog.block, []).append(prog)
@@ -110,7 +111,7 @@ def insert_all(programs: list, auto_sync: bool) -> None:
                 order = _aic_order(prog, aivs)
             else:
                 order = _spliced(prog, real)
-            autosync.insert(order, prog.id, data=auto_sync)
+            autosync.insert(order, prog.id, data=auto_sync, wait_blocks_core=wait_blocks_core)
     for prog in programs:
         for ins in prog.instrs:
             if len(ins.deps) > 1:

@@ -178,7 +178,7 @@ def _run(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, mode: str, auto
         code = cache.get(sig)
         synced = code is None
         if synced:
-            crosscore.insert_all(progs, auto_sync)
+            crosscore.insert_all(progs, auto_sync, chip.cross_core_wait_blocks_core)
             code = enc.encode(progs)
             cache.put(sig, code)
         if check:

@@ -178,7 +178,8 @@ def cross_core_set_flag(flag_id: int, pipe: Pipe, mode: int = 2) -> None:
 
 def cross_core_wait_flag(flag_id: int, pipe: Pipe, mode: int = 2) -> None:
     """CrossCoreWaitFlag: `pipe` waits for (and consumes) a set of cross-core flag `flag_id` from the other
-    side of `mode`; the AIC in mode 2 waits for both its AIVs. Never set: DeadlockError at once."""
+    side of `mode`; the AIC in mode 2 waits for both its AIVs. On A2/A3 the wait holds every pipe of the
+    core, on 950 only `pipe` (chip.cross_core_wait_blocks_core). Never set: DeadlockError at once."""
     _cross_core(Op.WAIT_FLAG, flag_id, pipe, mode)
 
 
