@@ -38,14 +38,34 @@ def _spliced(prog, real: dict) -> list:
         count[key] = n + 1
         for ins in real.get(key, {}).get(n, ()):
             extra.setdefault(pos, []).append(ins)
+    return _with(prog.instrs, extra)
+
+
+def _with(instrs: list, extra: dict) -> list:
+    """`instrs` with extra[i] (other cores' moves) placed before instruction i (at the end for len)."""
     if not extra:
-        return prog.instrs
+        return instrs
     order = []
-    for i, ins in enumerate(prog.instrs):
+    for i, ins in enumerate(instrs):
         order.extend(extra.get(i, ()))
         order.append(ins)
-    order.extend(extra.get(len(prog.instrs), ()))
+    order.extend(extra.get(len(instrs), ()))
     return order
+
+
+def _into_l1(ins) -> bool:
+    return cross_key(ins) is not None and ins.attrs["path"] == ("UB", "L1")
+
+
+def _first_difference(prog, aic, cube: list):
+    """The first cube instruction `prog` (an AIV) met that is not the AIC's, or None when they agree."""
+    seen = [m for _, m in prog.markers]
+    for m, i in zip(seen, cube):
+        if m.op is not aic.instrs[i].op or m.loc != aic.instrs[i].loc:
+            return m
+    if len(seen) != len(cube):
+        return seen[len(cube)] if len(seen) > len(cube) else aic.instrs[cube[len(seen)]]
+    return None
 
 
 def _aic_order(aic, aivs: list) -> list:
@@ -57,34 +77,23 @@ def _aic_order(aic, aivs: list) -> list:
     syncs = [i for i, ins in enumerate(aic.instrs) if ins.op is Op.SYNC_ALL]
     extra: dict = {}
     for prog in aivs:
-        if not any(cross_key(ins) is not None and ins.attrs["path"] == ("UB", "L1") for ins in prog.instrs):
+        if not any(_into_l1(ins) for ins in prog.instrs):
             continue
-        seen = [m for _, m in prog.markers]
-        if len(seen) != len(cube) or any(m.op is not aic.instrs[i].op or m.loc != aic.instrs[i].loc
-                                         for m, i in zip(seen, cube)):
-            bad = next((m for m, i in zip(seen, cube) if m.op is not aic.instrs[i].op or m.loc != aic.instrs[i].loc),
-                       seen[len(cube)] if len(seen) > len(cube) else aic.instrs[cube[len(seen)]])
-            raise KernelError(f"{bad.loc}: {prog} traces the cube code differently from the AIC (around this line): "
-                              f"cube instructions must not depend on pl.subblock_idx() outside pl.section_vector()")
-        met, n_sync, k = 0, 0, 0
-        markers = prog.markers
+        bad = _first_difference(prog, aic, cube)
+        if bad is not None:
+            raise KernelError(f"{bad.loc}: {prog} traces the cube code differently from the AIC (around this "
+                              f"line): cube instructions must not depend on pl.subblock_idx() outside "
+                              f"pl.section_vector()")
+        met = n_sync = 0              # cube instructions (markers) and sync_alls met so far
         for i, ins in enumerate(prog.instrs):
-            while k < len(markers) and markers[k][0] <= i:
-                k += 1
-            met = k
+            while met < len(prog.markers) and prog.markers[met][0] <= i:
+                met += 1
             if ins.op is Op.SYNC_ALL:
                 n_sync += 1
-            elif cross_key(ins) is not None and ins.attrs["path"] == ("UB", "L1"):
+            elif _into_l1(ins):
                 at = max(cube[met - 1] + 1 if met else 0, syncs[n_sync - 1] + 1 if n_sync else 0)
                 extra.setdefault(at, []).append(ins)
-    if not extra:
-        return aic.instrs
-    order = []
-    for i, ins in enumerate(aic.instrs):
-        order.extend(extra.get(i, ()))
-        order.append(ins)
-    order.extend(extra.get(len(aic.instrs), ()))
-    return order
+    return _with(aic.instrs, extra)
 
 
 def insert_all(programs: list, auto_sync: bool, wait_blocks_core: bool = False) -> None:
