@@ -111,6 +111,14 @@ class Loc:
         return f"{short}:{self.line} {self.text}".rstrip()
 
 
+CROSS_CORE = "xcore"   # first item of a cross-core flag's key: (CROSS_CORE, id, mode, src role, dst role)
+
+
+def is_cross_core(key) -> bool:
+    """Whether a flag key names a cross-core flag's queue (pl.cross_core_set_flag / wait_flag)."""
+    return type(key) is tuple and key[0] == CROSS_CORE
+
+
 def rect_covers(a: tuple, b: tuple) -> bool:
     """Whether rectangle a contains rectangle b."""
     return a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3]
@@ -152,7 +160,7 @@ class Instr:
 
 
 __all__ = ["Pipe", "Buf", "Role", "Op", "AccPhase", "STPhase", "AccToVecMode", "Loc", "Access", "Instr",
-           "rect_covers",
+           "rect_covers", "CROSS_CORE", "is_cross_core",
            "MOVE_OPS", "CUBE_OPS", "VECTOR_OPS", "SYNC_OPS"]
 
 

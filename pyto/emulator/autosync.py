@@ -10,7 +10,7 @@ they take part in the tracking, and the dependencies found for them are added to
 """
 from __future__ import annotations
 
-from ..ir import Buf, GMTensor, Instr, Op, Pipe, rect_covers
+from ..ir import Buf, GMTensor, Instr, Op, Pipe, is_cross_core, rect_covers
 
 _MFIX = frozenset({Pipe.M, Pipe.FIX})
 _L0C = Buf.L0C
@@ -81,7 +81,7 @@ def insert(order: list, core: int, data: bool = True, wait_blocks_core: bool = F
             ins.deps.extend([d for d in deps.values() if d is not ins])
         if own:
             last_on[unit] = ins
-            if wait_blocks_core and ins.op is Op.WAIT_FLAG and ins.attrs["key"][0] == "xcore":
+            if wait_blocks_core and ins.op is Op.WAIT_FLAG and is_cross_core(ins.attrs["key"]):
                 barrier, after_barrier = ins, {unit}
 
 

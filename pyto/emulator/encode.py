@@ -11,7 +11,7 @@ import numpy as np
 
 from ..chip import Chip
 from ..errors import SyncError
-from ..ir import AccPhase, GMTensor, Instr, Op, STPhase
+from ..ir import AccPhase, GMTensor, Instr, Op, STPhase, is_cross_core
 from .l2 import l2_hits
 from .timing import burst_bytes, cost
 
@@ -39,11 +39,6 @@ def check_flag_pairs(program) -> None:
             pending[ins.attrs["key"]] = ins
         elif ins.op is Op.WAIT_FLAG:
             pending.pop(ins.attrs["key"], None)
-
-
-def is_cross_core(key) -> bool:
-    """Whether a flag key is a cross-core flag's queue ('xcore', id, mode, src role, dst role)."""
-    return type(key) is tuple and key[0] == "xcore"
 
 
 def flag_name(key) -> str:

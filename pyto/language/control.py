@@ -6,7 +6,7 @@ import contextlib
 from typing import Iterator
 
 from ..errors import KernelError, ShapeError, SyncError, UnsupportedError
-from ..ir import GMTensor, Instr, Op, Pipe, Role
+from ..ir import CROSS_CORE, GMTensor, Instr, Op, Pipe, Role
 from .tile import dtype_at
 from .trace import caller_loc, current
 
@@ -76,7 +76,6 @@ def workspace(shape, dtype) -> GMTensor:
     return ws
 
 
-_AIC_PIPES = (Pipe.MTE1, Pipe.M, Pipe.FIX)
 _AIV_PIPES = (Pipe.V, Pipe.MTE3)
 _CORE_PIPES = {Role.AIC: (Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.S),
                Role.AIV0: (Pipe.MTE2, Pipe.V, Pipe.MTE3, Pipe.S)}
@@ -84,7 +83,8 @@ _CORE_PIPES = {Role.AIC: (Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.S),
 
 def _flag_role(src: Pipe, dst: Pipe, what: str, loc) -> Role:
     """The core (AIC, or the AIVs) whose pipes src and dst are: the section's, else the one that has them.
-    Flags and barriers order pipes of one core; the cube and vector cores exchange through GM (sync_all)."""
+    Flags and barriers order pipes of one core; the cube and vector cores order each other with cross-core
+    flags, cross-core moves or sync_all."""
     tr = current()
     if tr.section is not None:
         role = Role.AIC if tr.section == "cube" else Role.AIV0
@@ -95,7 +95,8 @@ def _flag_role(src: Pipe, dst: Pipe, what: str, loc) -> Role:
             core = "AIC (cube core)" if role is Role.AIC else "AIV (vector core)"
             raise SyncError(f"{loc}: {what} on PIPE_{p.name}: the {core} has no such pipe (its pipes: "
                             f"{', '.join('PIPE_' + q.name for q in _CORE_PIPES[role])}); flags and barriers "
-                            f"order the pipes of one core, cube and vector exchange through GM and pl.sync_all()")
+                            f"order the pipes of one core: between cube and vector use pl.cross_core_set_flag / "
+                            f"pl.cross_core_wait_flag or pl.sync_all()")
     return role
 
 
@@ -139,7 +140,7 @@ def _cross_core_queues(op: Op, flag_id: int, mode: int, tr) -> list:
         me = tr.role if tr.role is not Role.AIC else Role.AIV0      # (traced as a marker on the AIC)
         others = [Role.AIC] if mode == 2 else [Role.AIV1 if me is Role.AIV0 else Role.AIV0]
     pairs = [(me, o) for o in others] if op is Op.SET_FLAG else [(o, me) for o in others]
-    return [("xcore", flag_id, mode, _ROLE_NAME[s], _ROLE_NAME[d]) for s, d in pairs]
+    return [(CROSS_CORE, flag_id, mode, _ROLE_NAME[s], _ROLE_NAME[d]) for s, d in pairs]
 
 
 def _cross_core(op: Op, flag_id: int, pipe: Pipe, mode: int) -> None:
