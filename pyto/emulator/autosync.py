@@ -149,11 +149,7 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
             # a phased L0C write retires only phased entries: an access without a phase on the other
             # side of M<->FIX is not synced with it (unit_flag decides), so it still waits for the
             # earlier accesses without a phase, which stay tracked
-            for entries in (tr.writes, tr.reads):
-                dead = [k for k, e in entries.items() if e[1] == batch and rect_covers(rect, e[0])
-                        and e[3].attrs.get("phase") is not None and id(e[3]) not in exempt]
-                for k in dead:
-                    del entries[k]
+            _retire(tr, batch, rect, lambda e: e[3].attrs.get("phase") is not None and id(e[3]) not in exempt)
             tr.writes[(batch, rect, True)] = (rect, batch, unit, ins)
             continue
         elif foreign:
@@ -161,20 +157,21 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
             # it conflicts with and follows its own core's, but nothing orders it after a third core's
             # (the other AIV): it retires only the first two, and is kept apart from the third's
             mine = (core, ins.core)
-            for entries in (tr.writes, tr.reads):
-                dead = [k for k, e in entries.items() if e[1] == batch and rect_covers(rect, e[0])
-                        and e[2][0] in mine and id(e[3]) not in exempt]
-                for k in dead:
-                    del entries[k]
+            _retire(tr, batch, rect, lambda e: e[2][0] in mine and id(e[3]) not in exempt)
             tr.writes[(batch, rect, ins.core)] = (rect, batch, unit, ins)
             continue
         elif not exempt and rect == (0, acc.obj.shape[0], 0, acc.obj.shape[1]):
             tr.writes.clear()          # the whole tile is rewritten: every earlier entry is covered
             tr.reads.clear()
         else:
-            for entries in (tr.writes, tr.reads):
-                dead = [k for k, e in entries.items()
-                        if e[1] == batch and rect_covers(rect, e[0]) and id(e[3]) not in exempt]
-                for k in dead:
-                    del entries[k]
+            _retire(tr, batch, rect, lambda e: id(e[3]) not in exempt)
         tr.writes[(batch, rect)] = (rect, batch, unit, ins)
+
+
+def _retire(tr: _Track, batch: int, rect: tuple, may) -> None:
+    """Drop the entries a write of `rect` covers and `may(entry)` lets it retire: a later access ordered
+    after the write is ordered after them."""
+    for entries in (tr.writes, tr.reads):
+        dead = [k for k, e in entries.items() if e[1] == batch and rect_covers(rect, e[0]) and may(e)]
+        for k in dead:
+            del entries[k]
