@@ -14,6 +14,11 @@ CHIP = pyto.load_chip("ascend950pr")
 NP = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32, "int8": np.int8}
 
 
+def stored(shape, transpose):
+    """The stored shape of a logical [..., r, c] operand (DN: [..., c, r])."""
+    return tuple(shape[:-2]) + ((shape[-1], shape[-2]) if transpose else tuple(shape[-2:]))
+
+
 def inputs(a_shape, b_shape, dt, bias_shape=None, seed=0):
     """Random operands: standard normal floats with an fp32 bias; int8 in [-128, 128) with an int32 bias
     well beyond fp32's exact range."""

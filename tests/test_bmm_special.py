@@ -14,19 +14,16 @@ from kernels.bmm.api import check, random_inputs
 from kernels.bmm.common import operands
 from kernels.bmm.cost import roofline_us
 from kernels.bmm.special import fit, ub_bytes
+from bmm_helpers import stored
 from pyto.errors import PlanError
 
 CHIP = pyto.load_chip("ascend950pr")
 DTYPES = ["fp16", "bf16", "fp32", "int8"]
 
 
-def _stored(shape, transpose):
-    return tuple(shape[:-2]) + ((shape[-1], shape[-2]) if transpose else tuple(shape[-2:]))
-
-
 def _run(a_shape, b_shape, dt="fp16", bias_shape=None, *, ta=False, tb=False, seed=0, bias=None):
     """Force special on logical shapes a [.., M, K], b [.., K, N]; check vs numpy; return (c, rep, plan)."""
-    a, b, rnd_bias = random_inputs(_stored(a_shape, ta), _stored(b_shape, tb), dt, bias_shape, seed=seed)
+    a, b, rnd_bias = random_inputs(stored(a_shape, ta), stored(b_shape, tb), dt, bias_shape, seed=seed)
     bias = rnd_bias if bias is None else bias
     p = plan(a.shape, b.shape, dt, CHIP, bias=bias is not None, transpose_a=ta, transpose_b=tb, branch="special")
     c, rep = bmm(a, b, bias, branch="special", transpose_a=ta, transpose_b=tb, report=True)

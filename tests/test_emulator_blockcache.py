@@ -11,6 +11,7 @@ import pyto.language as pl
 from pyto.emulator.blockcache import BlockCache
 from kernels.examples.matmul_pingpong import matmul_pingpong
 from bmm_helpers import inputs, run_branch
+from dsl_helpers import matmul_from_gm, matmul_tiles
 from test_vector import _two_stage_inputs, atomic_rows, split_k, two_stage
 
 
@@ -119,19 +120,12 @@ def store_then_reload(a, b, out, *, TM: int):
     """Block i stores a @ b at rows 2i TM of out and reads back rows (2i + i % 2) TM: its own store
     for even i (auto-sync orders the read after it), a region no one writes for odd i (no wait)."""
     K, N = a.shape[1], b.shape[1]
-    a_l1 = pl.alloc(pl.L1, [TM, K], a.dtype)
-    b_l1 = pl.alloc(pl.L1, [K, N], a.dtype)
-    a_l0a = pl.alloc(pl.L0A, [TM, K], a.dtype)
-    b_l0b = pl.alloc(pl.L0B, [K, N], a.dtype)
-    c_l0c = pl.alloc(pl.L0C, [TM, N], pl.fp32)
+    tiles = matmul_tiles(TM, K, N, a.dtype)
+    c_l0c = tiles[-1]
     r_l1 = pl.alloc(pl.L1, [TM, N], out.dtype)
     with pl.section_cube():
         i = pl.block_idx()
-        pl.load(a_l1, a, [0, 0])
-        pl.load(b_l1, b, [0, 0])
-        pl.load(a_l0a, a_l1)
-        pl.load(b_l0b, b_l1)
-        pl.matmul(c_l0c, a_l0a, b_l0b)
+        matmul_from_gm(tiles, a, [0, 0], b, [0, 0])
         pl.store(out, c_l0c, [2 * i * TM, 0])
         pl.load(r_l1, out, [(2 * i + i % 2) * TM, 0])
 

@@ -10,6 +10,7 @@ import pytest
 
 import pyto
 import pyto.language as pl
+from dsl_helpers import matmul_from_gm, matmul_tiles
 from kernels.examples.flash_attention import flash_attention
 from pyto.testing import assert_close, assert_deadlock, assert_race, matmul_bound
 
@@ -214,19 +215,12 @@ def two_stage(a, b, out, *, TM: int, SYNC: bool, SHIFT: int):
     N = b.shape[1]
     R = TM // 2
     ws = pl.workspace([Mt, N], pl.fp32)
-    a_l1 = pl.alloc(pl.L1, [TM, K], a.dtype)
-    b_l1 = pl.alloc(pl.L1, [K, N], a.dtype)
-    a_l0a = pl.alloc(pl.L0A, [TM, K], a.dtype)
-    b_l0b = pl.alloc(pl.L0B, [K, N], a.dtype)
-    c_l0c = pl.alloc(pl.L0C, [TM, N], pl.fp32)
+    tiles = matmul_tiles(TM, K, N, a.dtype)
+    c_l0c = tiles[-1]
     x_ub = pl.alloc(pl.UB, [R, N], pl.fp32)
     with pl.section_cube():
         m0 = pl.block_idx() * TM
-        pl.load(a_l1, a, [m0, 0])
-        pl.load(b_l1, b, [0, 0])
-        pl.load(a_l0a, a_l1)
-        pl.load(b_l0b, b_l1)
-        pl.matmul(c_l0c, a_l0a, b_l0b)
+        matmul_from_gm(tiles, a, [m0, 0], b, [0, 0])
         pl.store(ws, c_l0c, [m0, 0])
     if SYNC:
         pl.sync_all()
@@ -301,18 +295,11 @@ def split_k(a, b, out, *, KC: int):
     """Split-K on the cube: block i multiplies a[:, i KC:(i+1) KC] @ b[i KC:(i+1) KC, :] and adds it into out."""
     M = a.shape[0]
     N = b.shape[1]
-    a_l1 = pl.alloc(pl.L1, [M, KC], a.dtype)
-    b_l1 = pl.alloc(pl.L1, [KC, N], a.dtype)
-    a_l0a = pl.alloc(pl.L0A, [M, KC], a.dtype)
-    b_l0b = pl.alloc(pl.L0B, [KC, N], a.dtype)
-    c_l0c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    tiles = matmul_tiles(M, KC, N, a.dtype)
+    c_l0c = tiles[-1]
     with pl.section_cube():
         k0 = pl.block_idx() * KC
-        pl.load(a_l1, a, [0, k0])
-        pl.load(b_l1, b, [k0, 0])
-        pl.load(a_l0a, a_l1)
-        pl.load(b_l0b, b_l1)
-        pl.matmul(c_l0c, a_l0a, b_l0b)
+        matmul_from_gm(tiles, a, [0, k0], b, [k0, 0])
         pl.store(out, c_l0c, [0, 0], atomic="add")
 
 
@@ -374,18 +361,11 @@ def l0c_to_ub(a, b, out, *, MODE: int, WHO: int = -1):
     mode = [pl.AccToVecMode.DualModeSplitM, pl.AccToVecMode.DualModeSplitN,
             pl.AccToVecMode.SingleModeVec0, pl.AccToVecMode.SingleModeVec1][MODE]
     ub_shape = [[M // 2, N], [M, N // 2], [M, N], [M, N]][MODE]
-    a_l1 = pl.alloc(pl.L1, [M, K], a.dtype)
-    b_l1 = pl.alloc(pl.L1, [K, N], a.dtype)
-    a_l0a = pl.alloc(pl.L0A, [M, K], a.dtype)
-    b_l0b = pl.alloc(pl.L0B, [K, N], a.dtype)
-    c_l0c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    tiles = matmul_tiles(M, K, N, a.dtype)
+    c_l0c = tiles[-1]
     c_ub = pl.alloc(pl.UB, ub_shape, pl.fp32)
     with pl.section_cube():
-        pl.load(a_l1, a)
-        pl.load(b_l1, b)
-        pl.load(a_l0a, a_l1)
-        pl.load(b_l0b, b_l1)
-        pl.matmul(c_l0c, a_l0a, b_l0b, phase=pl.AccPhase.Final)
+        matmul_from_gm(tiles, a, [0, 0], b, [0, 0], phase=pl.AccPhase.Final)
         pl.move(c_ub, c_l0c, acc_to_vec_mode=mode, phase=pl.STPhase.Final)
     with pl.section_vector():
         sub = pl.subblock_idx()
@@ -696,20 +676,13 @@ def cube_to_vector(a, b, out, *, FLAG: bool, TM: int):
     M, K = a.shape
     N, R = b.shape[1], TM // 2
     ws = pl.workspace([M, N], pl.fp32)
-    a_l1 = pl.alloc(pl.L1, [TM, K], a.dtype)
-    b_l1 = pl.alloc(pl.L1, [K, N], a.dtype)
-    a_l0 = pl.alloc(pl.L0A, [TM, K], a.dtype)
-    b_l0 = pl.alloc(pl.L0B, [K, N], a.dtype)
-    c = pl.alloc(pl.L0C, [TM, N], pl.fp32)
+    tiles = matmul_tiles(TM, K, N, a.dtype)
+    c_l0c = tiles[-1]
     x = pl.alloc(pl.UB, [R, N], pl.fp32)
     m0 = pl.block_idx() * TM
     with pl.section_cube():
-        pl.load(a_l1, a, [m0, 0])
-        pl.load(b_l1, b, [0, 0])
-        pl.load(a_l0, a_l1)
-        pl.load(b_l0, b_l1)
-        pl.matmul(c, a_l0, b_l0)
-        pl.store(ws, c, [m0, 0])
+        matmul_from_gm(tiles, a, [m0, 0], b, [0, 0])
+        pl.store(ws, c_l0c, [m0, 0])
         if FLAG:
             pl.cross_core_set_flag(0, pl.PIPE_FIX)
     with pl.section_vector():
@@ -757,11 +730,8 @@ def vector_to_cube(a, b, out, *, BOTH: bool):
     N, R = b.shape[1], M // 2
     ws = pl.workspace([M, K], a.dtype)
     x = pl.alloc(pl.UB, [R, K], a.dtype)
-    a_l1 = pl.alloc(pl.L1, [M, K], a.dtype)
-    b_l1 = pl.alloc(pl.L1, [K, N], a.dtype)
-    a_l0 = pl.alloc(pl.L0A, [M, K], a.dtype)
-    b_l0 = pl.alloc(pl.L0B, [K, N], a.dtype)
-    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    tiles = matmul_tiles(M, K, N, a.dtype)
+    c_l0c = tiles[-1]
     with pl.section_vector():
         r0 = pl.subblock_idx() * R
         pl.load(x, a, [r0, 0])
@@ -771,12 +741,8 @@ def vector_to_cube(a, b, out, *, BOTH: bool):
             pl.cross_core_set_flag(3, pl.PIPE_MTE3)
     with pl.section_cube():
         pl.cross_core_wait_flag(3, pl.PIPE_MTE2)
-        pl.load(a_l1, ws, [0, 0])
-        pl.load(b_l1, b, [0, 0])
-        pl.load(a_l0, a_l1)
-        pl.load(b_l0, b_l1)
-        pl.matmul(c, a_l0, b_l0)
-        pl.store(out, c, [0, 0])
+        matmul_from_gm(tiles, ws, [0, 0], b, [0, 0])
+        pl.store(out, c_l0c, [0, 0])
 
 
 def test_the_aic_waits_for_both_aivs_flags():

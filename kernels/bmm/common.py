@@ -146,6 +146,12 @@ def run_kernel(kernel, plan, ops: Operands, params: dict, blocks: int, mode: str
                     mode=mode, **params)
 
 
+def planned_params(params_for, plan) -> tuple[dict, int]:
+    """`params_for(tiling, problem, chip)` of the plan: a batch branch's (static parameters, block count)
+    (IterBatch, MergeBatch)."""
+    return params_for(plan.tiling, plan.problem, plan.chip_spec or pyto.load_chip(plan.chip))
+
+
 def run_tiled(kernel, params_of, plan, ops: Operands, mode: str) -> pyto.Report:
     """run_kernel with `params_of(tiling, problem, chip, bias=...)` on the plan's cores (ASW_Basic, StreamK)."""
     chip = plan.chip_spec or pyto.load_chip(plan.chip)

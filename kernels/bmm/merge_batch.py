@@ -39,7 +39,7 @@ from pyto.errors import PlanError
 
 from .asw_basic import l1_pieces_for
 from .block import alloc_buffers, mmad_l1
-from .common import batch_offsets, cdiv, ceil_align, Operands, prod, run_kernel
+from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel
 
 
 @pl.kernel
@@ -148,10 +148,9 @@ def params_for(t, p, chip) -> tuple[dict, int]:
 
 def kernel_params(plan) -> tuple[dict, int]:
     """The kernel's static parameters from plan.tiling (MergeBatchTiling), and the block count."""
-    return params_for(plan.tiling, plan.problem, plan.chip_spec or pyto.load_chip(plan.chip))
+    return planned_params(params_for, plan)
 
 
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
     """Run MergeBatch for `plan` on `ops` (the launch convention of kernels/bmm/common.py)."""
-    params, blocks = kernel_params(plan)
-    return run_kernel(merge_batch_kernel, plan, ops, params, blocks, mode)
+    return run_kernel(merge_batch_kernel, plan, ops, *kernel_params(plan), mode)
