@@ -10,7 +10,7 @@ from .dtypes import DType
 from .errors import (AlignmentError, CapacityError, ChipError, DeadlockError, OutOfBoundsError, PlanError,
                      PytoError, RaceError, ShapeError, TilingError, UninitializedReadError, UnsupportedError,
                      KernelError, SyncError)
-from .emulator import Spec, run, run_options, spec
+from .emulator import CompiledKernel, Spec, compile, run, run_options, spec
 from .report import Report
 from .tiling import CubeTileShapes, set_cube_tile_shapes, get_cube_tile_shapes
 
@@ -18,5 +18,5 @@ __version__ = "0.1.0"
 
 __all__ = ["layout", "Chip", "load_chip", "list_chips", "DType", "PytoError", "AlignmentError", "CapacityError",
            "DeadlockError", "OutOfBoundsError", "PlanError", "RaceError", "ShapeError", "TilingError",
-           "UninitializedReadError", "UnsupportedError", "KernelError", "SyncError", "ChipError", "Spec", "run",
+           "UninitializedReadError", "UnsupportedError", "KernelError", "SyncError", "ChipError", "Spec", "run", "compile", "CompiledKernel",
            "run_options", "spec", "Report", "CubeTileShapes", "set_cube_tile_shapes", "get_cube_tile_shapes"]

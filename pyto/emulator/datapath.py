@@ -132,3 +132,12 @@ EFFECTS = {
     Op.VREDUCE: _vector, Op.VEXPAND: _vector,
     Op.SET_FLAG: _nothing, Op.WAIT_FLAG: _nothing, Op.BARRIER: _nothing, Op.SYNC_ALL: _nothing,
 }
+
+
+def compute(instrs: list, order, mem: Memory) -> None:
+    """Full mode's data pass: every instruction's effect on `mem`, in the order the schedule started them
+    (`order`: instruction indices). The checked pass (replay.py) has already passed the same schedule."""
+    effects = EFFECTS
+    for i in order:
+        ins = instrs[i]
+        effects[ins.op](ins, mem)

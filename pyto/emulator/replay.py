@@ -1,5 +1,6 @@
 """The checked pass over a schedule: each instruction, in the order it started, gets its happens-before
-and race checks, the uninitialised-read check and (full mode) its data effect; then GM is committed.
+and race checks and the uninitialised-read check. (The data path is a separate pass, datapath.compute:
+the verdicts do not depend on the data.)
 
 Blocks that share an encoding (blockcache.py) and whose waits were released by the same instructions
 (relative to the block: the schedule's joins) have the same happens-before order, so the race checker
@@ -16,7 +17,6 @@ import numpy as np
 
 from ..errors import DeadlockError
 from ..ir import GMTensor, Op, Role
-from .datapath import EFFECTS
 from .memory import Memory
 from .sanitizer import Sanitizer
 
@@ -84,11 +84,8 @@ def _gm_uses(spans: list, leader: list, written: set) -> list:
     return [found.get(id(sp.code)) for sp in spans]
 
 
-def _positions(spans: list, leader: list, gm_of: list, order: np.ndarray, n: int, compute: bool):
-    """The start positions the checked pass must visit: all in full mode (every instruction moves data);
-    in timing mode only the leaders' and the followers' own GM uses."""
-    if compute:
-        return range(len(order))
+def _positions(spans: list, leader: list, gm_of: list, order: np.ndarray, n: int):
+    """The start positions the checked pass must visit: the leaders' and the followers' own GM uses."""
     need = np.zeros(n, bool)
     for b, sp in enumerate(spans):
         if leader[b] == b:
@@ -119,8 +116,9 @@ def _check_deferred(san: Sanitizer, deferred: list, block_of: list, leader: list
     deferred.clear()
 
 
-def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
-    """Apply each instruction in the order it started, check it, then report a stall or commit GM.
+def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> set:
+    """Check each instruction in the order it started, then report a stall; return the ids of the GM
+    tensors the launch writes.
 
     An uninitialised read is held back until the end: if it is half of a race, the race is reported
     whichever access the simulation happened to run first.
@@ -150,7 +148,7 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
     phase = 0
     uninit: list = []
     order, ptr, idx = sched.order.tolist(), sched.join_ptr.tolist(), sched.join_idx.tolist()
-    for pos in _positions(spans, leader, gm_of, sched.order, len(instrs), mem.compute):
+    for pos in _positions(spans, leader, gm_of, sched.order, len(instrs)):
         i = order[pos]
         ins = instrs[i]
         b = block_of[i]
@@ -169,8 +167,6 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
                 deferred.append(ins)
             if rel in tracked or rel in reads_ws:
                 _check_reads(ins, mem, uninit, gm_only=True)
-            if mem.compute and not uninit:
-                EFFECTS[ins.op](ins, mem)
             if rel in tracked:
                 for acc in ins.dsts:
                     mem.mark_written(acc)
@@ -182,8 +178,6 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
         if followed and _tracked(ins, written):
             clocks_of.setdefault(b, {})[i - first[b]] = seen
         _check_reads(ins, mem, uninit, gm_only=False)
-        if mem.compute and not uninit:
-            EFFECTS[ins.op](ins, mem)
         for acc in ins.dsts:
             mem.mark_written(acc)
     _check_deferred(san, deferred, block_of, leader, first, clocks_of)
@@ -191,4 +185,4 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> None:
         raise uninit[0]
     if sched.deadlock:
         raise DeadlockError(sched.deadlock)
-    mem.commit(written)
+    return written

@@ -1,11 +1,17 @@
-"""`pyto.run`: trace -> auto-sync and encode (shared by blocks traced alike) -> schedule (sanitizer,
-data path, timing) -> Report.
+"""`pyto.compile` / `pyto.run`: trace -> auto-sync and encode (shared by blocks traced alike) -> schedule
+(timing) -> checked pass (sanitizer) -> Report; then, in full mode, the data pass.
+
+The verdict and the timing of a launch depend only on its configuration (kernel, static parameters, GM
+shapes and dtypes, chip, blocks), never on the data: `pyto.compile` does everything but the data pass
+once, and the CompiledKernel it returns computes any number of inputs of those shapes (as Triton and
+JAX compile a kernel per signature). `pyto.run` is compile-then-call.
 
 This is the only module that chains the emulator's stages.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 from dataclasses import dataclass
 from typing import Optional
@@ -19,6 +25,7 @@ from ..ir import GMTensor, Pipe, Role
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
 from . import crosscore
+from .datapath import compute
 from .memory import Memory
 from .replay import Span, replay
 from .blockcache import BlockCache
@@ -42,17 +49,19 @@ def spec(shape, dtype) -> Spec:
     return Spec(tuple(int(s) for s in shape), as_dtype(dtype))
 
 
-def _gm_tensors(kernel: Kernel, arrays: tuple, mode: str) -> list:
-    names = [p.name for p in kernel.signature.parameters.values()
-             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+def _arg_names(kernel: Kernel) -> list:
+    return [p.name for p in kernel.signature.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _gm_tensors(kernel: Kernel, arrays: tuple) -> list:
+    names = _arg_names(kernel)
     if len(arrays) != len(names):
         raise KernelError(f"kernel '{kernel.name}' takes {len(names)} GM tensors ({', '.join(names)}), "
                           f"got {len(arrays)}")
     out = []
     for i, (name, a) in enumerate(zip(names, arrays)):
         if isinstance(a, Spec):
-            if mode == "full":
-                raise ShapeError(f"argument '{name}' is a pyto.spec: full mode needs real arrays (or mode='timing')")
             shape, dt = a.shape, a.dtype
         elif isinstance(a, np.ndarray):
             shape, dt = a.shape, as_dtype(a.dtype)
@@ -62,15 +71,6 @@ def _gm_tensors(kernel: Kernel, arrays: tuple, mode: str) -> list:
             raise ShapeError(f"argument '{name}' must have at least 2 dimensions, got shape {list(shape)}")
         out.append(GMTensor(name, tuple(shape), dt, uid=i))
     return out
-
-
-def _check_writable(programs: list, tensors: list, arrays: tuple) -> None:
-    """A read-only array is fine as an input; the kernel may not write it."""
-    written = {id(a.obj) for p in programs for ins in p.instrs for a in ins.dsts}
-    for t, a in zip(tensors, arrays):
-        if id(t) in written and not a.flags.writeable:
-            raise ShapeError(f"argument '{t.name}' is read-only, but the kernel writes it (pyto writes outputs "
-                             f"in place)")
 
 
 def _check_params(kernel: Kernel, params: dict) -> None:
@@ -137,18 +137,74 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     mode only) skips the race and uninitialised-read checks and encodes each block as soon as it is
     traced, keeping memory small for schedules of millions of instructions; capacity, alignment and
     deadlock are still checked. Static parameters are Python int, float or bool, or None (read by
-    kernels as 'not given').
+    kernels as 'not given'). Running one configuration many times: `pyto.compile`.
     """
     if not isinstance(kernel, Kernel):
         raise KernelError(f"pyto.run takes a @pl.kernel function, got {kernel!r}")
     if mode not in ("full", "timing"):
         raise KernelError(f"mode must be 'full' or 'timing', got {mode!r}")
+    if mode == "full":
+        for name, a in zip(_arg_names(kernel), arrays):
+            if isinstance(a, Spec):
+                raise ShapeError(f"argument '{name}' is a pyto.spec: full mode needs real arrays (or mode='timing')")
     if check is None:
         check = _OPTIONS["check"] or mode == "full"
     if not check and mode == "full":
         raise KernelError("check=False is for mode='timing': full mode computes data in checked order")
+    compiled = compile(kernel, *arrays, chip=chip, blocks=blocks, auto_sync=auto_sync, check=check, **params)
+    return compiled(*arrays) if mode == "full" else compiled.report
+
+
+def compile(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int = 1, auto_sync: bool = True,
+            check: bool = True, **params) -> "CompiledKernel":
+    """Trace, synchronise, schedule and check one launch configuration of `kernel` (GM inputs as arrays or
+    pyto.spec: only their shapes and dtypes are read); raises what pyto.run would. The result's `.report`
+    is the timing; calling it with arrays of those shapes and dtypes computes them (full mode's data pass
+    alone). The kernel must trace the same for the same configuration (no reads of mutable globals)."""
+    if not isinstance(kernel, Kernel):
+        raise KernelError(f"pyto.compile takes a @pl.kernel function, got {kernel!r}")
     with _gc_paused():
-        return _run(kernel, arrays, load_chip(chip), blocks, mode, auto_sync, check, params)
+        return _compile(kernel, arrays, load_chip(chip), blocks, auto_sync, check, params)
+
+
+class CompiledKernel:
+    """A checked launch configuration (pyto.compile): `.report` (timing mode's Report) and, when compiled with
+    checks, `__call__(*arrays)`, the data pass on new inputs of the compiled shapes and dtypes."""
+
+    def __init__(self, kernel: Kernel, tensors: list, report: Report, instrs: Optional[list], order, written: set):
+        self.kernel, self.tensors, self.report = kernel, tensors, report
+        self._instrs, self._order, self._written = instrs, order, written
+
+    def __call__(self, *arrays) -> Report:
+        """Compute the kernel on `arrays` (numpy arrays of the compiled shapes and dtypes); outputs are written
+        in place; returns the report (mode 'full')."""
+        if self._instrs is None:
+            raise KernelError(f"kernel '{self.kernel.name}' was compiled with check=False (timing only); compile "
+                              f"with checks to compute data")
+        self._check_arrays(arrays)
+        with _gc_paused():
+            mem = Memory(self.tensors, list(arrays), compute=True)
+            compute(self._instrs, self._order, mem)
+            mem.commit(self._written)
+        return dataclasses.replace(self.report, mode="full")
+
+    def _check_arrays(self, arrays: tuple) -> None:
+        if len(arrays) != len(self.tensors):
+            raise KernelError(f"kernel '{self.kernel.name}' was compiled for {len(self.tensors)} GM tensors "
+                              f"({', '.join(t.name for t in self.tensors)}), got {len(arrays)}")
+        for t, a in zip(self.tensors, arrays):
+            if not isinstance(a, np.ndarray):
+                raise ShapeError(f"argument '{t.name}' must be a numpy array, got {type(a).__name__}")
+            if a.shape != t.shape or as_dtype(a.dtype) != t.dtype:
+                raise ShapeError(f"argument '{t.name}' is {list(a.shape)} {as_dtype(a.dtype)}; kernel "
+                                 f"'{self.kernel.name}' was compiled for {list(t.shape)} {t.dtype}")
+            if id(t) in self._written and not a.flags.writeable:
+                raise ShapeError(f"argument '{t.name}' is read-only, but the kernel writes it (pyto writes "
+                                 f"outputs in place)")
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in self.tensors)
+        return f"<compiled {self.kernel.name}({args}) on {self.report.chip}, {self.report.blocks} block(s)>"
 
 
 @contextlib.contextmanager
@@ -164,12 +220,12 @@ def _gc_paused():
             gc.enable()
 
 
-def _run(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, mode: str, auto_sync: bool, check: bool,
-         params: dict) -> Report:
+def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: bool, check: bool,
+             params: dict) -> CompiledKernel:
     if not isinstance(blocks, int) or not 1 <= blocks <= chip.aic:
         raise UnsupportedError(f"blocks={blocks!r}: {chip.name} has {chip.aic} AI cores (blocks 1..{chip.aic})")
     _check_params(kernel, params)
-    tensors = _gm_tensors(kernel, arrays, mode)
+    tensors = _gm_tensors(kernel, arrays)
     enc = Encoder(chip)
     cache = BlockCache()
     programs, spans = [], []
@@ -189,17 +245,17 @@ def _run(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, mode: str, auto
     sched = schedule(encoded, chip)
     if sched.overflow:
         raise SyncError(sched.overflow)
-    if check:
-        if mode == "full":
-            _check_writable(programs, tensors, arrays)
-        instrs = [ins for p in programs for ins in p.instrs]
-        replay(instrs, sched, blocks, Memory(tensors, list(arrays), compute=(mode == "full")), spans)
-    elif sched.deadlock:
-        raise DeadlockError(sched.deadlock)
-    return _report(kernel, chip, blocks, mode, encoded, sched)
+    report = _report(kernel, chip, blocks, encoded, sched)
+    if not check:
+        if sched.deadlock:
+            raise DeadlockError(sched.deadlock)
+        return CompiledKernel(kernel, tensors, report, None, None, set())
+    instrs = [ins for p in programs for ins in p.instrs]
+    written = replay(instrs, sched, blocks, Memory(tensors, [], compute=False), spans)
+    return CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist(), written)
 
 
-def _report(kernel, chip, blocks, mode, enc, sched) -> Report:
+def _report(kernel, chip, blocks, enc, sched) -> Report:
     core_pipe: dict = {}
     for (prog, pipe), busy in sched.busy.items():
         core_pipe.setdefault(prog, {})[pipe.name] = busy
@@ -217,7 +273,7 @@ def _report(kernel, chip, blocks, mode, enc, sched) -> Report:
         last = np.full(len(enc.cores), 0.0)
         np.maximum.at(last, enc.core_i, end)
         core_cycles = {name: float(t) for name, t in zip(enc.cores, last)}
-    return Report(kernel.name, chip.name, blocks, mode, sched.cycles, chip.clock_ghz, len(enc.core_i), pipe_cycles,
+    return Report(kernel.name, chip.name, blocks, "timing", sched.cycles, chip.clock_ghz, len(enc.core_i), pipe_cycles,
                   core_pipe, events, enc.flops, chip.peak_flops(dt) if dt is not None else 0.0,
                   gm_bytes=sched.gm_bytes, gm_read_bytes=enc.gm_read_bytes, gm_write_bytes=enc.gm_write_bytes,
                   l2_hit_bytes=sched.l2_hit_bytes, core_cycles=core_cycles)
