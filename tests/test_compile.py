@@ -1,0 +1,109 @@
+"""pyto.compile: one launch configuration checked once, computed for many inputs."""
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import pyto
+import pyto.language as pl
+from kernels.examples.matmul_pingpong import matmul_pingpong
+from pyto.testing import assert_close, cube_dtypes, matmul_bound, matmul_shapes
+from test_emulator_matmul import _check, _operands
+
+TILES = dict(TM=32, TN=48, TK=32)
+
+
+def test_compiled_kernel_computes_new_inputs_like_run():
+    """Each call computes its own inputs (float64 reference), bit for bit what pyto.run gives; the report is
+    run's, in full mode."""
+    M, N, K = 70, 90, 150
+    compiled = pyto.compile(matmul_pingpong, pyto.spec((M, K), "fp16"), pyto.spec((K, N), "fp16"),
+                            pyto.spec((M, N), "fp16"), blocks=3, **TILES)
+    for seed in range(3):
+        a, b, out = _operands(M, N, K, "fp16", seed)
+        rep = compiled(a, b, out)
+        _check(a, b, out, "fp16")
+        by_run = np.zeros_like(out)
+        ref = pyto.run(matmul_pingpong, a, b, by_run, blocks=3, **TILES)
+        assert np.array_equal(out, by_run)
+        assert rep.mode == "full" and rep.cycles == ref.cycles and rep.instructions == ref.instructions
+    assert compiled.report.mode == "timing" and compiled.report.cycles == rep.cycles
+
+
+@settings(max_examples=8, deadline=None)
+@given(matmul_shapes(100, 100, 130), st.integers(1, 4), cube_dtypes())
+def test_compiled_property(shape, blocks, dt):
+    (M, N, K), name = shape, dt.name
+    a, b, out = _operands(M, N, K, name, seed=0)
+    compiled = pyto.compile(matmul_pingpong, a, b, out, blocks=blocks, TM=32, TN=32, TK=64 if name == "int8" else 32)
+    for seed in (1, 2):
+        a, b, out = _operands(M, N, K, name, seed)
+        compiled(a, b, out)
+        _check(a, b, out, name)
+
+
+def test_calls_with_other_shapes_dtypes_or_counts_are_refused():
+    a, b, out = _operands(32, 32, 64, "fp16", 0)
+    compiled = pyto.compile(matmul_pingpong, a, b, out, **TILES)
+    with pytest.raises(pyto.ShapeError, match=r"argument 'a' is \[32, 65\] fp16; kernel 'matmul_pingpong' was "
+                                              r"compiled for \[32, 64\] fp16"):
+        compiled(np.zeros((32, 65), np.float16), b, out)
+    with pytest.raises(pyto.ShapeError, match="argument 'b' is .* fp32"):
+        compiled(a, b.astype(np.float32), out)
+    with pytest.raises(pyto.KernelError, match="compiled for 3 GM tensors"):
+        compiled(a, b)
+    with pytest.raises(pyto.ShapeError, match="must be a numpy array"):
+        compiled(a, b, pyto.spec((32, 32), "fp16"))
+    ro = out.copy()
+    ro.flags.writeable = False
+    with pytest.raises(pyto.ShapeError, match="read-only"):
+        compiled(a, b, ro)
+    a_ro = a.copy()
+    a_ro.flags.writeable = False
+    compiled(a_ro, b, out)     # an input may be read-only
+    _check(a, b, out, "fp16")
+
+
+def test_timing_only_compile_cannot_compute():
+    specs = [pyto.spec(s, "fp16") for s in ((32, 64), (64, 32), (32, 32))]
+    compiled = pyto.compile(matmul_pingpong, *specs, check=False, **TILES)
+    assert compiled.report.cycles == pyto.run(matmul_pingpong, *specs, mode="timing", **TILES).cycles
+    with pytest.raises(pyto.KernelError, match="check=False"):
+        compiled(*_operands(32, 32, 64, "fp16", 0))
+
+
+@pl.kernel
+def unphased_store_race(a, b, out):
+    """seeds/001 misuse: a phased matmul whose store has no phase: a race."""
+    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    al, br = pl.alloc(pl.L0A, [32, 32], pl.fp16), pl.alloc(pl.L0B, [32, 32], pl.fp16)
+    al1, bl1 = pl.alloc(pl.L1, [32, 32], pl.fp16), pl.alloc(pl.L1, [32, 32], pl.fp16)
+    pl.load(al1, a, [0, 0])
+    pl.load(bl1, b, [0, 0])
+    pl.load(al, al1)
+    pl.load(br, bl1)
+    pl.matmul(ac, al, br, phase=pl.AccPhase.Final)
+    pl.store(out, ac, [0, 0])
+
+
+def test_compile_raises_what_run_raises():
+    """The verdict belongs to the configuration: compile reports it, with specs alone."""
+    specs = [pyto.spec((32, 32), "fp16")] * 3
+    with pytest.raises(pyto.PytoError) as by_compile:
+        pyto.compile(unphased_store_race, *specs)
+    with pytest.raises(pyto.PytoError) as by_run:
+        pyto.run(unphased_store_race, *specs, mode="timing")
+    assert type(by_compile.value) is type(by_run.value) and str(by_compile.value) == str(by_run.value)
+    with pytest.raises(pyto.KernelError, match="pyto.compile takes a @pl.kernel"):
+        pyto.compile(lambda a: a, *specs)
+
+
+def test_fp32_accumulation_bound_holds_per_call():
+    """A different dtype per compile: bf16 operands into fp32 output, against the float64 reference."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((48, 96)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((96, 40)).astype(ml_dtypes.bfloat16)
+    out = np.zeros((48, 40), np.float32)
+    compiled = pyto.compile(matmul_pingpong, a, b, out, **TILES)
+    compiled(a, b, out)
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), matmul_bound(a, b, np.float32))
