@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .errors import UnsupportedError
+from .errors import PytoError, UnsupportedError
 
 
 @dataclass
@@ -89,5 +89,8 @@ class Report:
             out.append({"name": "process_name", "ph": "M", "pid": c, "args": {"name": cname}})
             for p, pname in enumerate(pipes):
                 out.append({"name": "thread_name", "ph": "M", "pid": c, "tid": p, "args": {"name": f"PIPE_{pname}"}})
-        with open(path, "w") as fh:
-            json.dump({"traceEvents": out, "displayTimeUnit": "ns"}, fh)
+        try:
+            with open(path, "w") as fh:
+                json.dump({"traceEvents": out, "displayTimeUnit": "ns"}, fh)
+        except OSError as e:
+            raise PytoError(f"cannot write the trace to {path!r}: {e.strerror or e}") from e

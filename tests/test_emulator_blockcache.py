@@ -275,6 +275,6 @@ def test_uninitialised_gm_read_of_a_follower_is_found(monkeypatch):
 
     monkeypatch.setattr(replay_mod, "_leaders", recording)
     a = np.ones((3 * 32, 64), np.float32)
-    with pytest.raises(pyto.errors.UninitializedReadError, match="workspace0"):
+    with pytest.raises(pyto.errors.UninitializedReadError, match="GM tensor 'ws'"):
         pyto.run(read_next_rows, a, np.zeros_like(a), blocks=3, TM=32)
     assert followed and followed[-1][2] != 2, "the last block should follow an earlier one"

@@ -170,6 +170,8 @@ def test_trace_file_has_a_track_per_core_and_pipe(tmp_path):
     assert max(e["args"]["lands_us"] for e in spans) == pytest.approx(rep.time_us)
     assert any("matmul_pingpong.py:" in e["name"] for e in spans)
     assert max(e["ts"] + e["dur"] for e in spans) <= rep.time_us
+    with pytest.raises(pyto.PytoError, match="cannot write the trace to .*no_such_dir"):
+        rep.save_trace(str(tmp_path / "no_such_dir" / "trace.json"))
 
 
 @settings(max_examples=20)

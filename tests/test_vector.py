@@ -3,6 +3,7 @@ UB capacity, chip data paths, every vector op against numpy, and the L0C->UB spl
 import inspect
 import math
 import re
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -251,7 +252,7 @@ def test_two_stage_workspace_without_sync_all_races(shift):
     a, b, out = _two_stage_inputs(blocks=3)
     e = assert_race(two_stage, a, b, out, blocks=3, TM=32, SYNC=False, SHIFT=shift)
     msg = str(e)
-    assert "GM" in msg and "workspace0" in msg, msg
+    assert "GM tensor 'ws'" in msg, msg
     assert "PIPE_FIX" in msg and "PIPE_MTE2" in msg and "AIC" in msg and "AIV" in msg, msg
     assert f"test_vector.py:{_line(two_stage, 'pl.store(ws, c_l0c')}" in msg, msg
     assert f"test_vector.py:{_line(two_stage, 'pl.load(x_ub, ws')}" in msg, msg
@@ -387,7 +388,7 @@ def test_l0c_to_ub_modes(mode):
     pyto.run(l0c_to_ub, a, b, out, MODE=mode)
     assert_close(out, f64(a) @ f64(b), matmul_bound(a, b, np.float32))
     if mode >= 2:   # a single mode fills one AIV's UB only: the other AIV reads garbage
-        with pytest.raises(pyto.UninitializedReadError, match="c_ub"):
+        with pytest.raises(pyto.UninitializedReadError, match=r"c_ub.*\(256 of 256 32-byte blocks uninitialised\)"):
             pyto.run(l0c_to_ub, a, b, out, MODE=mode, WHO=3 - mode)
 
 
@@ -643,6 +644,88 @@ def test_cast_to_int32_rounds_half_to_even_and_saturates():
     assert out.tolist() == [[2, 2, -2, -2, 1, -1, 2**31 - 1, -2**31]]
 
 
+def test_cast_to_int32_takes_nan_to_zero_without_numpy_warnings():
+    x = np.array([[np.nan, -np.nan, np.inf, -np.inf, 1e30, 0.5, 1.5, -0.5]], np.float32)
+    out = np.zeros((1, 8), np.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pyto.run(cast_to_int, x, out)
+    assert out.tolist() == [[0, 0, 2**31 - 1, -2**31, 2**31 - 1, 0, 2, 0]]
+
+
+OK, BUSY, READ = range(3)
+
+
+@pl.kernel
+def row_sum_scratch(x, out, s_out, *, SCRATCH: int):
+    """Row sums of x with `u` as the reduction's scratch. SCRATCH=BUSY: u is the tile MTE3 is still
+    storing (flags by hand, none from MTE3 to V: the reduction overwrites u under the store); READ: the
+    kernel stores u after the reduction (its content is undefined); OK: a free scratch."""
+    R, N = 16, x.shape[1]
+    t, u = pl.alloc(pl.UB, [R, N], pl.fp32), pl.alloc(pl.UB, [R, N], pl.fp32)
+    s = pl.alloc(pl.UB, [R, 1], pl.fp32)
+    with pl.section_vector():
+        r = pl.subblock_idx() * R
+        pl.load(t, x, [r, 0])
+        pl.set_flag(pl.PIPE_MTE2, pl.PIPE_V, 0)
+        pl.wait_flag(pl.PIPE_MTE2, pl.PIPE_V, 0)
+        pl.muls(u, t, 3.0)
+        pl.set_flag(pl.PIPE_V, pl.PIPE_MTE3, 0)
+        pl.wait_flag(pl.PIPE_V, pl.PIPE_MTE3, 0)
+        pl.store(out, u, [r, 0])
+        if SCRATCH != BUSY:
+            pl.set_flag(pl.PIPE_MTE3, pl.PIPE_V, 0)
+            pl.wait_flag(pl.PIPE_MTE3, pl.PIPE_V, 0)
+        pl.sum(s, t, u, dim=1)
+        pl.set_flag(pl.PIPE_V, pl.PIPE_MTE3, 1)
+        pl.wait_flag(pl.PIPE_V, pl.PIPE_MTE3, 1)
+        pl.store(s_out, s, [r, 0])
+        if SCRATCH == READ:
+            pl.store(out, u, [r, 0])
+
+
+def _row_sum_inputs():
+    x = np.random.default_rng(5).random((32, 64)).astype(np.float32)
+    return x, np.zeros_like(x), np.zeros((32, 1), np.float32)
+
+
+def test_a_reduction_writes_its_scratch():
+    """The scratch is the reduction's output as far as sync goes: clobbering a tile in flight is a WAR race
+    (found by a kernel-author review: it passed silently), auto-sync orders it, and it holds garbage after."""
+    x, out, sums = _row_sum_inputs()
+    pyto.run(row_sum_scratch, x, out, sums, SCRATCH=OK, auto_sync=False)
+    assert np.array_equal(out, 3 * x)
+    assert_close(sums[:, 0], f64(x).sum(1), 64 * 2.0 ** -24 * f64(x).sum(1) + 1e-30)
+    e = assert_race(row_sum_scratch, x, out, sums, SCRATCH=BUSY, auto_sync=False)
+    assert "WAR" in str(e) and "'u'" in str(e) and "pl.sum" in str(e)
+    pyto.run(row_sum_scratch, x, out, sums, SCRATCH=BUSY)        # auto-sync adds the MTE3 -> V wait
+    assert np.array_equal(out, 3 * x)
+    pyto.run(row_sum_scratch, x, out, sums, SCRATCH=READ, auto_sync=False)
+    assert np.isnan(out).all()
+
+
+@pl.kernel
+def bad_scratch(x, s_out, *, WHICH: int):
+    t = pl.alloc(pl.UB, [16, 64], pl.fp32)
+    small, half = pl.alloc(pl.UB, [1, 8], pl.fp32), pl.alloc(pl.UB, [16, 64], pl.fp16)
+    s, w = pl.alloc(pl.UB, [16, 1], pl.fp32), pl.alloc(pl.UB, [16, 65], pl.fp32)
+    with pl.section_vector():
+        pl.load(t, x)
+        if WHICH == 3:
+            pl.sum(w[:, 64:65], t, w, dim=1)
+        else:
+            pl.sum(s, t, (small, half, t)[WHICH], dim=1)
+
+
+@pytest.mark.parametrize("which,text", [(0, "at least the source's 1024 fp32 elements"),    # [1, 8]
+                                        (1, "at least the source's 1024 fp32 elements"),    # fp16
+                                        (2, "overlaps its source"), (3, "overlaps its destination")])
+def test_a_reduction_scratch_must_hold_the_source_apart_from_its_operands(which, text):
+    x = np.ones((16, 64), np.float32)
+    with pytest.raises(pyto.ShapeError, match=rf"test_vector\.py:\d+ .*{text}"):
+        pyto.run(bad_scratch, x, np.zeros((16, 1), np.float32), WHICH=which)
+
+
 @pl.kernel
 def outer_product(col, row, out):
     """out = col [M, 1] * row [1, N] on one AIV: fill 0, add the row down the columns, scale each row."""
@@ -718,7 +801,7 @@ def test_cross_core_flag_orders_the_cube_before_its_aivs():
 def test_without_the_cross_core_flag_the_workspace_races(mode):
     a, b, out = _cube_to_vector_inputs()
     args = (a, b, out) if mode == "full" else tuple(pyto.spec(x.shape, x.dtype) for x in (a, b, out))
-    with pytest.raises(pyto.RaceError, match="workspace0"):
+    with pytest.raises(pyto.RaceError, match="GM tensor 'ws'"):
         pyto.run(cube_to_vector, *args, blocks=2, FLAG=False, TM=32, mode=mode)
 
 

@@ -33,14 +33,16 @@ def _load(ins: Instr, mem: Memory) -> None:
 
 
 def _cast(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Convert with round-to-nearest-even: float to narrower float by the cast itself, float to
-    integer by rint and saturation to the integer's range; integer to integer wraps (int32 MMAD)."""
+    """Convert with round-to-nearest-even: float to narrower float by the cast itself (overflow to inf),
+    float to integer by rint and saturation to the integer's range, NaN to 0 (as saturating float-to-int
+    conversions do); integer to integer wraps (int32 MMAD)."""
     if x.dtype == dtype:
         return x
-    if dtype.kind == "i" and x.dtype.kind != "i":
-        info = np.iinfo(dtype)
-        return np.clip(np.rint(x.astype(np.float64)), info.min, info.max).astype(dtype)
-    return x.astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dtype.kind == "i" and x.dtype.kind != "i":
+            info = np.iinfo(dtype)
+            return np.nan_to_num(np.clip(np.rint(x.astype(np.float64)), info.min, info.max), nan=0.0).astype(dtype)
+        return x.astype(dtype)
 
 
 def _store(ins: Instr, mem: Memory) -> None:
@@ -95,9 +97,13 @@ _REDUCE = {"max": np.max, "sum": np.sum}
 _EXPAND = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 
 
+def _floating(dtype: np.dtype) -> bool:
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
 def _f32(x: np.ndarray) -> np.ndarray:
     """Vector units compute fp16/bf16 in fp32 and round on write."""
-    return x.astype(np.float32) if x.dtype.kind == "f" or x.dtype.name == "bfloat16" else x
+    return x.astype(np.float32) if _floating(x.dtype) else x
 
 
 def _vector(ins: Instr, mem: Memory) -> None:
@@ -120,6 +126,10 @@ def _vector(ins: Instr, mem: Memory) -> None:
         else:
             res = _EXPAND[kind](srcs[0], srcs[1])
     out[...] = _cast(np.asarray(res), out.dtype)
+    if len(ins.dsts) > 1:    # a reduction's scratch: undefined after it (NaN, so a kernel reading it sees garbage)
+        scratch = mem.view(ins.dsts[1])
+        if _floating(scratch.dtype):
+            scratch[...] = np.nan
 
 
 def _nothing(ins: Instr, mem: Memory) -> None:

@@ -14,6 +14,15 @@ def _flat3(shape: tuple) -> tuple:
     return (int(np.prod(shape[:-2], dtype=np.int64)),) + tuple(shape[-2:])
 
 
+def _cell_name(obj) -> str:
+    """What one cell of obj's initialisation mask is: a fractal, an ND row's 32-byte block, a GM element."""
+    if not isinstance(obj, TileStore):
+        return "elements"
+    if obj.grid[0] == 1:
+        return "32-byte blocks"
+    return "fractals"
+
+
 class Memory:
     """Arrays keyed by store/tensor identity. GM is staged: user arrays change only on `commit`."""
 
@@ -120,7 +129,7 @@ class Memory:
                 f"{instr.loc}: {instr.name} on {instr.pipe.name} (PIPE_{instr.pipe.name}) reads "
                 f"{acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
                 f"but part of it was never written ({int((~cells).sum())} of {cells.size} "
-                f"{'fractals' if isinstance(acc.obj, TileStore) else 'elements'} uninitialised)")
+                f"{_cell_name(acc.obj)} uninitialised)")
         return None
 
     def commit(self, written: set) -> None:

@@ -9,6 +9,7 @@ import functools
 import inspect
 import linecache
 import os
+import re
 import sys
 from typing import Any, Callable, Optional
 
@@ -21,6 +22,7 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARY_DIRS = (_PKG_DIR, os.path.dirname(os.__file__), "<")   # pyto, the standard library, <frozen ...>
 _CURRENT: Optional["Tracer"] = None
 _LOC_CACHE: dict = {}
+_WORKSPACE_NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.workspace\b")   # `ws = pl.workspace(...)`: 'ws'
 
 # Which role owns each buffer: its capacity is charged on that role's core.
 OWNER = {Buf.L1: Role.AIC, Buf.L0A: Role.AIC, Buf.L0B: Role.AIC, Buf.L0C: Role.AIC, Buf.BT: Role.AIC,
@@ -95,7 +97,9 @@ class Launch:
                 raise KernelError(f"{loc}: pl.workspace #{n} asks {list(shape)} {dtype} here but "
                                   f"{list(ws.shape)} {ws.dtype} in another trace; it must not depend on the core")
             return ws
-        ws = GMTensor(f"workspace{n}", shape, dtype, uid=1000 + n, workspace=True)
+        named = _WORKSPACE_NAME.search(loc.text)
+        name = named.group(1) if named and all(w.name != named.group(1) for w in self.workspaces) else f"workspace{n}"
+        ws = GMTensor(name, shape, dtype, uid=1000 + n, workspace=True)
         self.workspaces.append(ws)
         return ws
 

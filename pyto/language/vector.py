@@ -43,10 +43,12 @@ def _ub(x, what: str, loc: Loc) -> Tile:
     return x
 
 
-def _emit(op: Op, kind: str, dst: Tile, srcs: list, attrs: dict, loc: Loc) -> None:
+def _emit(op: Op, kind: str, dst: Tile, srcs: list, attrs: dict, loc: Loc, scratch: Optional[Tile] = None) -> None:
+    """Record one V instruction; `scratch` (a reduction's tmp) is written too, so sync and race checks see it."""
     attrs["kind"] = kind
     attrs["elems"] = dst.shape[0] * dst.shape[1]
-    instr = Instr(op, Pipe.V, tuple(Access(s.store, s.rect) for s in srcs), (Access(dst.store, dst.rect),),
+    dsts = (dst,) if scratch is None else (dst, scratch)
+    instr = Instr(op, Pipe.V, tuple(Access(s.store, s.rect) for s in srcs), tuple(Access(d.store, d.rect) for d in dsts),
                   attrs, loc, name=f"pl.{kind}")
     current().emit(instr, Role.AIV0)
 
@@ -97,7 +99,19 @@ def _reduce(kind: str, dst: Tile, src: Tile, tmp: Tile, dim: int, loc: Loc) -> N
     if dst.shape[0] != src.shape[0] or dst.shape[1] != 1 or dst.dtype is not src.dtype:
         raise ShapeError(f"{loc}: pl.{kind}(dim=1) of {list(src.shape)} {src.dtype} writes a "
                          f"[{src.shape[0]}, 1] {src.dtype} tile, got {list(dst.shape)} {dst.dtype}")
-    _emit(Op.VREDUCE, kind, dst, [src], {"tmp": Access(tmp.store, tmp.rect)}, loc)
+    if tmp.dtype is not src.dtype or tmp.shape[0] * tmp.shape[1] < src.shape[0] * src.shape[1]:
+        raise ShapeError(f"{loc}: pl.{kind}(dim=1) needs a scratch tile of at least the source's "
+                         f"{src.shape[0] * src.shape[1]} {src.dtype} elements (seeds/001 uses one shaped like the "
+                         f"source), got {tmp!r} {list(tmp.shape)} {tmp.dtype}")
+    for name, t in (("source", src), ("destination", dst)):
+        if t.store is tmp.store and _overlap(t.rect, tmp.rect):
+            raise ShapeError(f"{loc}: pl.{kind}(dim=1) scratch {tmp!r} overlaps its {name}: the reduction "
+                             f"overwrites its scratch")
+    _emit(Op.VREDUCE, kind, dst, [src], {}, loc, scratch=tmp)
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
 
 def _expand(kind: str):
