@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyto
 import pyto.language as pl
-from pyto.testing import assert_race
+from pyto.testing import assert_close, assert_race, matmul_bound
 
 
 def _mm_inputs(M=32, N=32, K=32):
@@ -178,11 +178,42 @@ def _python_error(a, t):
     (_assign_gm_shape, pyto.KernelError, "read-only in a kernel"),
     (lambda a, t: pl.load(t[0], a, [0, 0], transpose="yes"), pyto.KernelError, "transpose must be True or False"),
     (_python_error, pyto.KernelError, "raised TypeError"),
+    (lambda a, t: pl.load(t[0], a, [0.0, 0]), pyto.KernelError, "offsets must be integers"),
+    (lambda a, t: pl.load(t[0], a, [np.True_, 0]), pyto.KernelError, "offsets must be integers"),
+    (lambda a, t: t[0][0:16.0, :], pyto.KernelError, "slice bounds must be integers"),
+    (lambda a, t: pl.range(np.float32(4)), pyto.KernelError, "range bounds must be integers"),
 ])
 def test_dsl_misuse_is_a_pyto_error_naming_the_line(what, err, text):
     with pytest.raises(err, match=text) as ei:
         pyto.run(_misuse(what), *_mm_inputs())
     assert "test_emulator_errors.py:" in str(ei.value), str(ei.value)
+
+
+@pl.kernel
+def numpy_int_indices(a, b, out):
+    """Offsets, slice bounds and loop bounds computed with numpy (np.int64) work as Python ints do."""
+    t = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    al, br = pl.alloc(pl.L0A, [32, 32], pl.fp16), pl.alloc(pl.L0B, [32, 32], pl.fp16)
+    bl1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    for k in pl.range(np.int64(0), np.int64(2)):
+        pl.load(t, a, [np.int64(0), np.int64(32) * k])
+        pl.load(bl1, b, [np.int32(32) * k, np.int64(0)])
+        pl.load(al, t[np.int64(0):np.int64(32), :])
+        pl.load(br, bl1)
+        if k == 0:
+            pl.matmul(ac, al, br)
+        else:
+            pl.matmul_acc(ac, ac, al, br)
+    pl.store(out, ac, [np.int64(0), np.int64(0)])
+
+
+def test_numpy_integers_index_like_python_ints():
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((32, 64)).astype(np.float16), rng.standard_normal((64, 32)).astype(np.float16)
+    out = np.zeros((32, 32), np.float16)
+    pyto.run(numpy_int_indices, a, b, out)
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), matmul_bound(a, b, np.float16))
 
 
 def test_tiles_allocated_on_one_line_are_named_in_order():

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..errors import KernelError, ShapeError, SyncError, UnsupportedError
 from ..ir import CROSS_CORE, GMTensor, Instr, Op, Pipe, Role
-from .tile import dtype_at
+from .tile import as_int, dtype_at
 from .trace import caller_loc, current
 
 
@@ -39,9 +39,11 @@ def range(start: int, stop: int = None, step: int = 1):  # noqa: A001 - the DSL'
     """A static loop (unrolled at trace time): bounds must be Python ints."""
     if stop is None:
         start, stop = 0, start
-    for v in (start, stop, step):
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise KernelError(f"{caller_loc()}: pl.range bounds must be Python ints, got {v!r}")
+    bounds = [as_int(v) for v in (start, stop, step)]
+    for v, i in zip((start, stop, step), bounds):
+        if i is None:
+            raise KernelError(f"{caller_loc()}: pl.range bounds must be integers, got {v!r}")
+    start, stop, step = bounds
     if step == 0:
         raise KernelError(f"{caller_loc()}: pl.range step must not be 0")
     return builtins.range(start, stop, step)

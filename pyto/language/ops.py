@@ -8,7 +8,7 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, AccPhase, AccToVecMode, Buf, GMTensor, Instr, Loc, Op, Pipe, Role, STPhase
-from .tile import Tile
+from .tile import Tile, as_int
 from .trace import caller_loc, current
 
 
@@ -56,9 +56,10 @@ def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc
     else:
         if not isinstance(offsets, (list, tuple)) or len(offsets) != gm.ndim or gm.ndim < 2:
             raise ShapeError(f"{loc}: offsets into {gm!r} need {gm.ndim} ints, got {offsets!r}")
-        for o in offsets:
-            if type(o) is not int and (not isinstance(o, int) or isinstance(o, bool)):
-                raise KernelError(f"{loc}: offsets must be Python ints, got {offsets!r}")
+        ints = [as_int(o) for o in offsets]
+        if None in ints:
+            raise KernelError(f"{loc}: offsets must be integers, got {offsets!r}")
+        offsets = ints
         batch = 0
         for o, d in zip(offsets[:-2], gm.shape[:-2]):
             if not 0 <= o < d:

@@ -1,8 +1,11 @@
 """Tiles the kernel author allocates: `pl.alloc`, rings of tiles, and views on the fractal grid."""
 from __future__ import annotations
 
+import operator
 import re
 from typing import Optional, Sequence
+
+import numpy as np
 
 from ..dtypes import DType, as_dtype
 from ..errors import AlignmentError, KernelError, OutOfBoundsError, ShapeError
@@ -94,10 +97,10 @@ class Tile:
         for s, lo, hi in ((idx[0], r0, r1), (idx[1], c0, c1)):
             if s.step not in (None, 1):
                 raise KernelError(f"{caller_loc()}: tile slices take no step, got {s.step}")
-            a = 0 if s.start is None else s.start
-            b = hi - lo if s.stop is None else s.stop
-            if not (isinstance(a, int) and isinstance(b, int)) or isinstance(a, bool) or isinstance(b, bool):
-                raise KernelError(f"{caller_loc()}: tile slice bounds must be Python ints, got {a!r}:{b!r}")
+            a = 0 if s.start is None else as_int(s.start)
+            b = hi - lo if s.stop is None else as_int(s.stop)
+            if a is None or b is None:
+                raise KernelError(f"{caller_loc()}: tile slice bounds must be integers, got {s.start!r}:{s.stop!r}")
             if a < 0 or b > hi - lo or a >= b:
                 raise OutOfBoundsError(f"{caller_loc()}: view [{a}:{b}] outside {self.store!r} of extent "
                                        f"{hi - lo} on that axis")
@@ -145,6 +148,19 @@ class Ring:
                               f"0..{len(self.tiles) - 1}, got {i!r}; take a tile (ring.current(), ring.next(), "
                               f"ring[i]) before viewing part of it")
         return self.tiles[i]
+
+
+def as_int(v) -> Optional[int]:
+    """`v` as a Python int if it is an integer (int or numpy integer, not bool): offsets, slice bounds and
+    loop bounds are often computed with numpy. None otherwise."""
+    if type(v) is int:
+        return v
+    if isinstance(v, (bool, np.bool_)) or not hasattr(v, "__index__"):
+        return None
+    try:
+        return operator.index(v)
+    except TypeError:
+        return None
 
 
 def dtype_at(dtype, loc) -> DType:
