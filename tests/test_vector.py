@@ -488,6 +488,7 @@ VOPS = {  # name: (arity, float64 reference, tolerance in ulps)
     "adds": ("scalar", lambda a: a + SC, 1), "muls": ("scalar", lambda a: a * SC, 1),
     "exp": ("unary", np.exp, 2), "abs": ("unary", np.abs, 0), "sqrt": ("unary", lambda a: np.sqrt(np.abs(a)), 1),
     "relu": ("unary", lambda a: np.maximum(a, 0), 0),
+    "ln": ("unary", np.log, 2), "reciprocal": ("unary", lambda a: 1 / a, 1), "rsqrt": ("unary", lambda a: 1 / np.sqrt(a), 2),
     "rmax": ("reduce", lambda a: a.max(axis=1, keepdims=True), 0),
     "rsum": ("reduce", lambda a: a.sum(axis=1, keepdims=True), 1),
     "expand_sub": ("expand", np.subtract, 1), "expand_mul": ("expand", np.multiply, 1),
@@ -507,6 +508,10 @@ def test_vector_op_matches_numpy(op, dname):
     a = rng.uniform(lo, hi, (R_V, C_V))
     if op == "sqrt":
         a = np.abs(a)
+    elif op in ("ln", "rsqrt"):
+        a = np.abs(a) + 0.125        # away from 0, where they are infinite
+    elif op == "reciprocal":
+        a = np.sign(a) * (np.abs(a) + 0.25)
     a = a.astype(dt)
     # divisors and the other operand: magnitudes in [0.5, 3], random sign
     b_full = (rng.uniform(0.5, 3.0, (R_V, C_V)) * rng.choice([-1, 1], (R_V, C_V))).astype(dt)
@@ -560,7 +565,8 @@ def test_int32_vector_op_is_exact(op):
 
 
 @pytest.mark.parametrize("op,scalar,err", [("adds", 1.5, pyto.KernelError), ("duplicate", 2 ** 31, pyto.KernelError),
-                                           ("sqrt", 0, pyto.UnsupportedError), ("exp", 0, pyto.UnsupportedError)])
+                                           ("sqrt", 0, pyto.UnsupportedError), ("exp", 0, pyto.UnsupportedError),
+                                           ("ln", 0, pyto.UnsupportedError)])
 def test_int32_tiles_reject_what_int32_cannot_do(op, scalar, err):
     a = np.ones((R_V, C_V), np.int32)
     with pytest.raises(err, match=r"test_vector\.py:\d+"):

@@ -168,7 +168,7 @@ def _scalar(kind: str):
 adds, muls = _scalar("adds"), _scalar("muls")
 
 
-_FLOAT_ONLY = ("exp", "sqrt")
+_FLOAT_ONLY = ("exp", "sqrt", "ln", "reciprocal", "rsqrt")
 
 
 def _unary(kind: str):
@@ -186,6 +186,7 @@ def _unary(kind: str):
 
 
 exp, abs, sqrt, relu = (_unary(k) for k in ("exp", "abs", "sqrt", "relu"))  # noqa: A001
+ln, reciprocal, rsqrt = (_unary(k) for k in ("ln", "reciprocal", "rsqrt"))   # Ascend C's Ln, Reciprocal, Rsqrt
 
 
 def cast(dst: Tile, src: Tile) -> None:
