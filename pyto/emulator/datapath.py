@@ -1,9 +1,16 @@
-"""What each instruction does to the data (full mode), as numpy: the definition of every op.
+"""What each instruction does to the data (full mode), as numpy: the definition of every op, and the
+data pass that applies them in schedule order.
 
 EFFECTS maps each Op to its effect; a test checks it covers all of Op. Conversions to fp16/bf16
-round to nearest even (numpy/ml_dtypes casts), as Fixpipe and the vector unit do.
+round to nearest even (numpy/ml_dtypes casts), as Fixpipe and the vector unit do. DataPass binds
+each instruction once to the arrays it touches (the cube path's loads, MMADs and stores with their
+views resolved; any other op through EFFECTS), so computing another set of inputs is only the copies
+and the arithmetic.
 """
 from __future__ import annotations
+
+from functools import partial
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -145,10 +152,99 @@ EFFECTS = {
 }
 
 
-def compute(instrs: list, order, mem: Memory) -> None:
-    """Full mode's data pass: every instruction's effect on `mem`, in the order the schedule started them
-    (`order`: instruction indices). The checked pass (replay.py) has already passed the same schedule."""
-    effects = EFFECTS
-    for i in order:
-        ins = instrs[i]
-        effects[ins.op](ins, mem)
+def _bind_load(ins: Instr, mem: Memory) -> Callable[[], None]:
+    out = mem.view(ins.dsts[0])
+    a = ins.attrs
+    if "batch" not in a:          # tile -> tile: L1 -> L0A/L0B/BT
+        block = mem.view(ins.srcs[0])
+        if a.get("transpose"):
+            block = block.T
+        if block.dtype == out.dtype:
+            return partial(np.copyto, out, block)
+        return partial(_load, ins, mem)
+    d = ins.dsts[0].rect
+    pieces = []                   # (view of the destination, GM block)
+    for src, (batch, rect) in zip(ins.srcs, a.get("parts", ((a["batch"], d),))):
+        block = mem.gm_array(src.obj)[batch, a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
+        if a["transpose"]:
+            block = block.T
+        r, c = rect[0] - d[0], rect[2] - d[2]
+        pieces.append((out[r:r + block.shape[0], c:c + block.shape[1]], block))
+    if len(pieces) == 1 and pieces[0][0].shape == out.shape:     # no clipping: nothing to zero-fill
+        return partial(np.copyto, *pieces[0])
+
+    def load_clipped() -> None:
+        out[...] = 0
+        for view, block in pieces:
+            view[...] = block
+    return load_clipped
+
+
+def _bind_store(ins: Instr, mem: Memory) -> Callable[[], None]:
+    src, a = ins.srcs[0], ins.attrs
+    if a.get("atomic") == "add":
+        return partial(_store, ins, mem)
+    store, pending = src.obj, mem.pending
+    key = id(store)
+    r0, _, c0, _ = src.rect
+    block = mem.tile(store)[r0:r0 + a["vr"], c0:c0 + a["vc"]]
+    region = mem.gm_array(ins.dsts[0].obj)[a["batch"], a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
+
+    def store_block() -> None:
+        if key in pending:
+            mem.flush(store)
+        region[...] = _cast(block, region.dtype)
+    return store_block
+
+
+def _bind_mmad(ins: Instr, mem: Memory) -> Callable[[], None]:
+    """_mmad with its operand views resolved."""
+    dst, at = ins.dsts[0], ins.attrs
+    wide = np.float64 if at["dtype"] is DType.int8 else np.float32
+    a, b = mem.view(ins.srcs[0]), mem.view(ins.srcs[1])
+    out = mem.view(dst)
+    bias = mem.view(ins.srcs[2]) if at["bias"] else 0
+    store, pending, queue = dst.obj, mem.pending, mem.queue_product
+    key = id(store)
+    if at["accumulate"]:
+        def mmad_acc() -> None:
+            if not queue(dst, a, b, wide):
+                if key in pending:
+                    mem.flush(store)
+                queue(dst, a, b, wide, start=True)
+        return mmad_acc
+
+    def mmad() -> None:
+        if key in pending:
+            mem.flush(store)
+        out[...] = bias
+        queue(dst, a, b, wide, start=True)
+    return mmad
+
+
+_BIND = {Op.LOAD: _bind_load, Op.STORE: _bind_store, Op.MMAD: _bind_mmad}
+_NO_DATA = (Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL)
+
+
+def _bind(ins: Instr, mem: Memory) -> Optional[Callable[[], None]]:
+    if ins.op in _NO_DATA:
+        return None
+    bind = _BIND.get(ins.op)
+    return bind(ins, mem) if bind is not None else partial(EFFECTS[ins.op], ins, mem)
+
+
+class DataPass:
+    """Full mode's data pass over a checked schedule: every instruction's effect, in the order the schedule
+    started them (`order`: instruction indices), bound once to its arrays; each call computes one set of
+    inputs and writes the outputs (the tensors in `written`) back into them."""
+
+    def __init__(self, instrs: list, order, tensors: list, written: set):
+        self.mem, self.written = Memory(tensors), written
+        steps = (_bind(instrs[i], self.mem) for i in order)
+        self.steps = [step for step in steps if step is not None]
+
+    def __call__(self, arrays: list) -> None:
+        self.mem.stage(arrays)
+        for step in self.steps:
+            step()
+        self.mem.commit(arrays, self.written)

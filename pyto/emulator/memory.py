@@ -1,17 +1,42 @@
-"""The machine's storage in full mode: one array per tile store, staged copies of GM tensors,
-and which parts have been written (for UninitializedReadError)."""
+"""The machine's storage in full mode (Memory: one array per tile store, staged copies of GM tensors,
+MMAD products not yet summed) and which parts of it have been written (Initialised, for
+UninitializedReadError)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import UninitializedReadError
 from ..ir import Access, GMTensor, Instr, TileStore
-from .widen import widen
+from .widen import widen_into
 
 
 def _flat3(shape: tuple) -> tuple:
     """(batch, rows, cols) view of a GM tensor shape with any number of leading dimensions."""
     return (int(np.prod(shape[:-2], dtype=np.int64)),) + tuple(shape[-2:])
+
+
+class _Products:
+    """The MMAD products queued on one L0C view, summed by one matmul when the view is next read: each
+    operand is widened into a K-stacked buffer as it comes (A's K pieces side by side, B's stacked)."""
+
+    def __init__(self, rect: tuple, wide: type, m: int, n: int):
+        self.rect, self.wide, self.k = rect, wide, 0
+        self.a = np.empty((m, 2048), wide)      # pages are touched only as K fills them
+        self.b = np.empty((2048, n), wide)
+
+    def add(self, a: np.ndarray, b: np.ndarray) -> None:
+        k0, k1 = self.k, self.k + a.shape[1]
+        if k1 > self.b.shape[0]:
+            size = max(k1, 2 * self.b.shape[0])
+            grown_a, grown_b = np.empty((self.a.shape[0], size), self.wide), np.empty((size, self.b.shape[1]), self.wide)
+            grown_a[:, :k0], grown_b[:k0] = self.a[:, :k0], self.b[:k0]
+            self.a, self.b = grown_a, grown_b
+        widen_into(a, self.a[:, k0:k1])
+        widen_into(b, self.b[k0:k1])
+        self.k = k1
+
+    def product(self) -> np.ndarray:
+        return self.a[:, :self.k] @ self.b[:self.k]
 
 
 def _cell_name(obj) -> str:
@@ -24,21 +49,27 @@ def _cell_name(obj) -> str:
 
 
 class Memory:
-    """Arrays keyed by store/tensor identity. GM is staged: user arrays change only on `commit`."""
+    """Arrays keyed by store/tensor identity. GM is staged: user arrays change only on `commit`. The arrays
+    live as long as the Memory, so a data pass can bind views of them once (datapath.DataPass); `stage`
+    starts each pass from zeroed tiles and workspaces and the caller's inputs."""
 
-    def __init__(self, tensors: list, arrays: list, compute: bool):
-        self.compute = compute
+    def __init__(self, tensors: list):
+        self.tensors = tensors
         self.tiles: dict = {}
-        self.pending: dict = {}   # L0C store -> (rect, [a, ...], [b, ...]): MMAD products not yet summed
-        self.init: dict = {}
-        # ids of objects written everywhere, whose reads need no mask lookup: from the start, the
-        # kernel's arguments (only workspaces, made by the kernel, are tracked)
-        self.full: set = {id(t) for t in tensors if not t.workspace}
-        self.gm: dict = {}
-        self.user = list(zip(tensors, arrays))
-        if compute:
-            for t, a in self.user:
-                self.gm[id(t)] = np.array(a, copy=True).reshape(_flat3(t.shape))
+        self.pending: dict = {}   # id(L0C store) -> _Products: MMAD products not yet summed
+        self.gm: dict = {id(t): np.empty(_flat3(t.shape), t.dtype.np) for t in tensors}
+
+    def stage(self, arrays: list) -> None:
+        """Start a pass: tiles and workspaces zeroed, the caller's arrays copied into staged GM."""
+        self.pending.clear()
+        for arr in self.tiles.values():
+            arr.fill(0)
+        user = {id(t) for t in self.tensors}
+        for key, arr in self.gm.items():
+            if key not in user:          # a workspace
+                arr.fill(0)
+        for t, a in zip(self.tensors, arrays):
+            np.copyto(self.gm[id(t)], a.reshape(self.gm[id(t)].shape))
 
     # ---- tiles ----------------------------------------------------------------------------
     def tile(self, store: TileStore) -> np.ndarray:
@@ -51,31 +82,29 @@ class Memory:
     def view(self, acc: Access) -> np.ndarray:
         """The array of a tile view (after summing any MMAD products queued on that tile)."""
         if self.pending and id(acc.obj) in self.pending:
-            self._flush(acc.obj)
+            self.flush(acc.obj)
         r0, r1, c0, c1 = acc.rect
         return self.tile(acc.obj)[r0:r1, c0:c1]
 
     def queue_product(self, acc: Access, a: np.ndarray, b: np.ndarray, wide: type, start: bool = False) -> bool:
         """Queue a @ b, computed in `wide`, to be added into view `acc`; False if products of another view are
-        queued. a and b are copied (their L0 buffers are rewritten before the sum) and widened at the sum."""
+        queued. a and b are widened now (their L0 buffers are rewritten before the sum)."""
         q = self.pending.get(id(acc.obj))
         if q is None:
             if not start:
                 return False
-            self.pending[id(acc.obj)] = (acc.obj, acc.rect, wide, [a.copy()], [b.copy()])
-            return True
-        if q[1] != acc.rect or q[2] is not wide:
+            q = self.pending[id(acc.obj)] = _Products(acc.rect, wide, a.shape[0], b.shape[1])
+        elif q.rect != acc.rect or q.wide is not wide:
             return False
-        q[3].append(a.copy())
-        q[4].append(b.copy())
+        q.add(a, b)
         return True
 
-    def _flush(self, store: TileStore) -> None:
-        _, (r0, r1, c0, c1), wide, a_list, b_list = self.pending.pop(id(store))
-        a = widen(a_list[0] if len(a_list) == 1 else np.concatenate(a_list, axis=1), wide)
-        b = widen(b_list[0] if len(b_list) == 1 else np.concatenate(b_list, axis=0), wide)
+    def flush(self, store: TileStore) -> None:
+        """Sum the products queued on `store` into it."""
+        q = self.pending.pop(id(store))
+        r0, r1, c0, c1 = q.rect
         out = self.tile(store)[r0:r1, c0:c1]
-        prod = a @ b
+        prod = q.product()
         if out.dtype.kind == "i":   # int32 accumulation wraps like the hardware
             out[...] = (out.astype(np.int64) + prod.astype(np.int64)).astype(np.int32)
         else:
@@ -88,7 +117,23 @@ class Memory:
             self.gm[id(t)] = arr
         return arr
 
-    # ---- initialisation tracking -----------------------------------------------------------
+    def commit(self, arrays: list, written: set) -> None:
+        """Write staged GM back into the caller's arrays the kernel wrote (only after a successful run)."""
+        for t, a in zip(self.tensors, arrays):
+            if id(t) in written:
+                np.copyto(a, self.gm[id(t)].reshape(a.shape))
+
+
+class Initialised:
+    """Which parts of each tile and workspace have been written, for the checked pass's
+    UninitializedReadError (cells: fractals of fractal tiles, 32-byte blocks of ND rows, GM elements)."""
+
+    def __init__(self, tensors: list):
+        self.init: dict = {}
+        # ids of objects written everywhere, whose reads need no mask lookup: from the start, the
+        # kernel's arguments (only workspaces, made by the kernel, are tracked)
+        self.full: set = {id(t) for t in tensors if not t.workspace}
+
     def _mask(self, obj) -> np.ndarray:
         m = self.init.get(id(obj))
         if m is None:
@@ -131,11 +176,3 @@ class Memory:
                 f"but part of it was never written ({int((~cells).sum())} of {cells.size} "
                 f"{_cell_name(acc.obj)} uninitialised)")
         return None
-
-    def commit(self, written: set) -> None:
-        """Write staged GM back into the caller's arrays the kernel wrote (only after a successful run)."""
-        if not self.compute:
-            return
-        for t, a in self.user:
-            if id(t) in written:
-                np.copyto(a, self.gm[id(t)].reshape(a.shape))

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import DeadlockError
 from ..ir import GMTensor, Op, Role
-from .memory import Memory
+from .memory import Initialised
 from .sanitizer import Sanitizer
 
 
@@ -95,11 +95,11 @@ def _positions(spans: list, leader: list, gm_of: list, order: np.ndarray, n: int
     return np.flatnonzero(need[order]).tolist()
 
 
-def _check_reads(ins, mem: Memory, uninit: list, gm_only: bool) -> None:
+def _check_reads(ins, init: Initialised, uninit: list, gm_only: bool) -> None:
     """Hold back an uninitialised read of `ins` (of GM only, for a follower)."""
     for acc in ins.srcs:
         if not gm_only or isinstance(acc.obj, GMTensor):
-            err = mem.check_read(acc, ins)
+            err = init.check_read(acc, ins)
             if err is not None:
                 uninit.append(err)
 
@@ -116,7 +116,7 @@ def _check_deferred(san: Sanitizer, deferred: list, block_of: list, leader: list
     deferred.clear()
 
 
-def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> set:
+def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> set:
     """Check each instruction in the order it started, then report a stall; return the ids of the GM
     tensors the launch writes.
 
@@ -166,10 +166,10 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> set:
             if rel in tracked:
                 deferred.append(ins)
             if rel in tracked or rel in reads_ws:
-                _check_reads(ins, mem, uninit, gm_only=True)
+                _check_reads(ins, init, uninit, gm_only=True)
             if rel in tracked:
                 for acc in ins.dsts:
-                    mem.mark_written(acc)
+                    init.mark_written(acc)
             continue
         joins = ins.deps
         if ptr[pos + 1] > ptr[pos]:
@@ -177,9 +177,9 @@ def replay(instrs: list, sched, blocks: int, mem: Memory, spans: list) -> set:
         seen = san.begin(ins, joins, i in keep)
         if followed and _tracked(ins, written):
             clocks_of.setdefault(b, {})[i - first[b]] = seen
-        _check_reads(ins, mem, uninit, gm_only=False)
+        _check_reads(ins, init, uninit, gm_only=False)
         for acc in ins.dsts:
-            mem.mark_written(acc)
+            init.mark_written(acc)
     _check_deferred(san, deferred, block_of, leader, first, clocks_of)
     if uninit:
         raise uninit[0]

@@ -25,8 +25,8 @@ from ..ir import GMTensor, Pipe, Role
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
 from . import crosscore
-from .datapath import compute
-from .memory import Memory
+from .datapath import DataPass
+from .memory import Initialised
 from .replay import Span, replay
 from .blockcache import BlockCache
 from .encode import Encoder
@@ -174,6 +174,7 @@ class CompiledKernel:
     def __init__(self, kernel: Kernel, tensors: list, report: Report, instrs: Optional[list], order, written: set):
         self.kernel, self.tensors, self.report = kernel, tensors, report
         self._instrs, self._order, self._written = instrs, order, written
+        self._data: Optional[DataPass] = None       # bound on the first call
 
     def __call__(self, *arrays) -> Report:
         """Compute the kernel on `arrays` (numpy arrays of the compiled shapes and dtypes); outputs are written
@@ -183,9 +184,9 @@ class CompiledKernel:
                               f"with checks to compute data")
         self._check_arrays(arrays)
         with _gc_paused():
-            mem = Memory(self.tensors, list(arrays), compute=True)
-            compute(self._instrs, self._order, mem)
-            mem.commit(self._written)
+            if self._data is None:
+                self._data = DataPass(self._instrs, self._order, self.tensors, self._written)
+            self._data(list(arrays))
         return dataclasses.replace(self.report, mode="full")
 
     def _check_arrays(self, arrays: tuple) -> None:
@@ -251,7 +252,7 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
             raise DeadlockError(sched.deadlock)
         return CompiledKernel(kernel, tensors, report, None, None, set())
     instrs = [ins for p in programs for ins in p.instrs]
-    written = replay(instrs, sched, blocks, Memory(tensors, [], compute=False), spans)
+    written = replay(instrs, sched, blocks, Initialised(tensors), spans)
     return CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist(), written)
 
 
