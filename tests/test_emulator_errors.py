@@ -390,6 +390,35 @@ def test_expert_flags_without_auto_sync():
 
 
 @pl.kernel
+def flag_left_set(a, b, out, *, AGAIN: bool):
+    """A K loop's prefetch flag, raised once more after the last step (AGAIN) than it is waited for."""
+    al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    al = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    for _ in pl.range(2):
+        pl.load(al1, a)
+        pl.set_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 1)
+        pl.wait_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 1)
+        pl.load(al, al1)
+        pl.set_flag(pl.PIPE_MTE1, pl.PIPE_MTE2, 2)
+        pl.wait_flag(pl.PIPE_MTE1, pl.PIPE_MTE2, 2)
+    if AGAIN:
+        pl.set_flag(pl.PIPE_MTE1, pl.PIPE_MTE2, 2)
+
+
+@pytest.mark.parametrize("mode", ["full", "timing"])
+def test_an_event_left_set_when_the_kernel_ends_is_a_sync_error(mode):
+    """mssanitizer's synccheck: a set_flag no wait_flag consumes leaves the event set for the next kernel
+    (found by a kernel-author review)."""
+    args = _mm_inputs() if mode == "full" else [pyto.spec((32, 32), "fp16")] * 3
+    pyto.run(flag_left_set, *args, AGAIN=False, auto_sync=False, mode=mode)
+    with pytest.raises(pyto.SyncError, match=r"test_emulator_errors\.py:\d+ .*PIPE_MTE1, PIPE_MTE2, 2\) on block 0 "
+                                              r"AIC is set 1 more time\(s\) than it is waited for"):
+        pyto.run(flag_left_set, *args, AGAIN=True, auto_sync=False, mode=mode)
+    with pyto.run_options(check=False), pytest.raises(pyto.SyncError, match="still set"):
+        pyto.run(flag_left_set, *[pyto.spec((32, 32), "fp16")] * 3, AGAIN=True, auto_sync=False, mode="timing")
+
+
+@pl.kernel
 def unsynced(a, b, out):
     al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
     al = pl.alloc(pl.L0A, [32, 32], pl.fp16)

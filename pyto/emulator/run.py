@@ -230,7 +230,9 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     enc = Encoder(chip)
     cache = BlockCache()
     programs, spans = [], []
+    unpaired = None           # the first event a program leaves set (raised if nothing else is wrong)
     for progs in trace_blocks(kernel, tensors, params, chip, blocks):
+        unpaired = unpaired or next((p.unpaired for p in progs if p.unpaired), None)
         sig = cache.signature(progs) if blocks > 1 else None   # one block: nothing to share with
         code = cache.get(sig)
         synced = code is None
@@ -250,9 +252,13 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     if not check:
         if sched.deadlock:
             raise DeadlockError(sched.deadlock)
+        if unpaired:
+            raise SyncError(unpaired)
         return CompiledKernel(kernel, tensors, report, None, None, set())
     instrs = [ins for p in programs for ins in p.instrs]
     written = replay(instrs, sched, blocks, Initialised(tensors), spans)
+    if unpaired:
+        raise SyncError(unpaired)
     return CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist(), written)
 
 
