@@ -151,8 +151,11 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
         check = _OPTIONS["check"] or mode == "full"
     if not check and mode == "full":
         raise KernelError("check=False is for mode='timing': full mode computes data in checked order")
-    compiled = compile(kernel, *arrays, chip=chip, blocks=blocks, auto_sync=auto_sync, check=check, **params)
-    return compiled(*arrays) if mode == "full" else compiled.report
+    with _gc_paused():   # one pause: the collector is not switched back on while the launch's records live
+        compiled = compile(kernel, *arrays, chip=chip, blocks=blocks, auto_sync=auto_sync, check=check, **params)
+        report = compiled(*arrays) if mode == "full" else compiled.report
+        del compiled
+    return report
 
 
 def compile(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int = 1, auto_sync: bool = True,
@@ -179,13 +182,14 @@ class CompiledKernel:
     def __call__(self, *arrays) -> Report:
         """Compute the kernel on `arrays` (numpy arrays of the compiled shapes and dtypes); outputs are written
         in place; returns the report (mode 'full')."""
-        if self._instrs is None:
+        if self._data is None and self._instrs is None:
             raise KernelError(f"kernel '{self.kernel.name}' was compiled with check=False (timing only); compile "
                               f"with checks to compute data")
         self._check_arrays(arrays)
         with _gc_paused():
-            if self._data is None:
+            if self._data is None:     # bind once; the instructions are not needed after
                 self._data = DataPass(self._instrs, self._order, self.tensors, self._written)
+                self._instrs = self._order = None
             self._data(list(arrays))
         return dataclasses.replace(self.report, mode="full")
 
