@@ -89,6 +89,7 @@ def cmd_bmm(args: argparse.Namespace) -> int:
     from kernels.bmm import plan
     from kernels.bmm.api import check, random_inputs, run_plan
     from kernels.bmm.cost import roofline_us
+    from kernels.bmm.planner import parse_problem
     from pyto.dtypes import DType, as_dtype
 
     if args.no_race_check and not args.timing:
@@ -97,11 +98,12 @@ def cmd_bmm(args: argparse.Namespace) -> int:
         return 2
     a_shape, b_shape = plan_shapes(args.B, args.M, args.N, args.K, args.batch_a, args.batch_b,
                                    args.transpose_a, args.transpose_b)
-    p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
-             transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce)
+    batch_shape = parse_problem(a_shape, b_shape, args.dtype, False, args.transpose_a, args.transpose_b).batch_shape
+    bias_shape = tuple(batch_shape) + (1, args.N)
+    p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=bias_shape if args.bias else False,
+             transpose_a=args.transpose_a, transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce)
     print(p.explain())
     pr, dt = p.problem, as_dtype(args.dtype)
-    bias_shape = tuple(pr.batch_shape) + (1, pr.N)
     int8 = dt is DType.int8
     if args.timing:
         a, b = pyto.spec(a_shape, dt), pyto.spec(b_shape, dt)

@@ -64,8 +64,8 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
     if bias is not None:
         bias, _ = user_operand(bias, "bmm", "bias")
     a, b, squeeze = promote_vectors(a, b, transpose_a, transpose_b)
-    p = plan(a.shape, b.shape, dtype=dt, chip=chip, bias=bias is not None, transpose_a=transpose_a,
-             transpose_b=transpose_b, branch=branch)
+    p = plan(a.shape, b.shape, dtype=dt, chip=chip, bias=False if bias is None else tuple(bias.shape),
+             transpose_a=transpose_a, transpose_b=transpose_b, branch=branch)
     ops = operands(p.problem, a, b, bias)
     mode = mode_of(ops)
     rep = launcher(p.branch)(p, ops, mode=mode)

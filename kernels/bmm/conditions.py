@@ -49,6 +49,7 @@ class Problem:
     transpose_a: bool = False    # A stored (..., K, M) (DN)
     transpose_b: bool = False    # B stored (..., N, K) (DN)
     broadcast: str = "none"      # "none" | "a" | "b" (that side's batch dims broadcast) | "cross" (both)
+    bias_rows: int = 1           # distinct bias rows read: 1 for a bias [N] or [1, N], B for [B, 1, N]
 
     @property
     def isz(self) -> int:
@@ -96,10 +97,10 @@ class Problem:
 
     @property
     def compulsory_bytes(self) -> int:
-        """Bytes any implementation must move: every input once, the output once (bias as [B, 1, N], in the
-        output's type: int32 for int8)."""
+        """Bytes any implementation must move: every input once (the bias as its bias_rows rows, in the
+        output's type: int32 for int8), the output once."""
         reads = (self.batch_a * self.M * self.K + self.batch_b * self.K * self.N) * self.isz
-        bias = self.batch * self.N * self.out_isz if self.bias else 0
+        bias = self.bias_rows * self.N * self.out_isz if self.bias else 0
         return reads + bias + self.batch * self.M * self.N * self.out_isz
 
 

@@ -79,9 +79,12 @@ def _prod(xs: Sequence[int]) -> int:
     return out
 
 
-def parse_problem(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16", bias: bool = False,
+def parse_problem(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16", bias: object = False,
                   transpose_a: bool = False, transpose_b: bool = False) -> Problem:
-    """Problem from operand shapes with numpy.matmul batch broadcasting; ShapeError on anything else."""
+    """Problem from operand shapes with numpy.matmul batch broadcasting; ShapeError on anything else.
+
+    bias: False, True (a bias of unknown shape: counted as one row, so the roofline stays a lower bound)
+    or the bias's shape ([N], [1, N] or [..., 1, N]), which says how many distinct rows it has."""
     a, b = _dims(a_shape, "a"), _dims(b_shape, "b")
     M, Ka = (a[-1], a[-2]) if transpose_a else (a[-2], a[-1])
     Kb, N = (b[-1], b[-2]) if transpose_b else (b[-2], b[-1])
@@ -101,8 +104,10 @@ def parse_problem(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object 
     a_bc = any(x == 1 and y != 1 for x, y in zip(pa, pb))
     b_bc = any(y == 1 and x != 1 for x, y in zip(pa, pb))
     kind = "cross" if a_bc and b_bc else "a" if a_bc else "b" if b_bc else "none"
-    return Problem(_prod(ba), _prod(bb), _prod(shape), shape, M, N, Ka, dt, bool(bias), bool(transpose_a),
-                   bool(transpose_b), kind)
+    shaped = isinstance(bias, (tuple, list))
+    rows = _prod(_dims(bias, "bias")[:-1]) if shaped and len(bias) >= 2 else 1
+    return Problem(_prod(ba), _prod(bb), _prod(shape), shape, M, N, Ka, dt, True if shaped else bool(bias),
+                   bool(transpose_a), bool(transpose_b), kind, rows)
 
 
 def _structural(branch: str, p: Problem, chip: Chip) -> None:
@@ -282,9 +287,11 @@ def _alternatives(p: Problem, chip: Chip, reduce: str) -> tuple[tuple[str, float
 
 
 def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16", chip: object = "ascend950pr",
-         bias: bool = False, transpose_a: bool = False, transpose_b: bool = False, branch: str | None = None,
+         bias: object = False, transpose_a: bool = False, transpose_b: bool = False, branch: str | None = None,
          *, reduce: str = "workspace") -> Plan:
     """Choose a BMM branch and its tiling for A @ B (numpy.matmul broadcasting), or force `branch`.
+
+    bias: False, True, or the bias's shape (which sets the bias bytes of the roofline; see parse_problem).
 
     reduce: StreamK's reduction, "workspace" (deterministic, default) or "atomic".
     """
@@ -311,7 +318,7 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
 
 
 def legal_branches(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
-                   chip: object = "ascend950pr", bias: bool = False, transpose_a: bool = False,
+                   chip: object = "ascend950pr", bias: object = False, transpose_a: bool = False,
                    transpose_b: bool = False) -> list[str]:
     """Branches that can be forced on this problem (their structural preconditions hold and a tiling fits)."""
     p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b)
