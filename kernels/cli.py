@@ -37,7 +37,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
              transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce)
     print(p.explain())
+    _reduce_note(p, args.reduce)
     return 0
+
+
+def _reduce_note(p, reduce: str) -> None:
+    """--reduce applies to StreamK only: say so when the plan is another branch."""
+    if reduce != "workspace" and p.branch != "stream_k":
+        print(f"note: --reduce {reduce} applies to StreamK; the plan is {p.branch}", file=sys.stderr)
 
 
 def register_plan(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +81,7 @@ def _shared_args(p: argparse.ArgumentParser) -> None:
         p.add_argument(dim, type=count, help=f"{dim} of C[B, M, N] = A[B, M, K] @ B[B, K, N]")
     p.add_argument("--batch-a", type=count, default=None, help="BatchA (default B)")
     p.add_argument("--batch-b", type=count, default=None, help="BatchB (default B)")
-    p.add_argument("--dtype", default="bf16", help="fp16, bf16, fp32 or int8 (default bf16)")
+    p.add_argument("--dtype", default="bf16", choices=("fp16", "bf16", "fp32", "int8"), help="default bf16")
     p.add_argument("--chip", default="ascend950pr", help="chip name or .toml path (default ascend950pr)")
     p.add_argument("--bias", action="store_true", help="add a bias [B, 1, N]")
     p.add_argument("--transpose-a", action="store_true", help="A stored (B, K, M)")
@@ -103,6 +110,7 @@ def cmd_bmm(args: argparse.Namespace) -> int:
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=bias_shape if args.bias else False,
              transpose_a=args.transpose_a, transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce)
     print(p.explain())
+    _reduce_note(p, args.reduce)
     pr, dt = p.problem, as_dtype(args.dtype)
     int8 = dt is DType.int8
     if args.timing:

@@ -63,8 +63,10 @@ class Report:
                      f"{self.gm_bytes / 1e6:,.3f} MB over the GM channel")
         if len(self.core_cycles) > 1:
             busiest = max(self.core_cycles, key=self.core_cycles.get)
-            lines.append(f"  cores       {len(self.core_cycles)}; last to finish: {busiest} at "
-                         f"{self.core_cycles[busiest]:,.0f} cycles")
+            aic = sum(1 for c in self.core_cycles if c.endswith("AIC"))
+            aiv = len(self.core_cycles) - aic
+            lines.append(f"  cores       {aic} AIC" + (f" + {aiv} AIV" if aiv else "") + f"; last to finish: "
+                         f"{busiest} at {self.core_cycles[busiest]:,.0f} cycles")
         if self.flops:
             lines.append(f"  achieved    {self.achieved_flops / 1e12:.2f} TFLOP/s of peak "
                          f"{self.peak_flops / 1e12:.0f} ({self.achieved_flops / self.peak_flops:.1%})")

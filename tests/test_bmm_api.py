@@ -4,6 +4,7 @@ Results are checked with kernels.bmm.api.check: int8 exactly (as int32), floats 
 within pyto.testing.matmul_bound (the bias one more exact term).
 """
 import json
+import re
 
 import ml_dtypes
 import numpy as np
@@ -113,6 +114,8 @@ def test_bad_input_raises_shape_error():
     ai, bi, _ = random_inputs((2, 8, 16), (2, 16, 8), "int8")
     with pytest.raises(ShapeError, match="bias"):
         bmm(ai, bi, np.zeros(8, np.float16))            # an int8 bmm takes an integer bias
+    with pytest.raises(ShapeError, match="not a mix"):                    # no silent switch to timing mode
+        bmm(pyto.spec(a.shape, "fp16"), b)
 
 
 def test_forcing_a_branch_whose_preconditions_fail_raises_plan_error():
@@ -222,6 +225,16 @@ def test_cli_bmm_timing_mode(capsys):
     assert main(["bmm", "64", "256", "256", "1024", "--batch-a", "1", "--timing"]) == 0
     out = capsys.readouterr().out
     assert "timing mode" in out and "check: skipped" in out
+
+
+def test_cli_bmm_names_its_dtypes_cores_and_where_reduce_applies(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bmm", "1", "16", "16", "16", "--dtype", "int32"])
+    assert e.value.code == 2 and "invalid choice: 'int32'" in capsys.readouterr().err
+    assert main(["bmm", "2", "32", "32", "64", "--dtype", "fp16", "--reduce", "atomic", "--timing"]) == 0
+    out, err = capsys.readouterr()
+    assert "--reduce atomic applies to StreamK; the plan is" in err
+    assert re.search(r"cores +\d+ AIC(?: \+ \d+ AIV)?; last to finish", out), out
 
 
 def test_cli_bmm_failing_check_and_errors_exit_1(capsys, monkeypatch):

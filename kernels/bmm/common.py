@@ -102,7 +102,11 @@ def _padded(x, nb: int):
 
 def operands(problem, a, b, bias=None) -> Operands:
     """Normalise user operands (numpy arrays or pyto.spec) for the branch kernels of `problem`."""
-    timing = any(isinstance(x, pyto.Spec) for x in (a, b, bias) if x is not None)
+    given = [x for x in (a, b, bias) if x is not None]
+    timing = any(isinstance(x, pyto.Spec) for x in given)
+    if timing and not all(isinstance(x, pyto.Spec) for x in given):
+        raise ShapeError("bmm: give every operand as a pyto.spec (timing mode) or every one as an array (full "
+                         "mode), not a mix")
     nb = len(problem.batch_shape)
     dt = problem.dtype
     odt = out_dtype(dt)
