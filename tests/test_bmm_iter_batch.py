@@ -158,3 +158,16 @@ def test_home_ground_beats_merge_batch(shape):
     merge, mp = _timing(shape, branch="merge_batch")
     assert mp.tiling.b >= 2 and not merge_checks(mp.problem, CHIP).home
     assert it.cycles < merge.cycles, (it.time_us, merge.time_us)
+
+
+def test_explain_says_where_case_b_leaves_the_seeds_base_n():
+    """Case (b)'s pseudo-code takes the long side as max(L0C bound, L0B bound); where that overflows two L0C
+    copies pyto takes the smaller bound, and explain shows both numbers (a planner-research review)."""
+    p = plan((64, 200, 100), (64, 100, 300), "fp16", branch="iter_batch")
+    t = p.tiling
+    assert (t.case, t.base_m, t.base_n) == ("b", 208, 144)
+    assert 2 * t.base_m * t.base_n * 4 <= CHIP.buffers["L0C"] < 2 * 208 * 256 * 4
+    text = p.explain()
+    assert "the seed's BaseN = max(L0C/2/4B/BaseM, L0B/2/BaseK) = max(144, 256) = 256 would not fit" in text
+    assert "pyto takes the bounds' minimum, BaseN = 144" in text
+    assert "b_core = ceil(B/C) = 2 (the busiest core's batches): several batches per core [yes]" in text

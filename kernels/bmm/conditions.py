@@ -242,16 +242,17 @@ def iter_l1(p: Problem, chip: Chip, efficiency: bool = True) -> tuple[IterL1 | N
         if found is None and cand is not None:
             found = cand
 
-    bc = f"b_core = ceil(B/C) = {bpc}"
+    bc = f"b_core = ceil(B/C) = {bpc} (the busiest core's batches)"
+    one, several = f"{bc}: one batch per core", f"{bc}: several batches per core"
     fit = a_all + b_all <= L1
     ok = not multi and fit
-    checks.append(Check("IterBatch 3a", f"{bc} = 1 {_yn(not multi)} and (M̄K̄ + K̄N̄)*dtype = ({p.Mp}*{p.Kp} + "
+    checks.append(Check("IterBatch 3a", f"{one} {_yn(not multi)} and (M̄K̄ + K̄N̄)*dtype = ({p.Mp}*{p.Kp} + "
                                         f"{p.Kp}*{p.Np})*{isz} = {_kb(a_all + b_all)} <= L1 {_kb(L1)} {_yn(fit)}",
                         ok))
     take(IterL1("a", "AB", 1, p.Mp, p.Kp, p.Kp, 1) if ok else None)
     fit = 2 * (a_all + b_all) <= L1
     ok = multi and fit
-    checks.append(Check("IterBatch 3b", f"{bc} > 1 {_yn(multi)} and 2(M̄K̄ + K̄N̄)*dtype = "
+    checks.append(Check("IterBatch 3b", f"{several} {_yn(multi)} and 2(M̄K̄ + K̄N̄)*dtype = "
                                         f"{_kb(2 * (a_all + b_all))} <= L1 {_kb(L1)} {_yn(fit)}", ok))
     take(IterL1("b", "AB", 1, p.Mp, p.Kp, p.Kp, 2) if ok else None)
 
@@ -269,7 +270,7 @@ def iter_l1(p: Problem, chip: Chip, efficiency: bool = True) -> tuple[IterL1 | N
             opts.append(("B", cdiv(p.M, m_a), tile, d, IterL1(case, "B", cdiv(p.M, m_a), m_a, p.Kp, p.Kp, nbuf)))
         cap_ok = applies and big and bool(opts)
         bud = "L1" if case == "c" else "L1/2"
-        text = (f"{bc} {'= 1' if case == 'c' else '> 1'} {_yn(applies)}, (M̄K̄ + K̄N̄)*dtype = "
+        text = (f"{one if case == 'c' else several} {_yn(applies)}, (M̄K̄ + K̄N̄)*dtype = "
                 f"{_kb(a_all + b_all)} > {bud} {_kb(budget)} {_yn(big)}, ")
         parts = []
         for s, st, *_, cand in opts:

@@ -31,6 +31,22 @@ def _small_side(s: int, l: int, kb: int, s_el: int, l_el: int, c_el: int, s_cap:
     return bs, bl, bk
 
 
+def _seed_b_note(s: int, l: int, bk: int, s_el: int, l_el: int, c_el: int, p: Problem, names: str) -> str:
+    """Where case (b)'s pseudo-code (the long side = max of its L0C and L0B bounds) does not fit two L0C or
+    L0B copies, what the seed's number would be and why pyto takes the smaller bound; else ''."""
+    al, ka = p.mn_align, p.k_align
+    seed_k = min(align_down(s_el // 2 // s, ka), align_up(p.K, ka))
+    c_term, b_term = align_down(c_el // 2 // s, al), align_down(l_el // 2 // max(seed_k, 1), al)
+    seed_l = max(c_term, b_term)
+    if 2 * s * seed_l <= c_el and 2 * seed_l * seed_k <= l_el:
+        return ""
+    short, long_ = names
+    return (f"; the seed's Base{long_} = max(L0C/2/4B/Base{short}, L0{'B' if long_ == 'N' else 'A'}/2/BaseK) = "
+            f"max({c_term}, {b_term}) = {seed_l} would not fit two copies ({2 * s * seed_l * ACC_BYTES} B of L0C "
+            f"{c_el * ACC_BYTES} B, {2 * seed_l * seed_k * p.isz} B of L0{'B' if long_ == 'N' else 'A'} "
+            f"{l_el * p.isz} B): pyto takes the bounds' minimum, Base{long_} = {l}")
+
+
 def iter_l0(m: int, n: int, k: int, pingpong: bool, p: Problem, chip: Chip) -> tuple[int, int, int, int, int, str]:
     """IterBatch L1->L0 tiles, the seed's pseudo-code for (a) (pingpong False) and (b) (True).
 
@@ -53,9 +69,11 @@ def iter_l0(m: int, n: int, k: int, pingpong: bool, p: Problem, chip: Chip) -> t
         return mb, nb, bk, l0, nc, f"L0C >= {nc}*M̄*N̄*4B: BaseM = M̄, BaseN = N̄, only K split"
     if m < n:
         bm, bn, bk = _small_side(mb, nb, kb, a_el, b_el, c_el, mb, n_cap, nc, p)
-        return bm, bn, bk, nc, nc, "M < N: BaseM = align(M, 16), BaseN and BaseK from L0C, L0A, L0B"
+        note = _seed_b_note(bm, bn, bk, a_el, b_el, c_el, p, "MN") if pingpong else ""
+        return bm, bn, bk, nc, nc, "M < N: BaseM = align(M, 16), BaseN and BaseK from L0C, L0A, L0B" + note
     bn, bm, bk = _small_side(nb, mb, kb, b_el, a_el, c_el, n_cap, mb, nc, p)
-    return bm, bn, bk, nc, nc, "M >= N: BaseN = align(N, 16), BaseM and BaseK from L0C, L0A, L0B"
+    note = _seed_b_note(bn, bm, bk, b_el, a_el, c_el, p, "NM") if pingpong else ""
+    return bm, bn, bk, nc, nc, "M >= N: BaseN = align(N, 16), BaseM and BaseK from L0C, L0A, L0B" + note
 
 
 def _largest_divisor(k: int, upto: int, step: int) -> int:
