@@ -129,7 +129,7 @@ def test_atomic_mode_equals_workspace_within_fp32_rounding():
 @pytest.mark.parametrize("M,branch", [(47, "stream_k"), (48, "stream_k"), (49, "asw_basic")])
 def test_parallelism_gap_edge(M, branch):
     """P = B*ceil(M/16)*ceil(N/16): (2, 48, 80) -> P = 30 < C = 32 (StreamK); M = 49 -> P = 40 (ASW_Basic)."""
-    p = plan((2, M, 8000), (2, 8000, 80), "fp16", CHIP)
+    p = plan((2, M, 8000), (2, 8000, 80), "fp16", CHIP, override=None)
     assert p.branch == branch
 
 

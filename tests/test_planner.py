@@ -13,7 +13,7 @@ import pyto
 from kernels.bmm import Plan, bmm, legal_branches, plan
 from kernels.bmm.conditions import BRANCHES, SEED_NAMES, Problem, merge_checks, parallel_blocks
 from kernels.bmm.cost import RESOLUTION, roofline_us
-from kernels.bmm.planner import PRICE, parse_problem
+from kernels.bmm.planner import OVERRIDE, PRICE, parse_problem
 from kernels.bmm.tilings import field_docs
 from pyto.cli import main
 from pyto.errors import PlanError, ShapeError
@@ -111,7 +111,7 @@ TABLE = [
 
 @pytest.mark.parametrize("name,chip,B,M,N,K,branch,fields,conds", TABLE, ids=[r[0] for r in TABLE])
 def test_branch_table(name, chip, B, M, N, K, branch, fields, conds):
-    p = run(B, M, N, K, chip)
+    p = run(B, M, N, K, chip, override=None)        # the seed's decision alone
     if isinstance(branch, tuple):
         assert p.branch in branch and all(home(p, b) for b in branch), p.explain()
         assert any(f"overlap ({' / '.join(SEED_NAMES[b] for b in branch)}): T_total decides" in x
@@ -397,3 +397,23 @@ def test_random_shapes_plan_legal_and_above_roofline(ba, bb, M, N, K, dtype, chi
     assert p.problem.batch_shape == np.broadcast_shapes(tuple(ba), tuple(bb))
     if parallel_blocks(p.problem) and K >= 1:
         assert p.branch != "special" or K == 1
+
+
+def test_a_branch_estimated_far_faster_outside_its_home_ground_is_taken():
+    """StreamK condition 1 counts P at 16 x 16 blocks: [2, 64, 16384] @ [2, 16384, 64] has P = 32 = C, so the seed
+    gives it to ASW_Basic; StreamK is estimated 42% faster and emulates 12.1 vs 7.8 us: pyto takes it (OVERRIDE,
+    a planner-research review found it); override=None keeps the seed's decision."""
+    a, b = (2, 64, 16384), (2, 16384, 64)
+    seed = plan(a, b, "fp16", override=None)
+    taken = plan(a, b, "fp16")
+    assert (seed.branch, taken.branch) == ("asw_basic", "stream_k")
+    assert any("beyond the seed: stream_k (outside its home ground)" in x for x in taken.decision), taken.explain()
+    assert taken.estimate.t_total <= (1 - OVERRIDE) * seed.estimate.t_total
+    times = {br: bmm(pyto.spec(a, "fp16"), pyto.spec(b, "fp16"), branch=br, report=True)[1].cycles
+             for br in ("asw_basic", "stream_k")}
+    assert times["stream_k"] < times["asw_basic"], times
+    # a gain below the margin keeps the seed's choice: MergeBatch estimated 11% faster than IterBatch here
+    near = plan((160, 8, 64), (160, 64, 8), "fp16")
+    assert near.branch == "iter_batch" and not any("beyond the seed" in x for x in near.decision)
+    with pytest.raises(PlanError, match="override must be None or a fraction"):
+        plan(a, b, "fp16", override=1.5)
