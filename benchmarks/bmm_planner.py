@@ -126,8 +126,9 @@ def evaluate(cases: list, chip: str, floor: float) -> tuple:
         agree += (chosen == best) or regret <= 0.005
         regrets.append(regret)
         roof = roofline_cycles(a_shape, b_shape, dtype, chip)
+        home = {bc.branch: bc.home for bc in planned.conditions}
         for br, cyc in ok.items():
-            eff.setdefault(br, []).append((roof / cyc, br == chosen, roof >= ALLOWS * floor))
+            eff.setdefault(br, []).append((roof / cyc, br == chosen, roof >= ALLOWS * floor, home.get(br, False)))
         clock = pyto.load_chip(chip).clock_ghz * 1e3
         per = "  ".join(f"{k}={v / clock:.1f}" for k, v in ok.items())
         err = planned.estimate.t_total / (ok[chosen] / clock) - 1 if chosen in ok else float("nan")
@@ -159,13 +160,15 @@ def main() -> None:
     fmt = (lambda xs: f"median {statistics.median(xs):.1%} min {min(xs):.1%} (n={len(xs)})" if xs else "-")
     print("\nfraction of roofline per branch (when the planner chose it | when forced):")
     for br, vals in sorted(eff.items()):
-        chosen = [v for v, c, _ in vals if c]
-        forced = [v for v, c, _ in vals if not c]
+        chosen = [v for v, c, *_ in vals if c]
+        forced = [v for v, c, *_ in vals if not c]
         print(f"  {br:<12} chosen: {fmt(chosen):<36} forced: {fmt(forced)}")
     print(f"\nwhere the shape allows 80% (roofline >= {ALLOWS} x the {floor:.0f}-cycle latency floor of a first GM "
-          f"read and a last GM write; target >= 80%):")
+          f"read and a last GM write), chosen on its home ground (target >= 80%) | chosen outside it (the planner's "
+          f"override):")
     for br, vals in sorted(eff.items()):
-        print(f"  {br:<12} chosen: {fmt([v for v, c, big in vals if c and big])}")
+        print(f"  {br:<12} home: {fmt([v for v, c, big, h in vals if c and big and h]):<36} "
+              f"outside: {fmt([v for v, c, big, h in vals if c and big and not h])}")
     if args.held_out:
         print(f"\nheld-out shapes (random, seed {args.seed}; not used to tune the planner):")
         h_regrets, h_agree, _, h_err = evaluate(held_out(args.held_out, args.seed), args.chip, floor)

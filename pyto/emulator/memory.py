@@ -21,8 +21,12 @@ class _Products:
 
     def __init__(self, rect: tuple, wide: type, m: int, n: int):
         self.rect, self.wide, self.k = rect, wide, 0
-        self.a = np.empty((m, 2048), wide)      # pages are touched only as K fills them
+        self.a = np.empty((m, 2048), wide)      # reused for the next products of this shape (Memory.spare)
         self.b = np.empty((2048, n), wide)
+
+    def restart(self, rect: tuple) -> "_Products":
+        self.rect, self.k = rect, 0
+        return self
 
     def add(self, a: np.ndarray, b: np.ndarray) -> None:
         k0, k1 = self.k, self.k + a.shape[1]
@@ -57,6 +61,7 @@ class Memory:
         self.tensors = tensors
         self.tiles: dict = {}
         self.pending: dict = {}   # id(L0C store) -> _Products: MMAD products not yet summed
+        self.spare: dict = {}     # (m, n, wide) -> summed _Products whose buffers the next ones reuse
         self.gm: dict = {id(t): np.empty(_flat3(t.shape), t.dtype.np) for t in tensors}
 
     def stage(self, arrays: list) -> None:
@@ -93,7 +98,10 @@ class Memory:
         if q is None:
             if not start:
                 return False
-            q = self.pending[id(acc.obj)] = _Products(acc.rect, wide, a.shape[0], b.shape[1])
+            shape = (a.shape[0], b.shape[1], wide)
+            spare = self.spare.get(shape)
+            q = spare.pop().restart(acc.rect) if spare else _Products(acc.rect, wide, *shape[:2])
+            self.pending[id(acc.obj)] = q
         elif q.rect != acc.rect or q.wide is not wide:
             return False
         q.add(a, b)
@@ -105,6 +113,7 @@ class Memory:
         r0, r1, c0, c1 = q.rect
         out = self.tile(store)[r0:r1, c0:c1]
         prod = q.product()
+        self.spare.setdefault((q.a.shape[0], q.b.shape[1], q.wide), []).append(q)
         if out.dtype.kind == "i":   # int32 accumulation wraps like the hardware
             out[...] = (out.astype(np.int64) + prod.astype(np.int64)).astype(np.int32)
         else:
