@@ -417,3 +417,24 @@ def test_a_branch_estimated_far_faster_outside_its_home_ground_is_taken():
     assert near.branch == "iter_batch" and not any("beyond the seed" in x for x in near.decision)
     with pytest.raises(PlanError, match="override must be None or a fraction"):
         plan(a, b, "fp16", override=1.5)
+
+
+def test_a_researcher_runs_and_estimates_a_tiling_of_their_own():
+    """Plan.with_tiling re-checks capacity and re-estimates; run_plan runs it (correct numbers); estimate.versus
+    lays the estimate beside the emulator's pipes in one vocabulary (planner-research review)."""
+    from kernels.bmm import run_plan
+    from kernels.bmm.api import check as check_result, random_inputs
+    a, b, _ = random_inputs((8, 64, 128), (8, 128, 96), "fp16")
+    p = plan(a.shape, b.shape, "fp16", branch="asw_basic")
+    q = p.with_tiling(base_m=16, base_k=32)
+    assert (q.tiling.base_m, q.tiling.base_k) == (16, 32) and q.forced
+    assert q.decision[-1] == "tiling set by the caller: base_m = 16, base_k = 32"
+    assert q.estimate.t_total != p.estimate.t_total
+    c, rep = run_plan(q, a, b)
+    assert not check_result(c, a, b)
+    table = q.estimate.versus(rep)
+    assert table.splitlines()[1].startswith("T_total") and "\nM " in table and "bottleneck: estimate" in table
+    with pytest.raises(PlanError, match="has no field.* base_q"):
+        p.with_tiling(base_q=3)
+    with pytest.raises(PlanError, match="does not fit L1"):
+        p.with_tiling(k_l1=1 << 20)

@@ -9,6 +9,9 @@ from pyto.chip import Chip
 from .conditions import ACC_BYTES, FRACTAL, Problem, cdiv
 
 TERMS = ("MMAD", "MTE2", "MTE1", "FIXPIPE", "REDUCE", "VECTOR", "MTE3")
+# each term in the emulator Report's pipe names (REDUCE: StreamK's AIV reduction, over the AIVs' pipes)
+TERM_PIPES = {"MMAD": "M", "MTE2": "MTE2", "MTE1": "MTE1", "FIXPIPE": "FIX", "REDUCE": "AIV", "VECTOR": "V",
+              "MTE3": "MTE3"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,23 @@ class Estimate:
     def terms(self) -> dict[str, float]:
         return dict(zip(TERMS, (self.t_mmad, self.t_mte2, self.t_mte1, self.t_fixpipe, self.t_reduce,
                                 self.t_vector, self.t_mte3)))
+
+    def versus(self, report) -> str:
+        """A table of this estimate against an emulator Report of the same plan: T_total, then each term
+        (critical-path us) beside its pipe's busy time on the busiest core (us), in the Report's pipe names."""
+        us = 1.0 / (report.clock_ghz * 1e3)
+        rows = [f"{'':<10} {'estimate us':>12} {'emulated us':>12}",
+                f"{'T_total':<10} {self.t_total:>12.3f} {report.time_us:>12.3f}  "
+                f"({self.t_total / report.time_us - 1:+.1%})" if report.time_us else ""]
+        for term, t in self.terms().items():
+            pipe = TERM_PIPES[term]
+            busy = report.pipe_cycles.get(pipe)
+            if t > 0 or busy:
+                emu = f"{busy * us:>12.3f}" if busy is not None else f"{'-':>12}"
+                rows.append(f"{pipe:<10} {t:>12.3f} {emu}" + ("  (term REDUCE: the AIVs' MTE2/V/MTE3)"
+                                                            if term == "REDUCE" else ""))
+        rows.append(f"bottleneck: estimate {TERM_PIPES[self.bottleneck]}, emulated {report.bottleneck}")
+        return "\n".join(rows)
 
     def __str__(self) -> str:
         parts = ", ".join(f"T_{k}={v:.3f}" for k, v in self.terms().items() if v > 0)

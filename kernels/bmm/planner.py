@@ -45,7 +45,7 @@ would take a wrong branch on held-out shapes.
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Sequence
 
 from pyto.chip import Chip, load_chip
@@ -188,6 +188,23 @@ class Plan:
     def buffer_use(self) -> dict[str, int]:
         """Bytes the tiling holds in each on-chip buffer (tile x buffer count)."""
         return self.tiling.buffer_bytes(self.problem)
+
+    def with_tiling(self, **changes) -> "Plan":
+        """This plan with some tiling fields set by the caller (a researcher's own tiling): capacity re-checked,
+        T_total re-estimated, the change recorded in the decision; run it with kernels.bmm.run_plan. Counts the
+        planner derives (tiles_m, tasks, cores_used, ...) are not recomputed: set them too, or the estimate reads
+        the old ones (the kernels derive their own from the tile sizes and the shape)."""
+        chip = self.chip_spec or load_chip(self.chip)
+        names = {f.name for f in fields(self.tiling)}
+        unknown = sorted(set(changes) - names)
+        if unknown:
+            raise PlanError(f"{type(self.tiling).__name__} has no field(s) {', '.join(unknown)}; its fields: "
+                            f"{', '.join(sorted(names))}")
+        t = replace(self.tiling, **changes)
+        check_fits(self.branch, t, self.problem, chip)
+        note = "tiling set by the caller: " + ", ".join(f"{k} = {v!r}" for k, v in changes.items())
+        return replace(self, tiling=t, estimate=estimate(self.problem, t, chip), decision=self.decision + (note,),
+                       forced=True)
 
     def explain(self) -> str:
         return _explain(self)
