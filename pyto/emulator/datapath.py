@@ -153,10 +153,10 @@ EFFECTS = {
 
 
 def _bind_load(ins: Instr, mem: Memory) -> Callable[[], None]:
-    out = mem.view(ins.dsts[0])
+    out = mem.bound(ins.dsts[0])
     a = ins.attrs
     if "batch" not in a:          # tile -> tile: L1 -> L0A/L0B/BT
-        block = mem.view(ins.srcs[0])
+        block = mem.bound(ins.srcs[0])
         if a.get("transpose"):
             block = block.T
         if block.dtype == out.dtype:
@@ -201,9 +201,9 @@ def _bind_mmad(ins: Instr, mem: Memory) -> Callable[[], None]:
     """_mmad with its operand views resolved."""
     dst, at = ins.dsts[0], ins.attrs
     wide = np.float64 if at["dtype"] is DType.int8 else np.float32
-    a, b = mem.view(ins.srcs[0]), mem.view(ins.srcs[1])
-    out = mem.view(dst)
-    bias = mem.view(ins.srcs[2]) if at["bias"] else 0
+    a, b = mem.bound(ins.srcs[0]), mem.bound(ins.srcs[1])
+    out = mem.bound(dst)
+    bias = mem.bound(ins.srcs[2]) if at["bias"] else 0
     store, pending, queue = dst.obj, mem.pending, mem.queue_product
     key = id(store)
     if at["accumulate"]:

@@ -62,6 +62,7 @@ class Memory:
         self.tiles: dict = {}
         self.pending: dict = {}   # id(L0C store) -> _Products: MMAD products not yet summed
         self.spare: dict = {}     # (m, n, wide) -> summed _Products whose buffers the next ones reuse
+        self._views: dict = {}    # (id(store), rect) -> view (bound)
         self.gm: dict = {id(t): np.empty(_flat3(t.shape), t.dtype.np) for t in tensors}
 
     def stage(self, arrays: list) -> None:
@@ -90,6 +91,16 @@ class Memory:
             self.flush(acc.obj)
         r0, r1, c0, c1 = acc.rect
         return self.tile(acc.obj)[r0:r1, c0:c1]
+
+    def bound(self, acc: Access) -> np.ndarray:
+        """The view of a tile rectangle for binding a data pass (no flush: nothing is queued yet), one array
+        object per rectangle: the K loop reads the same ring slots over and over."""
+        key = (id(acc.obj), acc.rect)
+        view = self._views.get(key)
+        if view is None:
+            r0, r1, c0, c1 = acc.rect
+            view = self._views[key] = self.tile(acc.obj)[r0:r1, c0:c1]
+        return view
 
     def queue_product(self, acc: Access, a: np.ndarray, b: np.ndarray, wide: type, start: bool = False) -> bool:
         """Queue a @ b, computed in `wide`, to be added into view `acc`; False if products of another view are
