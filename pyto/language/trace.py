@@ -21,7 +21,10 @@ _AIC = Role.AIC
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARY_DIRS = (_PKG_DIR, os.path.dirname(os.__file__), "<")   # pyto, the standard library, <frozen ...>
 _CURRENT: Optional["Tracer"] = None
-_LOC_CACHE: dict = {}
+_LOC_CACHE: dict = {}       # (code, bytecode offset) -> Loc
+_LOC_BY_LINE: dict = {}     # (file, line) -> Loc: one Loc object per line (identity is equality)
+_IN_PYTO: dict = {}         # code object -> whether it is pyto's own
+_CACHE_MAX = 1 << 16
 _WORKSPACE_NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.workspace\b")   # `ws = pl.workspace(...)`: 'ws'
 
 # Which role owns each buffer: its capacity is charged on that role's core.
@@ -33,20 +36,31 @@ ALIGN = {Buf.L1: 32, Buf.L0A: 512, Buf.L0B: 512, Buf.L0C: 64, Buf.UB: 32, Buf.BT
 
 def caller_loc() -> Loc:
     """The first stack frame outside pyto: the kernel author's line. (The search starts at the frame
-    that called caller_loc's caller: caller_loc is only called from inside pyto.)"""
+    that called caller_loc's caller: caller_loc is only called from inside pyto.) Cached per call site
+    (code object and bytecode offset), which names one line."""
     try:
         f = sys._getframe(2)
     except ValueError:
         f = None
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+    while f is not None:
+        code = f.f_code
+        inside = _IN_PYTO.get(code)
+        if inside is None:
+            if len(_IN_PYTO) > _CACHE_MAX:      # kernels made by exec (fuzzers) would grow these without end
+                _IN_PYTO.clear()
+                _LOC_CACHE.clear()
+            inside = _IN_PYTO[code] = code.co_filename.startswith(_PKG_DIR)
+        if not inside:
+            break
         f = f.f_back
     if f is None:
         return Loc("<unknown>", 0, "")
-    key = (f.f_code.co_filename, f.f_lineno)
-    loc = _LOC_CACHE.get(key)
+    site = (f.f_code, f.f_lasti)
+    loc = _LOC_CACHE.get(site)
     if loc is None:
-        loc = Loc(key[0], key[1], linecache.getline(key[0], key[1]).strip())
-        _LOC_CACHE[key] = loc
+        file, line = f.f_code.co_filename, f.f_lineno
+        loc = _LOC_CACHE[site] = _LOC_BY_LINE.setdefault((file, line),
+                                                          Loc(file, line, linecache.getline(file, line).strip()))
     return loc
 
 
