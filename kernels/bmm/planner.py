@@ -45,6 +45,7 @@ would take a wrong branch on held-out shapes.
 from __future__ import annotations
 
 import numbers
+from collections import OrderedDict
 from dataclasses import dataclass, field, fields, replace
 from typing import Sequence
 
@@ -137,8 +138,34 @@ def _structural(branch: str, p: Problem, chip: Chip) -> None:
         raise PlanError(f"stream_k needs K >= 2*{p.k_align} to split K between cores; here K = {p.K}")
 
 
+_BUILT: OrderedDict = OrderedDict()    # (branch, problem, chip, forced, reduce) -> (tiling or PlanError, chip)
+_BUILT_MAX = 4096
+
+
 def _build(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: str = "workspace") -> Tiling:
-    """The branch's tiling; PlanError naming the failed precondition or the buffer that overflows."""
+    """The branch's tiling; PlanError naming the failed precondition or the buffer that overflows.
+
+    Memoised: a tiling is a pure function of the problem, the chip and the options, and a planner researcher's
+    sweep (every branch forced on every shape, each forced plan re-deciding and estimating the others) asks for
+    the same ones many times. Chips are keyed by identity (load_chip returns one object per name)."""
+    key = (branch, p, id(chip), forced, reduce)
+    hit = _BUILT.get(key)
+    if hit is None:
+        try:
+            hit = (_build_tiling(branch, p, chip, forced=forced, reduce=reduce), chip)
+        except PlanError as e:
+            hit = (e, chip)
+        _BUILT[key] = hit
+        if len(_BUILT) > _BUILT_MAX:
+            _BUILT.popitem(last=False)
+    else:
+        _BUILT.move_to_end(key)
+    if isinstance(hit[0], PlanError):
+        raise PlanError(str(hit[0]))
+    return hit[0]
+
+
+def _build_tiling(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: str) -> Tiling:
     _structural(branch, p, chip)
     if branch == "special":
         t = special_tiling(p, chip)
