@@ -16,6 +16,7 @@ _L1, _L0A, _L0B, _L0C = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C
 _LOAD, _MMAD, _MTE1, _MTE2, _M, _AIC = Op.LOAD, Op.MMAD, Pipe.MTE1, Pipe.MTE2, Pipe.M, Role.AIC
 _GM_TO = {Buf.L1: (("GM", "L1"), "GM->L1", Role.AIC), Buf.UB: (("GM", "UB"), "GM->UB", Role.AIV0)}
 _L1_TO_L0 = {Buf.L0A: (("L1", "L0A"), "L1->L0A"), Buf.L0B: (("L1", "L0B"), "L1->L0B")}
+_CUBE_SIDE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.BT)     # a load into these is the AIC's
 
 
 def _need_tile(x, what: str, bufs: tuple, loc: Loc) -> Tile:
@@ -144,6 +145,9 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
     """
     tr = current()   # outside a @pl.kernel: KernelError before anything else
     loc = caller_loc()
+    if not tr.is_aic and type(dst) is Tile and dst.store.buf in _CUBE_SIDE:
+        tr.cube_marker(_LOAD, "pl.load", loc)       # an AIV's trace: the AIC's trace checks and records it
+        return
     if transpose is not False and transpose is not True and not isinstance(transpose, np.bool_):
         raise KernelError(f"{loc}: pl.load transpose must be True or False, got {transpose!r}")
     if type(dst) is Tile and type(src) is Tile and offsets is None and nd_num == 1:
@@ -218,8 +222,11 @@ _OUT_TYPES = {DType.fp32: (DType.fp32, DType.fp16, DType.bf16), DType.int32: (DT
 def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, phase: Optional[STPhase] = None,
           atomic: Optional[str] = None) -> None:
     """L0C->GM (Fixpipe: Nz->ND, fp32 -> dst dtype, round to nearest even) or UB->GM (MTE3)."""
-    current()
+    tr = current()
     loc = caller_loc()
+    if not tr.is_aic and type(src) is Tile and src.store.buf is _L0C:
+        tr.cube_marker(Op.STORE, "pl.store", loc)   # an AIV's trace: the AIC's trace checks and records it
+        return
     if not isinstance(dst, GMTensor):
         raise ShapeError(f"{loc}: pl.store writes a GM tensor, got {dst!r}; use pl.move between on-chip buffers")
     _need_tile(src, "pl.store source", (Buf.L0C, Buf.UB), loc)
@@ -292,6 +299,10 @@ def move(dst: Tile, src: Tile, *, acc_to_vec_mode: Optional[AccToVecMode] = None
 
 
 def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, accumulate: bool, loc: Loc) -> None:
+    tr = current()
+    if not tr.is_aic:
+        tr.cube_marker(_MMAD, name, loc)            # an AIV's trace: the AIC's trace checks and records it
+        return
     if not (type(dst) is Tile and type(a) is Tile and type(b) is Tile and dst.store.buf is _L0C
             and a.store.buf is _L0A and b.store.buf is _L0B):    # else _need_tile says which one is wrong
         for x, what, buf in ((dst, "destination", _L0C), (a, "left operand", _L0A), (b, "right operand", _L0B)):
@@ -323,7 +334,7 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
         srcs.append(Access(dst.store, dst.rect))
     attrs = {"m": m, "n": n, "k": k, "phase": phase, "accumulate": accumulate, "bias": bias is not None,
              "dtype": dt}
-    current().emit(Instr(_MMAD, _M, tuple(srcs), (Access(dst.store, dst.rect),), attrs, loc, name=name), _AIC)
+    tr.emit(Instr(_MMAD, _M, tuple(srcs), (Access(dst.store, dst.rect),), attrs, loc, name=name), _AIC)
 
 
 def matmul(dst: Tile, a: Tile, b: Tile, *, bias: Optional[Tile] = None, phase: Optional[AccPhase] = None) -> None:

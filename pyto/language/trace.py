@@ -15,9 +15,10 @@ from typing import Any, Callable, Optional
 
 from ..chip import Chip
 from ..errors import CapacityError, KernelError, PytoError
-from ..ir import Buf, GMTensor, Instr, Loc, Role
+from ..ir import Buf, GMTensor, Instr, Loc, Pipe, Role
 
 _AIC = Role.AIC
+_CUBE_PIPE = Pipe.M
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARY_DIRS = (_PKG_DIR, os.path.dirname(os.__file__), "<")   # pyto, the standard library, <frozen ...>
 _CURRENT: Optional["Tracer"] = None
@@ -171,6 +172,11 @@ class Tracer:
                         f"set {balance} more time(s) than it is waited for: the kernel ends with the event still "
                         f"set; pair every set_flag with a wait_flag")
         return None
+
+    def cube_marker(self, op, name: str, loc: Loc) -> None:
+        """An AIV's trace meeting a cube op: only where it stands matters here (a marker; crosscore.py counts
+        them and checks the AIVs met the AIC's cube code). The AIC's trace, made first, checked the op."""
+        self.program.markers.append((len(self.program.instrs), Instr(op, _CUBE_PIPE, (), (), {}, loc, name=name)))
 
     def charge(self, buf: Buf, nbytes: int, what: str, loc: Loc) -> None:
         """Charge `nbytes` of `buf` on this core, or raise CapacityError with the numbers and line."""
