@@ -6,7 +6,7 @@ Run: python benchmarks/emulator_speed.py [--quick]
 """
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 import numpy as np
@@ -63,4 +63,6 @@ def main(quick: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the two 1-block cases only")
+    main(quick=ap.parse_args().quick)

@@ -5,6 +5,8 @@ import argparse
 import os
 import sys
 
+from kernels.bmm.conditions import BRANCHES
+
 from pyto.errors import ShapeError
 
 
@@ -77,8 +79,9 @@ def writable_file(path: str) -> str:
 
 def _shared_args(p: argparse.ArgumentParser) -> None:
     """The problem arguments `pyto plan` and `pyto bmm` share."""
-    for dim in ("B", "M", "N", "K"):
-        p.add_argument(dim, type=count, help=f"{dim} of C[B, M, N] = A[B, M, K] @ B[B, K, N]")
+    for dim, what in (("B", "batch size"), ("M", "rows of A and C"), ("N", "columns of the right operand and C"),
+                      ("K", "the reduction length")):
+        p.add_argument(dim, type=count, help=f"{what}: C[B, M, N] = A[B, M, K] @ right[B, K, N]")
     p.add_argument("--batch-a", type=count, default=None, help="BatchA (default B)")
     p.add_argument("--batch-b", type=count, default=None, help="BatchB (default B)")
     p.add_argument("--dtype", default="bf16", choices=("fp16", "bf16", "fp32", "int8"), help="default bf16")
@@ -86,7 +89,8 @@ def _shared_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bias", action="store_true", help="add a bias [B, 1, N]")
     p.add_argument("--transpose-a", action="store_true", help="A stored (B, K, M)")
     p.add_argument("--transpose-b", action="store_true", help="B stored (B, N, K)")
-    p.add_argument("--branch", default=None, help="force a branch (only its structural preconditions are checked)")
+    p.add_argument("--branch", default=None, choices=BRANCHES,
+                   help="force a branch (only its structural preconditions are checked)")
     p.add_argument("--reduce", default="workspace", choices=("workspace", "atomic"), help="StreamK reduction")
 
 
@@ -141,7 +145,10 @@ def cmd_bmm(args: argparse.Namespace) -> int:
 
 def register_bmm(sub: argparse._SubParsersAction) -> None:
     """`pyto bmm B M N K ...`: plan, run on the emulator and check against numpy."""
-    p = sub.add_parser("bmm", help="run a BMM on the emulator (planned branch), check it against numpy")
+    p = sub.add_parser("bmm", help="run a BMM on the emulator (planned branch), check it against numpy",
+                       description="Make random inputs, plan the BMM (seeds/000's branches), run the branch kernel "
+                                   "on the emulator, print the plan, the report and the check against numpy. Exit "
+                                   "1 if the check fails or pyto refuses the problem, 2 for bad arguments.")
     _shared_args(p)
     p.add_argument("--trace", default=None, metavar="FILE", type=writable_file,
                    help="write a Chrome/Perfetto trace of the run")

@@ -79,10 +79,12 @@ class Chip:
     # ---- derived figures -------------------------------------------------------------------
     @property
     def aiv(self) -> int:
+        """Vector cores (AIVs) of the chip."""
         return self.aic * self.aiv_per_aic
 
     @property
     def clock_hz(self) -> float:
+        """The core clock in Hz."""
         return self.clock_ghz * 1e9
 
     @property
@@ -109,12 +111,15 @@ class Chip:
 
     @property
     def l2_bytes_per_cycle(self) -> float:
+        """L2 bandwidth per core clock cycle (the whole chip)."""
         return self.l2_bandwidth_gbs * 1e9 / self.clock_hz
 
     def capacity(self, buffer: str) -> int:
+        """Bytes of an on-chip buffer ('L1', 'L0A', 'L0B', 'L0C', 'UB', 'BT', 'FB')."""
         return self.buffers[buffer]
 
     def has_path(self, src: str, dst: str) -> bool:
+        """Whether the chip moves data from buffer src to dst (e.g. 'L0C', 'UB': not on Atlas A2)."""
         return f"{src}->{dst}" in self.paths
 
     def path(self, src: str, dst: str) -> PathSpec:

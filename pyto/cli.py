@@ -90,7 +90,8 @@ def _register_tiles(sub: "argparse._SubParsersAction") -> None:
                        description="Check [L0, L1] tile shapes of m, k, n against every seeds/002 rule; "
                                    "exit 0 when they hold, 1 when a rule is broken.")
     for ax in "mkn":
-        p.add_argument(f"--{ax}", nargs=2, type=int, required=True, metavar=(f"{ax}L0", f"{ax}L1"))
+        p.add_argument(f"--{ax}", nargs=2, type=int, required=True, metavar=(f"{ax}L0", f"{ax}L1"),
+                       help=f"the {ax} side of the L0 tile and of the L1 tile")
     p.add_argument("--dtype", default="fp16", help="input dtype: fp16, bf16, fp32, int8 (default fp16)")
     p.add_argument("--chip", default=DEFAULT_CHIP, help=f"chip name or .toml path (default {DEFAULT_CHIP})")
     p.add_argument("--bias", action="store_true", help="the matmul has a bias (BT rule)")
@@ -101,13 +102,15 @@ def _register_tiles(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--a-format", default="ND", type=str.upper, choices=IN_FORMATS)
     p.add_argument("--b-format", default="ND", type=str.upper, choices=IN_FORMATS)
     p.add_argument("--out-format", default="ND", type=str.upper, choices=OUT_FORMATS)
-    p.add_argument("--out-dtype", default=None, help="output dtype (default: see seeds/002 / DESIGN)")
+    p.add_argument("--out-dtype", default=None, help="output dtype (default: the input's; int32 for int8; "
+                                                      "fp32 with --split-k)")
     p.add_argument("--ndim", type=int, default=2, help="dimensions of the matmul inputs (default 2)")
     p.set_defaults(func=cmd_tiles)
 
 
 def _register_builtin(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("chips", help="table of the bundled chips and their buffers")
+    p = sub.add_parser("chips", help="table of the bundled chips and their buffers",
+                       description="The bundled chip tables (chips/*.toml): cores, clock, buffer sizes, bandwidths.")
     p.set_defaults(func=cmd_chips)
     _register_tiles(sub)
 

@@ -28,6 +28,8 @@ class Pipe(enum.IntEnum):
 
 
 class Buf(enum.IntEnum):
+    """Memories: GM (global), L1 and L0A/L0B/L0C/BT/FB on the cube core, UB on each vector core."""
+
     GM = 0
     L1 = 1
     L0A = 2
@@ -47,6 +49,8 @@ class Role(enum.IntEnum):
 
 
 class Op(enum.IntEnum):
+    """The kinds of instruction a trace records (one per DSL call)."""
+
     # data movement
     LOAD = 0        # GM->L1, GM->UB (MTE2); L1->L0A/L0B/BT (MTE1)
     STORE = 1       # L0C->GM (FIX); UB->GM (MTE3)

@@ -10,7 +10,14 @@ from .errors import PytoError, UnsupportedError
 
 @dataclass
 class Report:
-    """The result of `pyto.run`. `pipe_cycles` are the busiest core's busy cycles per pipe."""
+    """The result of `pyto.run` (and pyto.compile's `.report`): print `summary()`.
+
+    `cycles` is T_total, the launch's simulated time in cycles (`time_us` in microseconds); `pipe_cycles` the
+    busiest core's busy cycles per pipe (`bottleneck` the largest), `core_pipe_cycles` every core's;
+    `instructions` the instructions executed; `flops` / `achieved_flops` / `peak_flops` the cube's work and
+    rate; the GM fields below the traffic; `core_cycles` each core's last completion; `save_trace(path)` a
+    Chrome/Perfetto trace.
+    """
 
     kernel: str
     chip: str
@@ -35,10 +42,12 @@ class Report:
 
     @property
     def l2_hit_rate(self) -> float:
+        """The share of GM read bytes served by L2."""
         return self.l2_hit_bytes / self.gm_read_bytes if self.gm_read_bytes else 0.0
 
     @property
     def time_us(self) -> float:
+        """T_total in microseconds at the chip's clock."""
         return self.cycles / (self.clock_ghz * 1e3)
 
     @property
@@ -48,6 +57,7 @@ class Report:
 
     @property
     def achieved_flops(self) -> float:
+        """The cube's FLOP/s over T_total."""
         return self.flops / (self.time_us * 1e-6) if self.cycles else 0.0
 
     def summary(self) -> str:
@@ -74,7 +84,8 @@ class Report:
 
     def save_trace(self, path: str) -> None:
         """Chrome/Perfetto trace-event JSON: one track per core x pipe (pid = core, tid = pipe), one
-        complete ('X') event per instruction named by op and kernel source line; times in us.
+        complete ('X') event per instruction named by op and kernel source line; times in us. Open it in
+        https://ui.perfetto.dev or chrome://tracing.
 
         An event spans the cycles its pipe is occupied (they sum to the pipe's busy cycles and never overlap
         on a track); a transfer's data lands its latency later, given in args (latency_cycles, lands_us)."""

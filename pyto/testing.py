@@ -17,6 +17,9 @@ from .emulator import run
 from .errors import DeadlockError, PytoError, RaceError
 from .report import Report
 
+__all__ = ["UNIT_ROUNDOFF", "assert_close", "assert_deadlock", "assert_matches", "assert_race", "cube_dtypes",
+           "matmul_bound", "matmul_shapes", "phase_programs"]
+
 UNIT_ROUNDOFF = {DType.fp16: 2.0 ** -11, DType.bf16: 2.0 ** -8, DType.fp32: 2.0 ** -24, DType.int32: 0.0,
                  DType.int8: 0.0}
 
@@ -46,8 +49,9 @@ def assert_race(kernel, *arrays, match: Optional[str] = None, **kwargs) -> RaceE
     return _expect(RaceError, kernel, arrays, match, kwargs)
 
 
-def matmul_bound(a: np.ndarray, b: np.ndarray, out_dtype, k_chunks: int = 1) -> np.ndarray:
-    """Per-element error bound of a cube matmul a @ b with fp32 accumulation, rounded to `out_dtype`."""
+def matmul_bound(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
+    """Per-element error bound of a cube matmul a @ b with fp32 accumulation, rounded to `out_dtype`: half an
+    ulp of the result, plus K * 2^-24 * sum|a_i b_i| for the accumulation (any order of the K additions)."""
     a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
     ref = a64 @ b64
     absprod = np.abs(a64) @ np.abs(b64)
@@ -79,6 +83,9 @@ def assert_matches(kernel, reference_fn: Callable, *arrays, outputs: Sequence[in
                    rtol: Optional[float] = None, atol: Optional[float] = None, **kwargs) -> Report:
     """Run `kernel`, then compare each output with `reference_fn(*inputs_as_float64)` (a tuple for several).
 
+    `outputs` are the indices of the output arrays in `arrays` (default the last); `reference_fn` receives
+    the other arrays only, in order, as float64 (e.g. `lambda a, b: a @ b` for kernel(a, b, out)).
+
     Default tolerance: rtol = 4 x unit roundoff of the output dtype, atol = rtol x max|reference|
     (integers exact). Pass rtol/atol, or compare with `matmul_bound`, when the math calls for it.
     """
@@ -98,13 +105,13 @@ def assert_matches(kernel, reference_fn: Callable, *arrays, outputs: Sequence[in
 
 # ---- hypothesis strategies (imported lazily: hypothesis is a test dependency) --------------------
 def cube_dtypes():
-    """fp16, bf16, fp32, int8 as DType."""
+    """A hypothesis strategy: fp16, bf16, fp32, int8 as DType (needs the [test] extra: hypothesis)."""
     from hypothesis import strategies as st
     return st.sampled_from([DType.fp16, DType.bf16, DType.fp32, DType.int8])
 
 
 def matmul_shapes(max_m: int = 160, max_n: int = 160, max_k: int = 200):
-    """(M, N, K), often not multiples of 16."""
+    """A hypothesis strategy of (M, N, K), often not multiples of 16 (needs hypothesis)."""
     from hypothesis import strategies as st
     return st.tuples(st.integers(1, max_m), st.integers(1, max_n), st.integers(1, max_k))
 
@@ -113,7 +120,8 @@ PHASES = ("none", "Partial", "Final")
 
 
 def phase_programs(max_ops: int = 6, tiles: int = 2):
-    """Random cube programs over L0C tiles: a loop count and ops (kind, tile, phase).
+    """A hypothesis strategy of random cube programs over L0C tiles (needs hypothesis): a loop count and ops
+    (kind, tile, phase).
 
     kind is 'mm' (matmul), 'acc' (matmul_acc) or 'st' (store); phase 'none', 'Partial' or 'Final'.
     """

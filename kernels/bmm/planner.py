@@ -234,6 +234,8 @@ class Plan:
                        forced=True)
 
     def explain(self) -> str:
+        """The decision in words: problem and chip numbers, every entry condition with its numbers (held or not),
+        the decision steps, the tiling with its derivation, buffer use, the estimate and every branch forced."""
         return _explain(self)
 
 

@@ -119,7 +119,8 @@ _OPTIONS: dict = {"check": True}
 def run_options(*, check: bool = True):
     """Defaults for the `pyto.run` calls inside the block, including those a library (kernels.bmm)
     makes: `with pyto.run_options(check=False): bmm(spec_a, spec_b)` runs big timing-mode schedules
-    without race checks and with bounded memory."""
+    without race checks and with bounded memory. It applies to timing mode only: full-mode runs inside
+    the block are still checked (they compute data in checked order)."""
     old = dict(_OPTIONS)
     _OPTIONS["check"] = check
     try:
@@ -132,12 +133,17 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
         auto_sync: bool = True, check: Optional[bool] = None, **params) -> Report:
     """Run `kernel` on the emulated chip; outputs are written into the arrays given (only on success).
 
+    `arrays`: the kernel's GM tensors in order, numpy arrays (or `pyto.spec(shape, dtype)` in timing mode).
+    `chip`: a chip table name (`pyto chips` lists them) or a Chip. `blocks`: how many AI cores run the kernel
+    (1 to the chip's AIC count; pl.block_idx() tells them apart). `mode`: "full" computes the data and checks
+    everything; "timing" only schedules (no data), for shapes too large to compute.
     `auto_sync=False` turns off the framework's inserted synchronisation: the kernel orders its pipes
-    with pl.set_flag/wait_flag itself, and the sanitizer reports what it misses. `check=False` (timing
-    mode only) skips the race and uninitialised-read checks and encodes each block as soon as it is
-    traced, keeping memory small for schedules of millions of instructions; capacity, alignment and
-    deadlock are still checked. Static parameters are Python int, float or bool, or None (read by
-    kernels as 'not given'). Running one configuration many times: `pyto.compile`.
+    with pl.set_flag/wait_flag itself, and the sanitizer reports what it misses. `check`: None (default)
+    takes pyto.run_options' setting in timing mode and is always on in full mode; `check=False` (timing
+    mode only; a KernelError in full mode) skips the race and uninitialised-read checks and encodes each block
+    as soon as it is traced, keeping memory small for schedules of millions of instructions; capacity,
+    alignment and deadlock are still checked. Static parameters are Python int, float or bool, or None (read
+    by kernels as 'not given'). Running one configuration many times: `pyto.compile`.
     """
     if not isinstance(kernel, Kernel):
         raise KernelError(f"pyto.run takes a @pl.kernel function, got {kernel!r}")

@@ -120,7 +120,9 @@ def _flag(op: Op, src: Pipe, dst: Pipe, event_id: int) -> None:
 
 
 def set_flag(src_pipe: Pipe, dst_pipe: Pipe, event_id: int) -> None:
-    """On `src_pipe`, after its earlier instructions: raise event (src, dst, id)."""
+    """On `src_pipe`, after its earlier instructions: raise event (src, dst, id). `event_id` is 0 to the
+    chip's event count - 1 (8 on the bundled chips); pair every set with a wait_flag (a flag left set at the
+    end is a SyncError). Used with pyto.run(..., auto_sync=False)."""
     _flag(Op.SET_FLAG, src_pipe, dst_pipe, event_id)
 
 

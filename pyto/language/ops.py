@@ -221,7 +221,12 @@ _OUT_TYPES = {DType.fp32: (DType.fp32, DType.fp16, DType.bf16), DType.int32: (DT
 
 def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, phase: Optional[STPhase] = None,
           atomic: Optional[str] = None) -> None:
-    """L0C->GM (Fixpipe: Nz->ND, fp32 -> dst dtype, round to nearest even) or UB->GM (MTE3)."""
+    """L0C->GM (Fixpipe: Nz->ND, fp32 -> dst dtype, round to nearest even) or UB->GM (MTE3).
+
+    `offsets`: where src's [0, 0] lands in dst (one int per dimension; default all 0); rows and columns past
+    dst's edge are not written. `phase`: pl.STPhase.Partial/Final for a unit_flag store out of L0C (seeds/001);
+    `atomic="add"`: add into GM instead of overwriting (split-K across cores: every block's adds land).
+    """
     tr = current()
     loc = caller_loc()
     if not tr.is_aic and type(src) is Tile and src.store.buf is _L0C:
@@ -257,7 +262,12 @@ def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, 
 
 def move(dst: Tile, src: Tile, *, acc_to_vec_mode: Optional[AccToVecMode] = None,
          phase: Optional[STPhase] = None) -> None:
-    """On-chip moves: L0C->L1 and L0C->UB (Fixpipe), UB->L1 (MTE3, vector to cube)."""
+    """On-chip moves: L0C->L1 and L0C->UB (Fixpipe), UB->L1 (MTE3, vector to cube).
+
+    `acc_to_vec_mode` (L0C->UB only): which AIV receives what (pl.AccToVecMode.DualModeSplitM / SplitN halve
+    the tile between the two AIVs' UBs, SingleModeVec0/1 send it whole to one). `phase`: pl.STPhase for a
+    unit_flag move out of L0C, as pl.store's.
+    """
     loc = caller_loc()
     tr = current()
     _need_tile(src, "pl.move source", (Buf.L0C, Buf.UB), loc)

@@ -51,15 +51,18 @@ class Tile:
 
     @property
     def shape(self) -> tuple:
+        """(rows, cols) of this tile or view."""
         r0, r1, c0, c1 = self.rect
         return (r1 - r0, c1 - c0)
 
     @property
     def dtype(self) -> DType:
+        """The element type."""
         return self.store.dtype
 
     @property
     def buffer(self) -> Buf:
+        """The on-chip buffer it lives in (pl.L1, pl.L0A, ...)."""
         return self.store.buf
 
     def current(self) -> "Tile":
@@ -129,6 +132,7 @@ class Ring:
         self.tiles, self.i = tiles, 0
 
     def current(self) -> Tile:
+        """The slot in use (the one the last next() returned)."""
         return self.tiles[self.i]
 
     def next(self) -> Tile:
@@ -137,6 +141,7 @@ class Ring:
         return self.tiles[self.i]
 
     def previous(self) -> Tile:
+        """The slot used before the current one (ping-pong: the one being drained)."""
         return self.tiles[(self.i - 1) % len(self.tiles)]
 
     def __len__(self) -> int:
@@ -185,7 +190,12 @@ def _name_from_source(tr, loc) -> Optional[str]:
 
 def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = None,
           buffers: int = 1, name: Optional[str] = None):
-    """Allocate a tile (or a ring of `buffers` tiles) in `buffer`; capacity is charged at padded size."""
+    """Allocate a tile (or a ring of `buffers` tiles) in `buffer`; capacity is charged at padded size.
+
+    `buffers` > 1 gives a Ring (double buffering: ring.next() moves to the next slot, current() / previous()).
+    `layout`: the buffer's format on this chip (the default; other formats are refused). `name`: the tile's
+    name in errors and traces (default: the variable the kernel line assigns, e.g. 'a_l1').
+    """
     tr = current()
     loc = caller_loc()
     if not isinstance(buffer, Buf) or buffer is Buf.GM:

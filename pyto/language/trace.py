@@ -219,6 +219,7 @@ class Kernel:
         return self.fn(*args, **kwargs)
 
     def trace(self, tracer: Tracer, args: list, params: dict) -> Program:
+        """Run the kernel under `tracer` (one processor of one block): its Program (pyto.run calls this)."""
         global _CURRENT
         prev, _CURRENT = _CURRENT, tracer
         try:

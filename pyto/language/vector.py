@@ -62,10 +62,8 @@ def _same(loc: Loc, kind: str, *tiles: Tile) -> None:
 
 
 def _binary(kind: str):
-    def op(dst: Tile, a: Tile, b: Tile, **kw) -> None:
+    def op(dst: Tile, a: Tile, b: Tile) -> None:
         loc = caller_loc()
-        if kind in ("maximum",) and "dim" in kw:
-            return _reduce("max", dst, a, kw.pop("tmp", None), kw.pop("dim"), loc)
         for name, t in (("dst", dst), ("a", a), ("b", b)):
             _ub(t, f"pl.{kind} {name}", loc)
         _same(loc, kind, dst, a, b)
@@ -80,7 +78,8 @@ _maximum = _binary("maximum")
 
 
 def maximum(dst: Tile, a: Tile, b: Tile, dim: Optional[int] = None) -> None:
-    """Elementwise max(dst, a, b); with dim=1, the row max of `a` into `dst` [rows, 1] (`b` is scratch)."""
+    """dst = max(a, b) elementwise; with dim=1, the row max of `a` into `dst` [rows, 1] (`b` is the scratch,
+    as pl.sum's `tmp`)."""
     if dim is None:
         return _maximum(dst, a, b)
     return _reduce("max", dst, a, b, dim, caller_loc())
