@@ -15,8 +15,9 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..dtypes import DType
-from ..ir import Instr, Op
-from .memory import Memory
+from ..ir import Buf, GMTensor, Instr, Op
+from .memory import Memory, region_view
+from .origins import Origins
 
 
 def _load(ins: Instr, mem: Memory) -> None:
@@ -152,96 +153,160 @@ EFFECTS = {
 }
 
 
-def _bind_load(ins: Instr, mem: Memory) -> Callable[[], None]:
-    out = mem.bound(ins.dsts[0])
-    a = ins.attrs
-    if "batch" not in a:          # tile -> tile: L1 -> L0A/L0B/BT
-        block = mem.bound(ins.srcs[0])
-        if a.get("transpose"):
-            block = block.T
-        if block.dtype == out.dtype:
-            return partial(np.copyto, out, block)
-        return partial(_load, ins, mem)
-    d = ins.dsts[0].rect
-    pieces = []                   # (view of the destination, GM block)
-    for src, (batch, rect) in zip(ins.srcs, a.get("parts", ((a["batch"], d),))):
-        block = mem.gm_array(src.obj)[batch, a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
-        if a["transpose"]:
-            block = block.T
-        r, c = rect[0] - d[0], rect[2] - d[2]
-        pieces.append((out[r:r + block.shape[0], c:c + block.shape[1]], block))
-    if len(pieces) == 1 and pieces[0][0].shape == out.shape:     # no clipping: nothing to zero-fill
-        return partial(np.copyto, *pieces[0])
+class _Binder:
+    """Binds a data pass's steps in the schedule's order: the cube path's loads, MMADs and stores as copies
+    and products between resolved views, any other op through EFFECTS; with Origins (origins.py) an MMAD
+    reads a copied operand at its source and copies nobody reads are left out."""
 
-    def load_clipped() -> None:
-        out[...] = 0
-        for view, block in pieces:
-            view[...] = block
-    return load_clipped
+    def __init__(self, mem: Memory, inputs: set):
+        self.mem, self.origins = mem, Origins(inputs)
+        self.steps: list = []
+        self.copies: set = set()      # indices of the steps that are elidable copies
+
+    def add(self, ins: Instr) -> None:
+        if ins.op in _NO_DATA:
+            return
+        if ins.op is Op.LOAD:
+            self._load(ins)
+        elif ins.op is Op.MMAD:
+            self._mmad(ins)
+        else:
+            for acc in ins.srcs:
+                self.origins.read(acc)
+            for acc in ins.dsts:
+                if not isinstance(acc.obj, GMTensor):
+                    self.origins.wrote(acc)
+            self.steps.append(self._store(ins) if ins.op is Op.STORE else partial(EFFECTS[ins.op], ins, self.mem))
+
+    def finish(self) -> list:
+        """The steps to run: all but the copies nothing reads."""
+        needed = self.origins.needed
+        return [f for i, f in enumerate(self.steps) if i not in self.copies or i in needed]
+
+    def _copy(self, fn: Callable[[], None]) -> int:
+        self.copies.add(len(self.steps))
+        self.steps.append(fn)
+        return len(self.steps) - 1
+
+    def _load(self, ins: Instr) -> None:
+        mem, origins = self.mem, self.origins
+        dst, a = ins.dsts[0], ins.attrs
+        out = mem.bound(dst)
+        if "batch" not in a:          # tile -> tile: L1 -> L0A/L0B/BT
+            src = ins.srcs[0]
+            block = mem.bound(src)
+            view = block.T if a.get("transpose") else block
+            if view.dtype == out.dtype and dst.obj.buf in _L0AB:
+                step = self._copy(partial(np.copyto, out, view))
+                origins.tile_copy(dst, src, block, bool(a.get("transpose")), step)
+                return
+            origins.read(src)
+            origins.wrote(dst)
+            self.steps.append(partial(np.copyto, out, view) if view.dtype == out.dtype else partial(_load, ins, mem))
+            return
+        d = dst.rect
+        pieces = []                   # (view of the destination, GM block)
+        for src, (batch, rect) in zip(ins.srcs, a.get("parts", ((a["batch"], d),))):
+            index = (batch, slice(a["r0"], a["r0"] + a["vr"]), slice(a["c0"], a["c0"] + a["vc"]))
+            block = mem.gm_array(src.obj)[index]
+            if a["transpose"]:
+                block = block.T
+            r, c = rect[0] - d[0], rect[2] - d[2]
+            pieces.append((out[r:r + block.shape[0], c:c + block.shape[1]], block, src.obj, index))
+        if len(pieces) == 1 and pieces[0][0].shape == out.shape:     # no clipping: nothing to zero-fill
+            view, block, tensor, index = pieces[0]
+            step = self._copy(partial(np.copyto, view, block))
+            if dst.obj.buf is Buf.L1 and tensor in mem.tensors:
+                batch, rows, cols = index
+                region = (batch, rows.start, rows.stop, cols.start, cols.stop, bool(a["transpose"]))
+                origins.gm_copy(dst, tensor, region, step)
+            else:
+                origins.wrote(dst, step)
+            return
+        origins.wrote(dst)
+
+        def load_clipped() -> None:
+            out[...] = 0
+            for view, block, _, _ in pieces:
+                view[...] = block
+        self.steps.append(load_clipped)
+
+    def _store(self, ins: Instr) -> Callable[[], None]:
+        mem = self.mem
+        src, a = ins.srcs[0], ins.attrs
+        if a.get("atomic") == "add":
+            return partial(_store, ins, mem)
+        store, pending = src.obj, mem.pending
+        key = id(store)
+        r0, _, c0, _ = src.rect
+        block = mem.tile(store)[r0:r0 + a["vr"], c0:c0 + a["vc"]]
+        region = mem.gm_array(ins.dsts[0].obj)[a["batch"], a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
+
+        def store_block() -> None:
+            if key in pending:
+                mem.flush(store)
+            region[...] = _cast(block, region.dtype)
+        return store_block
+
+    def _operand(self, acc) -> tuple:
+        """An MMAD operand: (view, region spec of a widened input or None), read at its source where origins
+        allow, else the tile."""
+        at = self.origins.operand(acc)
+        if at is None:
+            self.origins.read(acc)
+            return self.mem.bound(acc), None
+        if at[0] == "tile":
+            return at[1], None
+        _, tensor, (batch, r0, r1, c0, c1, t) = at
+        self.mem.widened.add(id(tensor))
+        spec = (self.mem.wide(tensor), batch, r0, r1, c0, c1, t)
+        return region_view(spec), spec
+
+    def _mmad(self, ins: Instr) -> None:
+        """_mmad with its operand views resolved."""
+        mem = self.mem
+        dst, at = ins.dsts[0], ins.attrs
+        wide = np.float64 if at["dtype"] is DType.int8 else np.float32
+        (a, sa), (b, sb) = self._operand(ins.srcs[0]), self._operand(ins.srcs[1])
+        for acc in ins.srcs[2:]:          # the bias, and L0C itself when accumulating
+            self.origins.read(acc)
+        self.origins.wrote(dst)
+        out = mem.bound(dst)
+        bias = mem.bound(ins.srcs[2]) if at["bias"] else 0
+        store, pending, queue = dst.obj, mem.pending, mem.queue_product
+        key = id(store)
+        if at["accumulate"]:
+            def mmad_acc() -> None:
+                if not queue(dst, a, b, wide, False, sa, sb):
+                    if key in pending:
+                        mem.flush(store)
+                    queue(dst, a, b, wide, True, sa, sb)
+            self.steps.append(mmad_acc)
+            return
+
+        def mmad() -> None:
+            if key in pending:
+                mem.flush(store)
+            out[...] = bias
+            queue(dst, a, b, wide, True, sa, sb)
+        self.steps.append(mmad)
 
 
-def _bind_store(ins: Instr, mem: Memory) -> Callable[[], None]:
-    src, a = ins.srcs[0], ins.attrs
-    if a.get("atomic") == "add":
-        return partial(_store, ins, mem)
-    store, pending = src.obj, mem.pending
-    key = id(store)
-    r0, _, c0, _ = src.rect
-    block = mem.tile(store)[r0:r0 + a["vr"], c0:c0 + a["vc"]]
-    region = mem.gm_array(ins.dsts[0].obj)[a["batch"], a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
-
-    def store_block() -> None:
-        if key in pending:
-            mem.flush(store)
-        region[...] = _cast(block, region.dtype)
-    return store_block
-
-
-def _bind_mmad(ins: Instr, mem: Memory) -> Callable[[], None]:
-    """_mmad with its operand views resolved."""
-    dst, at = ins.dsts[0], ins.attrs
-    wide = np.float64 if at["dtype"] is DType.int8 else np.float32
-    a, b = mem.bound(ins.srcs[0]), mem.bound(ins.srcs[1])
-    out = mem.bound(dst)
-    bias = mem.bound(ins.srcs[2]) if at["bias"] else 0
-    store, pending, queue = dst.obj, mem.pending, mem.queue_product
-    key = id(store)
-    if at["accumulate"]:
-        def mmad_acc() -> None:
-            if not queue(dst, a, b, wide):
-                if key in pending:
-                    mem.flush(store)
-                queue(dst, a, b, wide, start=True)
-        return mmad_acc
-
-    def mmad() -> None:
-        if key in pending:
-            mem.flush(store)
-        out[...] = bias
-        queue(dst, a, b, wide, start=True)
-    return mmad
-
-
-_BIND = {Op.LOAD: _bind_load, Op.STORE: _bind_store, Op.MMAD: _bind_mmad}
 _NO_DATA = (Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL)
-
-
-def _bind(ins: Instr, mem: Memory) -> Optional[Callable[[], None]]:
-    if ins.op in _NO_DATA:
-        return None
-    bind = _BIND.get(ins.op)
-    return bind(ins, mem) if bind is not None else partial(EFFECTS[ins.op], ins, mem)
+_L0AB = (Buf.L0A, Buf.L0B)
 
 
 class DataPass:
     """Full mode's data pass over a checked schedule: every instruction's effect, in the order the schedule
-    started them (`order`: instruction indices), bound once to its arrays; each call computes one set of
-    inputs and writes the outputs (the tensors in `written`) back into them."""
+    started them (`order`: instruction indices), bound once to its arrays (_Binder); each call computes one
+    set of inputs and writes the outputs (the tensors in `written`) back into them."""
 
     def __init__(self, instrs: list, order, tensors: list, written: set):
         self.mem, self.written = Memory(tensors), written
-        steps = (_bind(instrs[i], self.mem) for i in order)
-        self.steps = [step for step in steps if step is not None]
+        binder = _Binder(self.mem, {id(t) for t in tensors if id(t) not in written})
+        for i in order:
+            binder.add(instrs[i])
+        self.steps = binder.finish()
 
     def __call__(self, arrays: list) -> None:
         self.mem.stage(arrays)

@@ -3,6 +3,8 @@ MMAD products not yet summed) and which parts of it have been written (Initialis
 UninitializedReadError)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ..errors import UninitializedReadError
@@ -15,31 +17,76 @@ def _flat3(shape: tuple) -> tuple:
     return (int(np.prod(shape[:-2], dtype=np.int64)),) + tuple(shape[-2:])
 
 
+def region_view(spec: tuple) -> np.ndarray:
+    """The view a region spec (array, batch, r0, r1, c0, c1, transposed) names."""
+    arr, batch, r0, r1, c0, c1, t = spec
+    view = arr[batch, r0:r1, c0:c1]
+    return view.T if t else view
+
+
+def _continue(spec: tuple, new: tuple, k_axis: int) -> Optional[tuple]:
+    """`spec` extended by `new` when new continues it along the operand's K axis (k_axis 1 for A [m, k], 0 for
+    B [k, n]) in the same array and batch, else None."""
+    arr, batch, r0, r1, c0, c1, t = spec
+    if new[0] is not arr or new[1] != batch or new[6] != t:
+        return None
+    along_rows = (k_axis == 0) != t          # K runs along the region's rows
+    if along_rows and new[4:6] == (c0, c1) and new[2] == r1:
+        return (arr, batch, r0, new[3], c0, c1, t)
+    if not along_rows and new[2:4] == (r0, r1) and new[4] == c1:
+        return (arr, batch, r0, r1, c0, new[5], t)
+    return None
+
+
 class _Products:
-    """The MMAD products queued on one L0C view, summed by one matmul when the view is next read: each
-    operand is widened into a K-stacked buffer as it comes (A's K pieces side by side, B's stacked)."""
+    """The MMAD products queued on one L0C view, summed by one matmul when the view is next read. While every
+    piece is a GM region continuing the last along K (operands read at their source: origins.py), the sum is
+    one matmul of the two regions; otherwise each operand is widened into a K-stacked buffer as it comes
+    (A's K pieces side by side, B's stacked)."""
 
     def __init__(self, rect: tuple, wide: type, m: int, n: int):
         self.rect, self.wide, self.k = rect, wide, 0
-        self.a = np.empty((m, 2048), wide)      # reused for the next products of this shape (Memory.spare)
-        self.b = np.empty((2048, n), wide)
+        self.m, self.n = m, n
+        self.regions: Optional[tuple] = None    # (A's region spec, B's) while the pieces continue in GM
+        self.a = self.b = None                  # the K-stacked buffers, made when first needed and reused
 
     def restart(self, rect: tuple) -> "_Products":
-        self.rect, self.k = rect, 0
+        self.rect, self.k, self.regions = rect, 0, None
         return self
 
-    def add(self, a: np.ndarray, b: np.ndarray) -> None:
-        k0, k1 = self.k, self.k + a.shape[1]
-        if k1 > self.b.shape[0]:
-            size = max(k1, 2 * self.b.shape[0])
-            grown_a, grown_b = np.empty((self.a.shape[0], size), self.wide), np.empty((size, self.b.shape[1]), self.wide)
-            grown_a[:, :k0], grown_b[:k0] = self.a[:, :k0], self.b[:k0]
+    def add(self, a: np.ndarray, b: np.ndarray, a_spec: Optional[tuple] = None, b_spec: Optional[tuple] = None) -> None:
+        k = a.shape[1]
+        if a_spec is not None and b_spec is not None:
+            if self.k == 0:
+                self.regions, self.k = (a_spec, b_spec), k
+                return
+            if self.regions is not None:
+                ra, rb = _continue(self.regions[0], a_spec, 1), _continue(self.regions[1], b_spec, 0)
+                if ra is not None and rb is not None:
+                    self.regions, self.k = (ra, rb), self.k + k
+                    return
+        if self.regions is not None:            # the pieces so far into the buffers
+            done, self.k = self.k, 0
+            ra, rb = self.regions
+            self.regions = None
+            self._stack(region_view(ra), region_view(rb), done)
+        self._stack(a, b, k)
+
+    def _stack(self, a: np.ndarray, b: np.ndarray, k: int) -> None:
+        k0, k1 = self.k, self.k + k
+        if self.b is None or k1 > self.b.shape[0]:
+            size = max(k1, 2048, 2 * (0 if self.b is None else self.b.shape[0]))
+            grown_a, grown_b = np.empty((self.m, size), self.wide), np.empty((size, self.n), self.wide)
+            if k0:
+                grown_a[:, :k0], grown_b[:k0] = self.a[:, :k0], self.b[:k0]
             self.a, self.b = grown_a, grown_b
         widen_into(a, self.a[:, k0:k1])
         widen_into(b, self.b[k0:k1])
         self.k = k1
 
     def product(self) -> np.ndarray:
+        if self.regions is not None:
+            return region_view(self.regions[0]) @ region_view(self.regions[1])
         return self.a[:, :self.k] @ self.b[:self.k]
 
 
@@ -63,10 +110,23 @@ class Memory:
         self.pending: dict = {}   # id(L0C store) -> _Products: MMAD products not yet summed
         self.spare: dict = {}     # (m, n, wide) -> summed _Products whose buffers the next ones reuse
         self._views: dict = {}    # (id(store), rect) -> view (bound)
+        self._wide: dict = {}     # id(input tensor) -> its widened copy (wide)
+        self.widened: set = set() # ids of the inputs whose widened copy a pass reads
         self.gm: dict = {id(t): np.empty(_flat3(t.shape), t.dtype.np) for t in tensors}
 
+    def wide(self, t: GMTensor) -> np.ndarray:
+        """The widened copy of input `t` (fp32 for fp16/bf16/fp32, float64 for int8: exact) that MMAD operands
+        may be read from (origins.py); filled by `stage` once some operand reads it (`widened`)."""
+        arr = self._wide.get(id(t))
+        if arr is None:
+            gm = self.gm[id(t)]
+            arr = gm if gm.dtype == np.float32 else np.empty(gm.shape, np.float64 if gm.dtype == np.int8 else np.float32)
+            self._wide[id(t)] = arr
+        return arr
+
     def stage(self, arrays: list) -> None:
-        """Start a pass: tiles and workspaces zeroed, the caller's arrays copied into staged GM."""
+        """Start a pass: tiles and workspaces zeroed, the caller's arrays copied into staged GM (and widened
+        where operands read them so)."""
         self.pending.clear()
         for arr in self.tiles.values():
             arr.fill(0)
@@ -76,6 +136,9 @@ class Memory:
                 arr.fill(0)
         for t, a in zip(self.tensors, arrays):
             np.copyto(self.gm[id(t)], a.reshape(self.gm[id(t)].shape))
+            wide = self._wide.get(id(t))
+            if wide is not None and id(t) in self.widened and wide is not self.gm[id(t)]:
+                widen_into(self.gm[id(t)].reshape(-1, wide.shape[-1]), wide.reshape(-1, wide.shape[-1]))
 
     # ---- tiles ----------------------------------------------------------------------------
     def tile(self, store: TileStore) -> np.ndarray:
@@ -102,9 +165,11 @@ class Memory:
             view = self._views[key] = self.tile(acc.obj)[r0:r1, c0:c1]
         return view
 
-    def queue_product(self, acc: Access, a: np.ndarray, b: np.ndarray, wide: type, start: bool = False) -> bool:
+    def queue_product(self, acc: Access, a: np.ndarray, b: np.ndarray, wide: type, start: bool = False,
+                      a_spec: Optional[tuple] = None, b_spec: Optional[tuple] = None) -> bool:
         """Queue a @ b, computed in `wide`, to be added into view `acc`; False if products of another view are
-        queued. a and b are widened now (their L0 buffers are rewritten before the sum)."""
+        queued. a and b are widened now (their L0 buffers are rewritten before the sum), unless both are regions
+        of widened inputs (a_spec, b_spec: see _Products), which do not change during the pass."""
         q = self.pending.get(id(acc.obj))
         if q is None:
             if not start:
@@ -115,7 +180,7 @@ class Memory:
             self.pending[id(acc.obj)] = q
         elif q.rect != acc.rect or q.wide is not wide:
             return False
-        q.add(a, b)
+        q.add(a, b, a_spec, b_spec)
         return True
 
     def flush(self, store: TileStore) -> None:
@@ -124,7 +189,7 @@ class Memory:
         r0, r1, c0, c1 = q.rect
         out = self.tile(store)[r0:r1, c0:c1]
         prod = q.product()
-        self.spare.setdefault((q.a.shape[0], q.b.shape[1], q.wide), []).append(q)
+        self.spare.setdefault((q.m, q.n, q.wide), []).append(q)
         if out.dtype.kind == "i":   # int32 accumulation wraps like the hardware
             out[...] = (out.astype(np.int64) + prod.astype(np.int64)).astype(np.int32)
         else:

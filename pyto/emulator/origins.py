@@ -1,0 +1,122 @@
+"""Where a data pass can read an MMAD operand from its source, and which copies nobody then reads.
+
+The cube path copies GM -> L1 -> L0A/L0B and only the MMAD reads L0A/L0B. Binding the data pass in the
+schedule's order (datapath.DataPass), Origins follows what each tile rectangle holds: a copy of a GM block
+(a GM -> L1 load that covered its destination) or of an L1 view (an L1 -> L0 load), and the write counts
+that keep it true. An MMAD operand that is still such a copy is read from the GM block (through a widened
+copy of the input, made once per pass) or from the L1 view, and a copy whose every reader went to the
+source is not run. GM tensors the launch writes are never a source (their content changes during the
+pass); anything else that reads a tile keeps the copies that wrote it. The numbers are the same: the
+MMAD multiplies the same values.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from ..ir import Access, GMTensor
+
+
+class Held(NamedTuple):
+    """A tile rectangle's content as a copy, written by copy step `step` as its store's `version`-th write:
+    of the GM region `region` = (batch, r0, r1, c0, c1, transposed) of input `tensor` (the content is that
+    region, transposed when the flag says so), or of the tile view `block` (tensor None), valid while that
+    tile's store `src_store` has `src_version` writes."""
+
+    rect: tuple
+    tensor: Optional[GMTensor]
+    region: Optional[tuple]
+    block: Optional[np.ndarray]
+    src_store: Optional[int]
+    src_version: int
+    version: int
+    step: int
+
+
+class Origins:
+    """Binding-time bookkeeping for copy elision (module docstring). `inputs`: ids of the GM tensors no
+    instruction writes."""
+
+    def __init__(self, inputs: set):
+        self.inputs = inputs
+        self.version: dict = {}      # id(store) -> writes so far
+        self.held: dict = {}         # id(store) -> [Held]
+        self.writers: dict = {}      # id(store) -> copy steps that wrote it (elidable until read)
+        self.deps: dict = {}         # copy step -> the copy steps that wrote what it copied
+        self.needed: set = set()     # copy steps something reads
+
+    # ---- writes ---------------------------------------------------------------------------------
+    def wrote(self, acc: Access, step: Optional[int] = None, held: Optional[Held] = None) -> None:
+        """`acc` (a tile) written by step `step`, an elidable copy, or by anything else (step None)."""
+        key = id(acc.obj)
+        v = self.version[key] = self.version.get(key, 0) + 1
+        if step is not None:
+            self.writers.setdefault(key, []).append(step)
+        if held is not None:
+            self.held[key] = [held._replace(version=v)]
+        else:
+            self.held.pop(key, None)
+
+    def gm_copy(self, acc: Access, tensor: GMTensor, region: tuple, step: int) -> None:
+        """A GM -> L1 load that covers acc: its content is `region` (batch, r0, r1, c0, c1, transposed) of
+        `tensor`."""
+        ok = id(tensor) in self.inputs
+        self.deps[step] = ()
+        self.wrote(acc, step, Held(acc.rect, tensor, region, None, None, 0, 0, step) if ok else None)
+
+    def tile_copy(self, dst: Access, src: Access, src_view: np.ndarray, transpose: bool, step: int) -> None:
+        """An L1 -> L0 load dst <- src (src_view is src's array view): dst holds src's GM region if src
+        still holds one, else src_view while src's store is not written again."""
+        skey = id(src.obj)
+        self.deps[step] = tuple(self.writers.get(skey, ()))
+        inner = self._holding(src)
+        if inner is not None and inner.tensor is not None:
+            batch, r0, r1, c0, c1, t = inner.region
+            dr, dc = src.rect[0] - inner.rect[0], src.rect[2] - inner.rect[2]
+            h, w = src.rect[1] - src.rect[0], src.rect[3] - src.rect[2]
+            # a view of region.T (t) at (dr, dc) is region[dc:dc+w, dr:dr+h].T
+            sub = ((batch, r0 + dc, r0 + dc + w, c0 + dr, c0 + dr + h, True) if t else
+                   (batch, r0 + dr, r0 + dr + h, c0 + dc, c0 + dc + w, False))
+            region = sub[:5] + (sub[5] != transpose,)
+            held = Held(dst.rect, inner.tensor, region, None, None, 0, 0, step)
+        else:
+            held = Held(dst.rect, None, None, src_view.T if transpose else src_view, skey,
+                        self.version.get(skey, 0), 0, step)
+        self.wrote(dst, step, held)
+
+    def _holding(self, acc: Access) -> Optional[Held]:
+        """The copy `acc` lies in, if its store has not been written since."""
+        for h in self.held.get(id(acc.obj), ()):
+            r = acc.rect
+            if (h.version == self.version.get(id(acc.obj)) and h.rect[0] <= r[0] and r[1] <= h.rect[1]
+                    and h.rect[2] <= r[2] and r[3] <= h.rect[3]):
+                return h
+        return None
+
+    # ---- reads ----------------------------------------------------------------------------------
+    def operand(self, acc: Access) -> Optional[tuple]:
+        """An MMAD operand read at its source: ("gm", tensor, region), ("tile", view), or None to read the
+        tile itself."""
+        h = self._holding(acc)
+        if h is None or h.rect != acc.rect:
+            return None
+        if h.tensor is not None:
+            return "gm", h.tensor, h.region
+        if self.version.get(h.src_store, 0) != h.src_version:
+            return None
+        self._need_writers(h.src_store)
+        return "tile", h.block
+
+    def read(self, acc: Access) -> None:
+        """Something reads the tile of `acc` itself: every copy that wrote it must run."""
+        if not isinstance(acc.obj, GMTensor):
+            self._need_writers(id(acc.obj))
+
+    def _need_writers(self, key: int) -> None:
+        todo = list(self.writers.get(key, ()))
+        while todo:
+            s = todo.pop()
+            if s not in self.needed:
+                self.needed.add(s)
+                todo.extend(self.deps.get(s, ()))
