@@ -19,8 +19,8 @@ from ..ir import Access, GMTensor
 
 
 class Held(NamedTuple):
-    """A tile rectangle's content as a copy, written by copy step `step` as its store's `version`-th write:
-    of the GM region `region` = (batch, r0, r1, c0, c1, transposed) of input `tensor` (the content is that
+    """A tile rectangle's content as a copy, written by copy step `step` (the store's latest write): of the GM
+    region `region` = (batch, r0, r1, c0, c1, transposed) of input `tensor` (the content is that
     region, transposed when the flag says so), or of the tile view `block` (tensor None), valid while that
     tile's store `src_store` has `src_version` writes."""
 
@@ -30,7 +30,6 @@ class Held(NamedTuple):
     block: Optional[np.ndarray]
     src_store: Optional[int]
     src_version: int
-    version: int
     step: int
 
 
@@ -41,7 +40,7 @@ class Origins:
     def __init__(self, inputs: set):
         self.inputs = inputs
         self.version: dict = {}      # id(store) -> writes so far
-        self.held: dict = {}         # id(store) -> [Held]
+        self.held: dict = {}         # id(store) -> the copy it holds (dropped by any other write to it)
         self.writers: dict = {}      # id(store) -> copy steps that wrote it (elidable until read)
         self.deps: dict = {}         # copy step -> the copy steps that wrote what it copied
         self.needed: set = set()     # copy steps something reads
@@ -50,11 +49,11 @@ class Origins:
     def wrote(self, acc: Access, step: Optional[int] = None, held: Optional[Held] = None) -> None:
         """`acc` (a tile) written by step `step`, an elidable copy, or by anything else (step None)."""
         key = id(acc.obj)
-        v = self.version[key] = self.version.get(key, 0) + 1
+        self.version[key] = self.version.get(key, 0) + 1
         if step is not None:
             self.writers.setdefault(key, []).append(step)
         if held is not None:
-            self.held[key] = [held._replace(version=v)]
+            self.held[key] = held
         else:
             self.held.pop(key, None)
 
@@ -63,7 +62,7 @@ class Origins:
         `tensor`."""
         ok = id(tensor) in self.inputs
         self.deps[step] = ()
-        self.wrote(acc, step, Held(acc.rect, tensor, region, None, None, 0, 0, step) if ok else None)
+        self.wrote(acc, step, Held(acc.rect, tensor, region, None, None, 0, step) if ok else None)
 
     def tile_copy(self, dst: Access, src: Access, src_view: np.ndarray, transpose: bool, step: int) -> None:
         """An L1 -> L0 load dst <- src (src_view is src's array view): dst holds src's GM region if src
@@ -79,19 +78,18 @@ class Origins:
             sub = ((batch, r0 + dc, r0 + dc + w, c0 + dr, c0 + dr + h, True) if t else
                    (batch, r0 + dr, r0 + dr + h, c0 + dc, c0 + dc + w, False))
             region = sub[:5] + (sub[5] != transpose,)
-            held = Held(dst.rect, inner.tensor, region, None, None, 0, 0, step)
+            held = Held(dst.rect, inner.tensor, region, None, None, 0, step)
         else:
             held = Held(dst.rect, None, None, src_view.T if transpose else src_view, skey,
-                        self.version.get(skey, 0), 0, step)
+                        self.version.get(skey, 0), step)
         self.wrote(dst, step, held)
 
     def _holding(self, acc: Access) -> Optional[Held]:
-        """The copy `acc` lies in, if its store has not been written since."""
-        for h in self.held.get(id(acc.obj), ()):
-            r = acc.rect
-            if (h.version == self.version.get(id(acc.obj)) and h.rect[0] <= r[0] and r[1] <= h.rect[1]
-                    and h.rect[2] <= r[2] and r[3] <= h.rect[3]):
-                return h
+        """The copy `acc` lies in (its store not written since), or None."""
+        h = self.held.get(id(acc.obj))
+        r = acc.rect
+        if h is not None and h.rect[0] <= r[0] and r[1] <= h.rect[1] and h.rect[2] <= r[2] and r[3] <= h.rect[3]:
+            return h
         return None
 
     # ---- reads ----------------------------------------------------------------------------------

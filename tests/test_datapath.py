@@ -1,0 +1,124 @@
+"""The data pass's copy elision (pyto/emulator/origins.py): an MMAD reads a copied operand at its source only
+while the copy still holds; every case is checked against a float64 numpy reference and against a run that
+reads the tiles themselves (the copies forced to run by reading them)."""
+import numpy as np
+import pytest
+
+import pyto
+import pyto.language as pl
+from pyto.testing import assert_close, matmul_bound
+
+
+def _ab(M, K, N, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((M, K)).astype(np.float16), rng.standard_normal((K, N)).astype(np.float16))
+
+
+@pl.kernel
+def reload_before_use(a, b, out, *, WRITE_A: bool):
+    """One L1 tile for A: its second K half is loaded into it after the first half went to L0A but (in program
+    order) before the MMAD that reads L0A; the schedule may start that reload first. The MMAD must see the
+    first half. WRITE_A: the kernel ends by writing `a`, so `a` is no source and L0A's copy of L1 counts."""
+    M, K = a.shape
+    N = b.shape[1]
+    h = K // 2
+    a_l1, b_l1 = pl.alloc(pl.L1, [M, h], pl.fp16), pl.alloc(pl.L1, [h, N], pl.fp16)
+    a0, a1 = pl.alloc(pl.L0A, [M, h], pl.fp16), pl.alloc(pl.L0A, [M, h], pl.fp16)
+    b0, b1 = pl.alloc(pl.L0B, [h, N], pl.fp16), pl.alloc(pl.L0B, [h, N], pl.fp16)
+    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    pl.load(a_l1, a, [0, 0])
+    pl.load(b_l1, b, [0, 0])
+    pl.load(a0, a_l1)
+    pl.load(b0, b_l1)
+    pl.load(a_l1, a, [0, h])          # overwrites L1 while L0A still holds the first half
+    pl.load(b_l1, b, [h, 0])
+    pl.matmul(c, a0, b0)
+    pl.load(a1, a_l1)
+    pl.load(b1, b_l1)
+    pl.matmul_acc(c, c, a1, b1)
+    pl.store(out, c, [0, 0])
+    if WRITE_A:
+        pl.store(a, c, [0, 0])
+
+
+@pl.kernel
+def overwrite_input(a, b, out):
+    """a @ b into out, then the kernel writes a row block of `a` itself: `a` is not an input the pass may read
+    at its source (its GM changes during the pass), so L1's copy runs."""
+    M, K = a.shape
+    N = b.shape[1]
+    a_l1, b_l1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
+    a_l0, b_l0 = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16)
+    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    for k in pl.range(2):
+        pl.load(a_l1, a, [0, 0])
+        pl.load(b_l1, b, [0, 0])
+        pl.load(a_l0, a_l1)
+        pl.load(b_l0, b_l1)
+        pl.matmul(c, a_l0, b_l0)
+        if k == 0:
+            pl.store(a, c, [0, 0])     # a[:, :N] = a @ b (the next round multiplies the new a)
+        else:
+            pl.store(out, c, [0, 0])
+
+
+@pl.kernel
+def half_overwritten_l1(a, b, out, *, X):
+    """L1 holds a GM block; the AIVs then overwrite its top rows with X * those rows (UB -> L1) before the L1 ->
+    L0A load: the MMAD must see the scaled rows, not GM's."""
+    M, K = a.shape
+    N = b.shape[1]
+    a_l1, b_l1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
+    a_l0, b_l0 = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16)
+    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    x_ub = pl.alloc(pl.UB, [16, K], pl.fp16)
+    with pl.section_cube():
+        pl.load(a_l1, a, [0, 0])
+        pl.load(b_l1, b, [0, 0])
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            pl.load(x_ub, a, [0, 0])
+            pl.muls(x_ub, x_ub, X)
+            pl.move(a_l1[0:16, :], x_ub)
+    with pl.section_cube():
+        pl.load(a_l0, a_l1)
+        pl.load(b_l0, b_l1)
+        pl.matmul(c, a_l0, b_l0)
+        pl.store(out, c, [0, 0])
+
+
+def _f64(x):
+    return x.astype(np.float64)
+
+
+@pytest.mark.parametrize("write_a", [False, True])
+def test_an_operand_read_at_its_source_is_the_copy_the_mmad_would_see(write_a):
+    a, b = _ab(32, 64, 48)
+    out = np.zeros((32, 48), np.float32)
+    compiled = pyto.compile(reload_before_use, a, b, out, WRITE_A=write_a)
+    for seed in (1, 2):
+        a, b = _ab(32, 64, 48, seed)
+        a0 = a.copy()
+        compiled(a, b, out)
+        assert_close(out, _f64(a0) @ _f64(b), matmul_bound(a0, b, np.float32))
+
+
+def test_an_input_the_kernel_writes_is_not_read_at_its_source():
+    a, b = _ab(32, 48, 32)
+    a0 = a.copy()
+    out = np.zeros((32, 32), np.float32)
+    pyto.run(overwrite_input, a, b, out)
+    first = (_f64(a0) @ _f64(b)).astype(np.float16)        # Fixpipe rounds the stored rows to fp16
+    assert np.array_equal(a[:, :32], first) and np.array_equal(a[:, 32:], a0[:, 32:])
+    expect = _f64(a) @ _f64(b)                              # the second round multiplies the new a
+    assert_close(out, expect, matmul_bound(a, b, np.float32))
+
+
+@pytest.mark.parametrize("X", [2.0, -0.5])
+def test_a_tile_overwritten_after_its_gm_copy_is_read_as_overwritten(X):
+    a, b = _ab(32, 32, 32, 3)
+    out = np.zeros((32, 32), np.float32)
+    pyto.run(half_overwritten_l1, a, b, out, X=X)
+    scaled = a.copy()
+    scaled[:16] = (a[:16].astype(np.float32) * np.float32(X)).astype(np.float16)
+    assert_close(out, _f64(scaled) @ _f64(b), matmul_bound(scaled, b, np.float32))
