@@ -179,55 +179,58 @@ class _Binder:
             self.steps.append(self._store(ins) if ins.op is Op.STORE else partial(EFFECTS[ins.op], ins, self.mem))
 
     def finish(self) -> list:
-        """The steps to run: all but the copies nothing reads."""
+        """The steps to run: all but the copies nothing reads (a copy's step is made only now, when it runs)."""
         needed = self.origins.needed
-        return [f for i, f in enumerate(self.steps) if i not in self.copies or i in needed]
+        return [f() if i in self.copies else f for i, f in enumerate(self.steps)
+                if i not in self.copies or i in needed]
 
-    def _copy(self, fn: Callable[[], None]) -> int:
+    def _copy(self, make: Callable[[], Callable[[], None]]) -> int:
+        """Add an elidable copy; `make` builds its step if it turns out to be needed."""
         self.copies.add(len(self.steps))
-        self.steps.append(fn)
+        self.steps.append(make)
         return len(self.steps) - 1
 
     def _load(self, ins: Instr) -> None:
         mem, origins = self.mem, self.origins
         dst, a = ins.dsts[0], ins.attrs
-        out = mem.bound(dst)
         if "batch" not in a:          # tile -> tile: L1 -> L0A/L0B/BT
             src = ins.srcs[0]
-            block = mem.bound(src)
-            view = block.T if a.get("transpose") else block
-            if view.dtype == out.dtype and dst.obj.buf in _L0AB:
-                step = self._copy(partial(np.copyto, out, view))
-                origins.tile_copy(dst, src, block, bool(a.get("transpose")), step)
+            t = bool(a.get("transpose"))
+            if src.obj.dtype is dst.obj.dtype and dst.obj.buf in _L0AB:
+                block = mem.bound(src)
+                step = self._copy(lambda: partial(np.copyto, mem.bound(dst), block.T if t else block))
+                origins.tile_copy(dst, src, block, t, step)
                 return
             origins.read(src)
             origins.wrote(dst)
+            out, block = mem.bound(dst), mem.bound(src)
+            view = block.T if t else block
             self.steps.append(partial(np.copyto, out, view) if view.dtype == out.dtype else partial(_load, ins, mem))
             return
         d = dst.rect
-        pieces = []                   # (view of the destination, GM block)
-        for src, (batch, rect) in zip(ins.srcs, a.get("parts", ((a["batch"], d),))):
-            index = (batch, slice(a["r0"], a["r0"] + a["vr"]), slice(a["c0"], a["c0"] + a["vc"]))
-            block = mem.gm_array(src.obj)[index]
-            if a["transpose"]:
-                block = block.T
-            r, c = rect[0] - d[0], rect[2] - d[2]
-            pieces.append((out[r:r + block.shape[0], c:c + block.shape[1]], block, src.obj, index))
-        if len(pieces) == 1 and pieces[0][0].shape == out.shape:     # no clipping: nothing to zero-fill
-            view, block, tensor, index = pieces[0]
-            step = self._copy(partial(np.copyto, view, block))
+        parts = a.get("parts", ((a["batch"], d),))
+        t = bool(a["transpose"])
+        h, w = (a["vc"], a["vr"]) if t else (a["vr"], a["vc"])       # the block's shape in the tile
+        if len(parts) == 1 and (h, w) == (d[1] - d[0], d[3] - d[2]):  # covers dst: nothing to zero-fill
+            tensor = ins.srcs[0].obj
+            region = (parts[0][0], a["r0"], a["r0"] + a["vr"], a["c0"], a["c0"] + a["vc"], t)
+            step = self._copy(lambda: partial(np.copyto, mem.bound(dst), _gm_block(mem, tensor, region)))
             if dst.obj.buf is Buf.L1 and tensor in mem.tensors:
-                batch, rows, cols = index
-                region = (batch, rows.start, rows.stop, cols.start, cols.stop, bool(a["transpose"]))
                 origins.gm_copy(dst, tensor, region, step)
             else:
                 origins.wrote(dst, step)
             return
         origins.wrote(dst)
+        out = mem.bound(dst)
+        pieces = []                   # (view of the destination, GM block)
+        for src, (batch, rect) in zip(ins.srcs, parts):
+            block = _gm_block(mem, src.obj, (batch, a["r0"], a["r0"] + a["vr"], a["c0"], a["c0"] + a["vc"], t))
+            r, c = rect[0] - d[0], rect[2] - d[2]
+            pieces.append((out[r:r + block.shape[0], c:c + block.shape[1]], block))
 
         def load_clipped() -> None:
             out[...] = 0
-            for view, block, _, _ in pieces:
+            for view, block in pieces:
                 view[...] = block
         self.steps.append(load_clipped)
 
@@ -294,6 +297,13 @@ class _Binder:
 
 _NO_DATA = (Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL)
 _L0AB = (Buf.L0A, Buf.L0B)
+
+
+def _gm_block(mem: Memory, tensor, region: tuple) -> np.ndarray:
+    """The view of a GM region (batch, r0, r1, c0, c1, transposed) of the staged tensor, as the tile gets it."""
+    batch, r0, r1, c0, c1, t = region
+    block = mem.gm_array(tensor)[batch, r0:r1, c0:c1]
+    return block.T if t else block
 
 
 class DataPass:
