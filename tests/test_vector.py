@@ -1070,3 +1070,25 @@ def test_a_cross_core_wait_holds_the_whole_core_on_a2_only():
     pyto.run(wait_on_another_pipe, x, out, chip="atlas-a2")
     assert np.array_equal(out, x)
     assert_race(wait_on_another_pipe, x, np.zeros_like(x), chip="ascend950pr")
+
+
+@pl.kernel
+def shifted_in_place(x, out, *, SHIFT: int):
+    t = pl.alloc(pl.UB, [16, 64], pl.fp32)
+    with pl.section_vector():
+        pl.load(t, x, [pl.subblock_idx() * 16, 0])
+        pl.muls(t[:, SHIFT:SHIFT + 32], t[:, 0:32], 2.0)
+        pl.store(out, t, [pl.subblock_idx() * 16, 0])
+
+
+def test_a_vector_op_over_a_shifted_overlap_of_its_source_is_refused():
+    """In place (the same view) or apart: a shifted overlap's result depends on the hardware's repeat order
+    (a kernel-author review found it behaved like a copy)."""
+    x = np.arange(32 * 64, dtype=np.float32).reshape(32, 64)
+    out = np.zeros_like(x)
+    pyto.run(shifted_in_place, x, out, SHIFT=0)                       # in place
+    assert np.array_equal(out[:, :32], 2 * x[:, :32]) and np.array_equal(out[:, 32:], x[:, 32:])
+    pyto.run(shifted_in_place, x, out, SHIFT=32)                      # apart
+    assert np.array_equal(out[:, 32:], 2 * x[:, :32])
+    with pytest.raises(pyto.ShapeError, match=r"test_vector\.py:\d+ .*over its source rows 0:16, columns 0:32"):
+        pyto.run(shifted_in_place, x, out, SHIFT=8)

@@ -45,6 +45,12 @@ def _ub(x, what: str, loc: Loc) -> Tile:
 
 def _emit(op: Op, kind: str, dst: Tile, srcs: list, attrs: dict, loc: Loc, scratch: Optional[Tile] = None) -> None:
     """Record one V instruction; `scratch` (a reduction's tmp) is written too, so sync and race checks see it."""
+    for src in srcs:
+        if src.store is dst.store and src.rect != dst.rect and _overlap(src.rect, dst.rect):
+            raise ShapeError(f"{loc}: pl.{kind} writes {dst!r} rows {dst.rect[0]}:{dst.rect[1]}, columns "
+                             f"{dst.rect[2]}:{dst.rect[3]} over its source rows {src.rect[0]}:{src.rect[1]}, columns "
+                             f"{src.rect[2]}:{src.rect[3]}: a vector op works in place (the same view) or on "
+                             f"separate ones; a shifted overlap depends on the order the hardware repeats in")
     attrs["kind"] = kind
     attrs["elems"] = dst.shape[0] * dst.shape[1]
     dsts = (dst,) if scratch is None else (dst, scratch)
