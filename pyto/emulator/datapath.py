@@ -197,9 +197,8 @@ class _Binder:
             src = ins.srcs[0]
             t = bool(a.get("transpose"))
             if src.obj.dtype is dst.obj.dtype and dst.obj.buf in _L0AB:
-                block = mem.bound(src)
-                step = self._copy(lambda: partial(np.copyto, mem.bound(dst), block.T if t else block))
-                origins.tile_copy(dst, src, block, t, step)
+                step = self._copy(lambda: partial(np.copyto, mem.bound(dst), _oriented(mem.bound(src), t)))
+                origins.tile_copy(dst, src, t, step)
                 return
             origins.read(src)
             origins.wrote(dst)
@@ -259,7 +258,7 @@ class _Binder:
             self.origins.read(acc)
             return self.mem.bound(acc), None
         if at[0] == "tile":
-            return at[1], None
+            return _oriented(self.mem.bound(at[1]), at[2]), None
         _, tensor, (batch, r0, r1, c0, c1, t) = at
         self.mem.widened.add(id(tensor))
         spec = (self.mem.wide(tensor), batch, r0, r1, c0, c1, t)
@@ -297,6 +296,10 @@ class _Binder:
 
 _NO_DATA = (Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL)
 _L0AB = (Buf.L0A, Buf.L0B)
+
+
+def _oriented(view: np.ndarray, transpose: bool) -> np.ndarray:
+    return view.T if transpose else view
 
 
 def _gm_block(mem: Memory, tensor, region: tuple) -> np.ndarray:

@@ -13,22 +13,19 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-import numpy as np
-
 from ..ir import Access, GMTensor
 
 
 class Held(NamedTuple):
     """A tile rectangle's content as a copy, written by copy step `step` (the store's latest write): of the GM
     region `region` = (batch, r0, r1, c0, c1, transposed) of input `tensor` (the content is that
-    region, transposed when the flag says so), or of the tile view `block` (tensor None), valid while that
-    tile's store `src_store` has `src_version` writes."""
+    region, transposed when the flag says so), or of the tile view `src` (transposed when `region` is True;
+    tensor None), valid while that tile's store has `src_version` writes."""
 
     rect: tuple
     tensor: Optional[GMTensor]
-    region: Optional[tuple]
-    block: Optional[np.ndarray]
-    src_store: Optional[int]
+    region: object
+    src: Optional[Access]
     src_version: int
     step: int
 
@@ -62,11 +59,11 @@ class Origins:
         `tensor`."""
         ok = id(tensor) in self.inputs
         self.deps[step] = ()
-        self.wrote(acc, step, Held(acc.rect, tensor, region, None, None, 0, step) if ok else None)
+        self.wrote(acc, step, Held(acc.rect, tensor, region, None, 0, step) if ok else None)
 
-    def tile_copy(self, dst: Access, src: Access, src_view: np.ndarray, transpose: bool, step: int) -> None:
-        """An L1 -> L0 load dst <- src (src_view is src's array view): dst holds src's GM region if src
-        still holds one, else src_view while src's store is not written again."""
+    def tile_copy(self, dst: Access, src: Access, transpose: bool, step: int) -> None:
+        """An L1 -> L0 load dst <- src: dst holds src's GM region if src still holds one, else src's view while
+        src's store is not written again."""
         skey = id(src.obj)
         self.deps[step] = tuple(self.writers.get(skey, ()))
         inner = self._holding(src)
@@ -78,10 +75,9 @@ class Origins:
             sub = ((batch, r0 + dc, r0 + dc + w, c0 + dr, c0 + dr + h, True) if t else
                    (batch, r0 + dr, r0 + dr + h, c0 + dc, c0 + dc + w, False))
             region = sub[:5] + (sub[5] != transpose,)
-            held = Held(dst.rect, inner.tensor, region, None, None, 0, step)
+            held = Held(dst.rect, inner.tensor, region, None, 0, step)
         else:
-            held = Held(dst.rect, None, None, src_view.T if transpose else src_view, skey,
-                        self.version.get(skey, 0), step)
+            held = Held(dst.rect, None, transpose, src, self.version.get(skey, 0), step)
         self.wrote(dst, step, held)
 
     def _holding(self, acc: Access) -> Optional[Held]:
@@ -94,17 +90,18 @@ class Origins:
 
     # ---- reads ----------------------------------------------------------------------------------
     def operand(self, acc: Access) -> Optional[tuple]:
-        """An MMAD operand read at its source: ("gm", tensor, region), ("tile", view), or None to read the
-        tile itself."""
+        """An MMAD operand read at its source: ("gm", tensor, region), ("tile", src access, transposed), or None
+        to read the tile itself."""
         h = self._holding(acc)
         if h is None or h.rect != acc.rect:
             return None
         if h.tensor is not None:
             return "gm", h.tensor, h.region
-        if self.version.get(h.src_store, 0) != h.src_version:
+        skey = id(h.src.obj)
+        if self.version.get(skey, 0) != h.src_version:
             return None
-        self._need_writers(h.src_store)
-        return "tile", h.block
+        self._need_writers(skey)
+        return "tile", h.src, h.region
 
     def read(self, acc: Access) -> None:
         """Something reads the tile of `acc` itself: every copy that wrote it must run."""
