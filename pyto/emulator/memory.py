@@ -86,7 +86,10 @@ class _Products:
 
     def product(self) -> np.ndarray:
         if self.regions is not None:
-            return region_view(self.regions[0]) @ region_view(self.regions[1])
+            a, b = region_view(self.regions[0]), region_view(self.regions[1])
+            if self.m == 1 or self.n == 1:   # numpy's matrix-vector product sums in an order that depends on
+                a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)   # the layout: the stacked buffers'
+            return a @ b
         return self.a[:, :self.k] @ self.b[:self.k]
 
 
