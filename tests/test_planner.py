@@ -428,6 +428,7 @@ def test_a_researcher_runs_and_estimates_a_tiling_of_their_own():
     p = plan(a.shape, b.shape, "fp16", branch="asw_basic")
     q = p.with_tiling(base_m=16, base_k=32)
     assert (q.tiling.base_m, q.tiling.base_k) == (16, 32) and q.forced
+    assert (q.tiling.tiles_m, q.tiling.tasks) == (4, 8 * 4 * q.tiling.tiles_n)      # recomputed from base_m
     assert q.decision[-1] == "tiling set by the caller: base_m = 16, base_k = 32"
     assert q.estimate.t_total != p.estimate.t_total
     c, rep = run_plan(q, a, b)

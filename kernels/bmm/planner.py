@@ -218,9 +218,10 @@ class Plan:
 
     def with_tiling(self, **changes) -> "Plan":
         """This plan with some tiling fields set by the caller (a researcher's own tiling): capacity re-checked,
-        T_total re-estimated, the change recorded in the decision; run it with kernels.bmm.run_plan. Counts the
-        planner derives (tiles_m, tasks, cores_used, ...) are not recomputed: set them too, or the estimate reads
-        the old ones (the kernels derive their own from the tile sizes and the shape)."""
+        T_total re-estimated, the change recorded in the decision; run it with kernels.bmm.run_plan. An ASW tiling
+        (asw_basic, to_matmul) recomputes the counts that follow from its tile sizes (tiles_m, tiles_n, tasks,
+        cores_used, tasks_per_core) unless given; other tilings' derived counts are as given (the kernels derive
+        their own from the tile sizes and the shape; the estimate reads the tiling's)."""
         chip = self.chip_spec or load_chip(self.chip)
         names = {f.name for f in fields(self.tiling)}
         unknown = sorted(set(changes) - names)
@@ -228,6 +229,8 @@ class Plan:
             raise PlanError(f"{type(self.tiling).__name__} has no field(s) {', '.join(unknown)}; its fields: "
                             f"{', '.join(sorted(names))}")
         t = replace(self.tiling, **changes)
+        if hasattr(t, "rederived"):
+            t = t.rederived(chip.aic, set(changes))
         check_fits(self.branch, t, self.problem, chip)
         note = "tiling set by the caller: " + ", ".join(f"{k} = {v!r}" for k, v in changes.items())
         return replace(self, tiling=t, estimate=estimate(self.problem, t, chip), decision=self.decision + (note,),

@@ -8,7 +8,7 @@ ToMatmul), tiling_batch (IterBatch, MergeBatch), tiling_streamk_special (StreamK
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Union
 
 from pyto.chip import Chip
@@ -68,6 +68,15 @@ class AswTiling:
     full_load: str = doc("'A' or 'B': that matrix is loaded into L1 once per core and stays; '' otherwise")
     broadcast_resident: str = doc("sides whose batches are broadcast (reused from L2): 'A', 'B', 'AB' or ''")
     derivation: tuple = _derivation()
+
+    def rederived(self, cores: int, given: set) -> "AswTiling":
+        """The counts that follow from the tile sizes (tiles_m, tiles_n, tasks, cores_used, tasks_per_core)
+        recomputed for a chip of `cores` AICs, except those in `given` (set by the caller)."""
+        tm, tn = -(-self.m // self.base_m), -(-self.n // self.base_n)
+        tasks = self.batch * tm * tn
+        used = min(tasks, cores)
+        counts = dict(tiles_m=tm, tiles_n=tn, tasks=tasks, cores_used=used, tasks_per_core=-(-tasks // max(used, 1)))
+        return replace(self, **{k: v for k, v in counts.items() if k not in given})
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
         isz = p.isz
