@@ -233,5 +233,5 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
     w.gm_write += p.batch * M * N * p.out_isz
     if p.bias:
         w.cyc["MTE2"] += bpc * w.xfer(region(chip, 1, N, N, ACC_BYTES))
-        w.gm_read += p.batch * N * ACC_BYTES
+        w.bias_reads()
     return w

@@ -170,6 +170,14 @@ class _Work:
         self.core_gm += charged - hit
         self.core_l2 += hit
 
+    def bias_reads(self) -> None:
+        """Book the bias rows the kernels read (each batch's row): its distinct rows (p.bias_rows) from GM, the
+        repeats of a shared bias from L2."""
+        p = self.p
+        if p.bias:
+            unique = p.bias_rows * p.N * ACC_BYTES
+            self.traffic(unique, p.batch * p.N * ACC_BYTES, unique)
+
     def traffic(self, unique: float, total: float, live: float) -> float:
         """Book chip-wide reads of one operand: the first read of each region from GM, repeats from L2 when
         the live set fits L2. Returns the fraction of the reads served by GM."""

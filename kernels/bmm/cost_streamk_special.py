@@ -118,7 +118,8 @@ def _special(t: SpecialTiling, p: Problem, chip: Chip) -> _Work:
     ld = w.xfer(a_b, "GM", "UB") + w.xfer(b_b, "GM", "UB") + (w.xfer(region(chip, 1, cols, p.N, ACC_BYTES), "GM", "UB")
                                                            if p.bias else 0.0)
     w.cyc["MTE2"] += per * ld
-    w.gm_read += p.batch * (p.M + p.N) * p.isz + (p.batch * p.N * ACC_BYTES if p.bias else 0)
+    w.gm_read += p.batch * (p.M + p.N) * p.isz
+    w.bias_reads()
     cast_in = p.isz != ACC_BYTES
     ops = [elems, elems] + ([rows, cols] if cast_in else []) + ([elems] if p.out_isz != ACC_BYTES else []) + \
         ([elems] if p.bias else [])

@@ -148,4 +148,4 @@ def _bias(w: _Work, p: Problem, per_core: float, cols: int) -> None:
     row = region(w.chip, 1, min(cols, p.N), p.N, ACC_BYTES)
     w.cyc["MTE2"] += per_core * w.xfer(row)
     w.cyc["MTE1"] += per_core * min(cols, p.N) * ACC_BYTES / w.chip.path("L1", "BT").bytes_per_cycle
-    w.gm_read += p.batch * p.N * ACC_BYTES
+    w.bias_reads()
