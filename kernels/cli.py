@@ -6,6 +6,7 @@ import os
 import sys
 
 from kernels.bmm.conditions import BRANCHES
+from kernels.bmm.planner import OVERRIDE
 
 from pyto.errors import ShapeError
 
@@ -37,7 +38,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     a_shape, b_shape = plan_shapes(args.B, args.M, args.N, args.K, args.batch_a, args.batch_b,
                                    args.transpose_a, args.transpose_b)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
-             transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce)
+             transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
+             override=None if args.seed_only else OVERRIDE)
     print(p.explain())
     _reduce_note(p, args.reduce)
     return 0
@@ -92,6 +94,8 @@ def _shared_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--branch", default=None, choices=BRANCHES,
                    help="force a branch (only its structural preconditions are checked)")
     p.add_argument("--reduce", default="workspace", choices=("workspace", "atomic"), help="StreamK reduction")
+    p.add_argument("--seed-only", action="store_true",
+                   help="seeds/000's decision alone (no branch outside its home ground, however much faster)")
 
 
 def cmd_bmm(args: argparse.Namespace) -> int:
@@ -112,7 +116,8 @@ def cmd_bmm(args: argparse.Namespace) -> int:
     batch_shape = parse_problem(a_shape, b_shape, args.dtype, False, args.transpose_a, args.transpose_b).batch_shape
     bias_shape = tuple(batch_shape) + (1, args.N)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=bias_shape if args.bias else False,
-             transpose_a=args.transpose_a, transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce)
+             transpose_a=args.transpose_a, transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
+             override=None if args.seed_only else OVERRIDE)
     print(p.explain())
     _reduce_note(p, args.reduce)
     pr, dt = p.problem, as_dtype(args.dtype)

@@ -369,6 +369,10 @@ def test_cli_plan(capsys):
     assert "ShapeError" in capsys.readouterr().err
     assert main(["plan", "8", "64", "64", "64", "--branch", "merge_batch", "--batch-a", "2", "--batch-b", "4"]) == 1
     assert "PlanError" in capsys.readouterr().err
+    assert main(["plan", "2", "64", "64", "16384", "--dtype", "fp16"]) == 0
+    assert "Chosen branch: stream_k" in capsys.readouterr().out          # beyond the seed (override)
+    assert main(["plan", "2", "64", "64", "16384", "--dtype", "fp16", "--seed-only"]) == 0
+    assert "Chosen branch: asw_basic" in capsys.readouterr().out         # seeds/000 alone
 
 
 # ---- properties ---------------------------------------------------------------------------------------
