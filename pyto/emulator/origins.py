@@ -19,13 +19,14 @@ from ..ir import Access, GMTensor
 class Held(NamedTuple):
     """A tile rectangle's content as a copy, written by copy step `step` (the store's latest write): of the GM
     region `region` = (batch, r0, r1, c0, c1, transposed) of input `tensor` (the content is that
-    region, transposed when the flag says so), or of the tile view `src` (transposed when `region` is True;
-    tensor None), valid while that tile's store has `src_version` writes."""
+    region, transposed when the flag says so), or of the tile view `src` (transposed if `transposed`; tensor
+    None), valid while that tile's store has `src_version` writes."""
 
     rect: tuple
     tensor: Optional[GMTensor]
-    region: object
+    region: Optional[tuple]
     src: Optional[Access]
+    transposed: bool
     src_version: int
     step: int
 
@@ -59,7 +60,7 @@ class Origins:
         `tensor`."""
         ok = id(tensor) in self.inputs
         self.deps[step] = ()
-        self.wrote(acc, step, Held(acc.rect, tensor, region, None, 0, step) if ok else None)
+        self.wrote(acc, step, Held(acc.rect, tensor, region, None, False, 0, step) if ok else None)
 
     def tile_copy(self, dst: Access, src: Access, transpose: bool, step: int) -> None:
         """An L1 -> L0 load dst <- src: dst holds src's GM region if src still holds one, else src's view while
@@ -75,9 +76,9 @@ class Origins:
             sub = ((batch, r0 + dc, r0 + dc + w, c0 + dr, c0 + dr + h, True) if t else
                    (batch, r0 + dr, r0 + dr + h, c0 + dc, c0 + dc + w, False))
             region = sub[:5] + (sub[5] != transpose,)
-            held = Held(dst.rect, inner.tensor, region, None, 0, step)
+            held = Held(dst.rect, inner.tensor, region, None, False, 0, step)
         else:
-            held = Held(dst.rect, None, transpose, src, self.version.get(skey, 0), step)
+            held = Held(dst.rect, None, None, src, transpose, self.version.get(skey, 0), step)
         self.wrote(dst, step, held)
 
     def _holding(self, acc: Access) -> Optional[Held]:
@@ -101,7 +102,7 @@ class Origins:
         if self.version.get(skey, 0) != h.src_version:
             return None
         self._need_writers(skey)
-        return "tile", h.src, h.region
+        return "tile", h.src, h.transposed
 
     def read(self, acc: Access) -> None:
         """Something reads the tile of `acc` itself: every copy that wrote it must run."""
