@@ -28,6 +28,13 @@ Readings of seeds/000 where it is ambiguous (details in the functions named):
   27K -> 4, 108K -> 8) needs the largest (tiling_streamk_special.stream_tiling).
 - ASW_Basic condition 1 is evaluated at the smallest tile 16 x 16 (the most blocks), so it is exactly the
   negation of StreamK condition 1.
+- MergeBatch step 1 adds b <= batches per core - 1 where the core has 2*b0 batches (condition 1's "2 组起步才能
+  构成组间乒乓流水": two groups per core), and the bias row's BT width; step 3 budgets L1 less the bias rows.
+- IterBatch (b) with both sides whole in L0: the seed's BaseK is halved when that gives two L0A/L0B copies
+  ((b)'s pipeline); with a bias BaseN is at most BT/4B columns. Cases (c)-(e) give no L0 rule: the split
+  side streams per output tile (tiling_batch.iter_tiling); Step and k_L1_b describe the entry condition.
+- ASW_Basic's L1 full load ("单边无 batch 且该侧矩阵小 (如 M <= 256)"): the small side is one that fits one
+  base tile's rows, the tile the kernel holds it as.
 - An empty output (B*M*N = 0) is Special ("empty"). Overlaps (MergeBatch/IterBatch/ASW_Basic, ToMatmul/BMM)
   go to the smaller T_total; ties at the shared-bandwidth bound to the busiest core's
   shorter MTE2 time.

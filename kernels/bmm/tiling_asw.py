@@ -74,11 +74,16 @@ def asw_tiling(p: Problem, chip: Chip, *, batch: int | None = None, m: int | Non
             whole = align_up(rows, p.mn_align) * align_up(k, p.k_align) * isz
             base = bm if side == "A" else bn
             rounds = cdiv(tasks, C)
-            if shared and batch > 1 and align_up(rows, p.mn_align) <= base and 2 * whole <= chip.buffers["L1"] \
-                    and rounds >= FULL_LOAD_ROUNDS and not full_load:
-                full_load = side
-                notes.append(f"L1 full load of {side}: no batch, {rows} rows fit one base tile, 2*{whole} B <= "
-                             f"L1, {rounds} >= {FULL_LOAD_ROUNDS} rounds per core")
+            if shared and batch > 1 and 2 * whole <= chip.buffers["L1"] and rounds >= FULL_LOAD_ROUNDS \
+                    and not full_load:
+                if align_up(rows, p.mn_align) <= base:
+                    full_load = side
+                    notes.append(f"L1 full load of {side}: no batch, {rows} rows fit one base tile, 2*{whole} B <= "
+                                 f"L1, {rounds} >= {FULL_LOAD_ROUNDS} rounds per core")
+                else:
+                    notes.append(f"no L1 full load of {side}: 2*{whole} B <= L1 and {rounds} rounds per core, but "
+                                 f"its {rows} rows exceed one base tile ({base}); pyto reads the seed's 'small side' "
+                                 f"as one base tile's rows (the kernel holds it as that tile's operand)")
     if full_load:
         whole = (align_up(m if full_load == "A" else n, p.mn_align)) * align_up(k, p.k_align) * isz
         if whole > chip.buffers["L1"]:

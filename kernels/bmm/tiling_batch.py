@@ -38,13 +38,15 @@ def _seed_b_note(s: int, l: int, bk: int, s_el: int, l_el: int, c_el: int, p: Pr
     seed_k = min(align_down(s_el // 2 // s, ka), align_up(p.K, ka))
     c_term, b_term = align_down(c_el // 2 // s, al), align_down(l_el // 2 // max(seed_k, 1), al)
     seed_l = max(c_term, b_term)
-    if 2 * s * seed_l <= c_el and 2 * seed_l * seed_k <= l_el:
+    over = [f"{need} B of {buf} {cap} B" for need, buf, cap in
+            ((2 * s * seed_l * ACC_BYTES, "L0C", c_el * ACC_BYTES),
+             (2 * seed_l * seed_k * p.isz, "L0B" if names[1] == "N" else "L0A", l_el * p.isz)) if need > cap]
+    if not over:
         return ""
     short, long_ = names
     return (f"; the seed's Base{long_} = max(L0C/2/4B/Base{short}, L0{'B' if long_ == 'N' else 'A'}/2/BaseK) = "
-            f"max({c_term}, {b_term}) = {seed_l} would not fit two copies ({2 * s * seed_l * ACC_BYTES} B of L0C "
-            f"{c_el * ACC_BYTES} B, {2 * seed_l * seed_k * p.isz} B of L0{'B' if long_ == 'N' else 'A'} "
-            f"{l_el * p.isz} B): pyto takes the bounds' minimum, Base{long_} = {l}")
+            f"max({c_term}, {b_term}) = {seed_l} would not fit two copies ({', '.join(over)}): pyto takes the "
+            f"bounds' minimum, Base{long_} = {l}")
 
 
 def iter_l0(m: int, n: int, k: int, pingpong: bool, p: Problem, chip: Chip) -> tuple[int, int, int, int, int, str]:
@@ -61,18 +63,23 @@ def iter_l0(m: int, n: int, k: int, pingpong: bool, p: Problem, chip: Chip) -> t
     if mb * nb * nc <= c_el and a_el // mb >= ka and b_el // nb >= ka and nb <= n_cap:
         bk = min(align_down(a_el // mb, ka), align_down(b_el // nb, ka), kb)
         half = min(align_down(a_el // (2 * mb), ka), align_down(b_el // (2 * nb), ka), kb)
+        how = f"L0C >= {nc}*M̄*N̄*4B: BaseM = M̄, BaseN = N̄, only K split"
         if pingpong and (2 * mb * bk > a_el or 2 * bk * nb > b_el) and half >= ka:
             # (b)'s "GM->L1->L0->Cube->L0C->GM 流水": with one L0 copy of BaseK the move and the cube cannot
             # overlap; two copies of the deepest BaseK that fits twice let MTE1 feed the cube while it works
+            how += (f"; the seed's BaseK = min(L0A/M̄, L0B/N̄) = {bk} fits one L0A/L0B copy: pyto halves it to "
+                    f"{half} for two, so MTE1 loads the next while the cube works ((b)'s pipeline)")
             bk = half
         l0 = 2 if 2 * mb * bk <= a_el and 2 * bk * nb <= b_el else 1     # double buffer where L0 has room
-        return mb, nb, bk, l0, nc, f"L0C >= {nc}*M̄*N̄*4B: BaseM = M̄, BaseN = N̄, only K split"
+        return mb, nb, bk, l0, nc, how
+    cap = (f"; with a bias, N̄ = {nb} > BT / 4B = {n_cap} columns (one BT load per tile): BaseN at most {n_cap}, so "
+           f"the else branch" if nb > n_cap and mb * nb * nc <= c_el else "")
     if m < n:
         bm, bn, bk = _small_side(mb, nb, kb, a_el, b_el, c_el, mb, n_cap, nc, p)
-        note = _seed_b_note(bm, bn, bk, a_el, b_el, c_el, p, "MN") if pingpong else ""
+        note = cap + (_seed_b_note(bm, bn, bk, a_el, b_el, c_el, p, "MN") if pingpong else "")
         return bm, bn, bk, nc, nc, "M < N: BaseM = align(M, 16), BaseN and BaseK from L0C, L0A, L0B" + note
     bn, bm, bk = _small_side(nb, mb, kb, b_el, a_el, c_el, n_cap, mb, nc, p)
-    note = _seed_b_note(bn, bm, bk, b_el, a_el, c_el, p, "NM") if pingpong else ""
+    note = cap + (_seed_b_note(bn, bm, bk, b_el, a_el, c_el, p, "NM") if pingpong else "")
     return bm, bn, bk, nc, nc, "M >= N: BaseN = align(N, 16), BaseM and BaseK from L0C, L0A, L0B" + note
 
 
@@ -129,9 +136,14 @@ def iter_tiling(p: Problem, chip: Chip, l1: IterL1) -> IterBatchTiling:
             held = held_note
         how = (f"L0/L1 (ASW core tiling of one batch on one core): {held}the split side streamed per output tile "
                f"in K slices of {k_l1} ({streams} copies) -> {bm}x{bn}x{bk}")
-    notes = (f"case ({l1.case}): resident {l1.resident or 'none'}, Step = {l1.step}, m_L1 = {l1.m_l1}, "
-             f"seed k_L1 A/B = {l1.k_l1_a}/{l1.k_l1_b}" + (" (k_L1_b = min((L1 - M̄K̄*dtype)/(N̄*dtype), K))"
-                                                            if l1.resident == "A" else ""), how)
+    seed = (f"case ({l1.case}): resident {l1.resident or 'none'}, Step = {l1.step}, m_L1 = {l1.m_l1}, "
+            f"seed k_L1 A/B = {l1.k_l1_a}/{l1.k_l1_b}" + (" (k_L1_b = min((L1 - M̄K̄*dtype)/(N̄*dtype), K))"
+                                                          if l1.resident == "A" else ""))
+    if l1.case not in ("a", "b"):
+        seed += (f"; these size the seed's L1 budget (Step slabs); pyto's kernel streams the split side per output "
+                 f"tile in K slices of {k_l1} instead (the seed gives no L0 rule for (c)-(e)), so Step and the "
+                 f"seed's k_L1 describe the entry condition, not the kernel")
+    notes = (seed, how)
     resident = l1.resident if l1.case in ("a", "b") or a_in or b_in else ""
     return IterBatchTiling(l1.case, resident, l1.step, l1.m_l1, k_a, k_b, bm, bn, bk,
                            l1.l1_buffers if resident else 1, streams, l0b, l0cb, True, bpc, cores, notes)
@@ -181,7 +193,8 @@ def merge_tiling(p: Problem, chip: Chip) -> MergeBatchTiling:
         notes.append(f"Step 2: k_L0 = floor16(min(L0A/(2*b*M̄*dtype), L0B/(2*b*N̄*dtype))) = {k_l0} "
                      f"(>= k_thr = {chip.k_thr_bytes // isz}: the seed's 32B/dtype term read as the lower bound)")
         notes.append(f"Step 3: k_L1 = {k_l1} (fewest even K slices, multiples of k_L0, with 2*b*(M̄+N̄)*k_L1*dtype"
-                     f" <= L1, >= min(k_L0, 128B/dtype) = {k_lo}); b_L1 = min(b_L1_max = {b_l1_max}, b_core) "
+                     f" <= L1" + (f" less the bias rows' {chip.buffers['L1'] - l1} B" if p.bias else "")
+                     + f", >= min(k_L0, 128B/dtype) = {k_lo}); b_L1 = min(b_L1_max = {b_l1_max}, b_core) "
                      f"rounded to a multiple of b = {b_l1} >= b")
         return MergeBatchTiling(b, b_l1, mp, np_, b * mp, b * np_, k_l0, k_l1, 2, 2, 2, bpc, cdiv(bpc, b),
                                 cdiv(p.batch, bpc), tuple(notes))
