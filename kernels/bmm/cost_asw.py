@@ -28,7 +28,11 @@ def _asw(t: AswTiling, p: Problem, chip: Chip, *, pieces: int | None = None) -> 
     n_tiles = sum(c for *_, c in classes)
     ra, rb = _reuse(p, t)
     in_flight = min(t.batch, cdiv(t.cores_used, t.tiles_m * t.tiles_n))
-    live = in_flight * (cdiv(t.tiles_m, t.l2_tiles_m) * t.base_m + cdiv(t.tiles_n, t.l2_tiles_n) * t.base_n) * t.k * p.isz
+    # what L2 must keep for the repeats to hit: the re-read side(s) of the batches in flight (a broadcast side,
+    # batch 1, is one copy); a side each region of which is read once only streams through
+    a_live = (1 if p.batch_a == 1 else in_flight) * cdiv(t.tiles_m, t.l2_tiles_m) * t.base_m if ra > 1 else 0
+    b_live = (1 if p.batch_b == 1 else in_flight) * cdiv(t.tiles_n, t.l2_tiles_n) * t.base_n if rb > 1 else 0
+    live = (a_live + b_live) * t.k * p.isz
     fits = live <= chip.l2_bytes
     # L2 share of the streamed bytes: all but the first read of each region
     fa = (1 - 1 / ra) if fits else 0.0
