@@ -25,7 +25,7 @@ from ..ir import GMTensor, Pipe, Role
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
 from . import crosscore
-from .datapath import DataPass
+from .datapass import DataPass
 from .memory import Initialised
 from .replay import Span, replay
 from .blockcache import BlockCache
