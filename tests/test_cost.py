@@ -165,6 +165,16 @@ def test_a_broadcast_side_hits_l2_while_the_per_batch_side_streams():
     assert 900 < e.t_total < 1000
 
 
+def test_tiles_sharing_a_region_in_one_round_hit_l2_one_k_step_apart():
+    """[4, 2, 41, 103214] @ [4, 1, 103214, 157] fp32: 16 tiles on 16 cores in one round, each A and B region read by
+    two of them walking K together: the repeat comes a K step later, so L2 serves it although whole K extents
+    would not fit (the estimate was 494 us, 0 B from L2; emulated 257 us, half the reads from L2)."""
+    p = plan((4, 2, 41, 103214), (4, 1, 103214, 157), "fp32", "ascend950pr", bias=(4, 2, 1, 157), override=None)
+    e = p.estimate
+    assert p.branch == "asw_basic" and p.tiling.tasks_per_core == 1
+    assert e.l2_bytes > 0.4 * (e.l2_bytes + e.gm_bytes) and 230 < e.t_total < 280
+
+
 def test_fold_n_pays_no_rearrangement():
     """fold_n with ND B would rewrite B (the seed's transpose pass; DN B is already [B*N, K]): the bytes are
     recorded, but the kernel runs the broadcast problem instead, so the estimate counts no such traffic."""

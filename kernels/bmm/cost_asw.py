@@ -33,6 +33,10 @@ def _asw(t: AswTiling, p: Problem, chip: Chip, *, pieces: int | None = None) -> 
     a_live = (1 if p.batch_a == 1 else in_flight) * cdiv(t.tiles_m, t.l2_tiles_m) * t.base_m if ra > 1 else 0
     b_live = (1 if p.batch_b == 1 else in_flight) * cdiv(t.tiles_n, t.l2_tiles_n) * t.base_n if rb > 1 else 0
     live = (a_live + b_live) * t.k * p.isz
+    if t.tasks_per_core == 1:
+        # one round: the tiles that share a region run at once and walk K together, so a repeat comes one K
+        # step after the first read: L2 holds the cores' slabs in flight, not whole K extents
+        live = min(live, t.cores_used * (t.base_m + t.base_n) * t.k_l1 * 2 * p.isz)
     fits = live <= chip.l2_bytes
     # L2 share of the streamed bytes: all but the first read of each region
     fa = (1 - 1 / ra) if fits else 0.0
