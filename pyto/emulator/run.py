@@ -178,7 +178,8 @@ def compile(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks:
 
 class CompiledKernel:
     """A checked launch configuration (pyto.compile): `.report` (timing mode's Report) and, when compiled with
-    checks, `__call__(*arrays)`, the data pass on new inputs of the compiled shapes and dtypes."""
+    checks, `__call__(*arrays)`, the data pass on new inputs of the compiled shapes and dtypes. After the first
+    call it keeps the pass's arrays (a staged copy of each GM tensor, the tiles) for the next calls."""
 
     def __init__(self, kernel: Kernel, tensors: list, report: Report, instrs: Optional[list], order, written: set):
         self.kernel, self.tensors, self.report = kernel, tensors, report
