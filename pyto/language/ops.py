@@ -12,7 +12,7 @@ from .tile import Tile, as_int
 from .trace import caller_loc, current
 
 
-_L1, _L0A, _L0B, _L0C = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C
+_L1, _L0A, _L0B, _L0C, _UB = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.UB
 _LOAD, _MMAD, _MTE1, _MTE2, _M, _AIC = Op.LOAD, Op.MMAD, Pipe.MTE1, Pipe.MTE2, Pipe.M, Role.AIC
 _GM_TO = {Buf.L1: (("GM", "L1"), "GM->L1", Role.AIC), Buf.UB: (("GM", "UB"), "GM->UB", Role.AIV0)}
 _L1_TO_L0 = {Buf.L0A: (("L1", "L0A"), "L1->L0A"), Buf.L0B: (("L1", "L0B"), "L1->L0B")}
@@ -148,6 +148,9 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
     if not tr.is_aic and type(dst) is Tile and dst.store.buf in _CUBE_SIDE:
         tr.cube_marker(_LOAD, "pl.load", loc)       # an AIV's trace: the AIC's trace checks and records it
         return
+    if tr.is_aic and type(dst) is Tile and dst.store.buf is _UB:
+        tr.launch.mark_vector(loc)                  # the AIC's trace: the AIVs' traces check and record it
+        return
     if transpose is not False and transpose is not True and not isinstance(transpose, np.bool_):
         raise KernelError(f"{loc}: pl.load transpose must be True or False, got {transpose!r}")
     if type(dst) is Tile and type(src) is Tile and offsets is None and nd_num == 1:
@@ -231,6 +234,9 @@ def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, 
     loc = caller_loc()
     if not tr.is_aic and type(src) is Tile and src.store.buf is _L0C:
         tr.cube_marker(Op.STORE, "pl.store", loc)   # an AIV's trace: the AIC's trace checks and records it
+        return
+    if tr.is_aic and type(src) is Tile and src.store.buf is _UB:
+        tr.launch.mark_vector(loc)                  # the AIC's trace: the AIVs' traces check and record it
         return
     if not isinstance(dst, GMTensor):
         raise ShapeError(f"{loc}: pl.store writes a GM tensor, got {dst!r}; use pl.move between on-chip buffers")

@@ -37,6 +37,17 @@ def l0c_to_ub_split(dst: Tile, src: Tile, mode: Optional[AccToVecMode], loc: Loc
     return halves
 
 
+def _vector_loc() -> Optional[Loc]:
+    """The kernel line of a vector op, or None in the AIC's trace: the op is the AIVs' (their traces check and
+    record it); the AIC's trace only notes that the launch uses the vector side."""
+    tr = current()
+    loc = caller_loc()
+    if tr.is_aic:
+        tr.launch.mark_vector(loc)
+        return None
+    return loc
+
+
 def _ub(x, what: str, loc: Loc) -> Tile:
     if not isinstance(x, Tile) or x.buffer is not Buf.UB:
         raise ShapeError(f"{loc}: {what} must be a UB tile, got {x!r}")
@@ -69,7 +80,9 @@ def _same(loc: Loc, kind: str, *tiles: Tile) -> None:
 
 def _binary(kind: str):
     def op(dst: Tile, a: Tile, b: Tile) -> None:
-        loc = caller_loc()
+        loc = _vector_loc()
+        if loc is None:
+            return
         for name, t in (("dst", dst), ("a", a), ("b", b)):
             _ub(t, f"pl.{kind} {name}", loc)
         _same(loc, kind, dst, a, b)
@@ -88,12 +101,16 @@ def maximum(dst: Tile, a: Tile, b: Tile, dim: Optional[int] = None) -> None:
     as pl.sum's `tmp`)."""
     if dim is None:
         return _maximum(dst, a, b)
-    return _reduce("max", dst, a, b, dim, caller_loc())
+    loc = _vector_loc()
+    if loc is not None:
+        _reduce("max", dst, a, b, dim, loc)
 
 
 def sum(dst: Tile, src: Tile, tmp: Tile, dim: int = 1) -> None:  # noqa: A001 - the DSL's spelling
     """Row sum of `src` into `dst` [rows, 1] (`tmp` is scratch, as on the hardware)."""
-    _reduce("sum", dst, src, tmp, dim, caller_loc())
+    loc = _vector_loc()
+    if loc is not None:
+        _reduce("sum", dst, src, tmp, dim, loc)
 
 
 def _reduce(kind: str, dst: Tile, src: Tile, tmp: Tile, dim: int, loc: Loc) -> None:
@@ -121,7 +138,9 @@ def _overlap(a: tuple, b: tuple) -> bool:
 
 def _expand(kind: str):
     def op(dst: Tile, src: Tile, vec: Tile, dim: int = 1) -> None:
-        loc = caller_loc()
+        loc = _vector_loc()
+        if loc is None:
+            return
         for name, t in (("dst", dst), ("src", src), ("vec", vec)):
             _ub(t, f"pl.expand_{kind} {name}", loc)
         if dim not in (0, 1):
@@ -160,7 +179,9 @@ def _scalar_of(dst: Tile, value, what: str, loc: Loc):
 
 def _scalar(kind: str):
     def op(dst: Tile, src: Tile, scalar: float) -> None:
-        loc = caller_loc()
+        loc = _vector_loc()
+        if loc is None:
+            return
         _ub(dst, f"pl.{kind} dst", loc)
         _ub(src, f"pl.{kind} src", loc)
         _same(loc, kind, dst, src)
@@ -178,7 +199,9 @@ _FLOAT_ONLY = ("exp", "sqrt", "ln", "reciprocal", "rsqrt")
 
 def _unary(kind: str):
     def op(dst: Tile, src: Tile) -> None:
-        loc = caller_loc()
+        loc = _vector_loc()
+        if loc is None:
+            return
         _ub(dst, f"pl.{kind} dst", loc)
         _ub(src, f"pl.{kind} src", loc)
         _same(loc, kind, dst, src)
@@ -196,7 +219,9 @@ ln, reciprocal, rsqrt = (_unary(k) for k in ("ln", "reciprocal", "rsqrt"))   # A
 
 def cast(dst: Tile, src: Tile) -> None:
     """dst = src converted to dst's dtype (round to nearest even)."""
-    loc = caller_loc()
+    loc = _vector_loc()
+    if loc is None:
+        return
     _ub(dst, "pl.cast dst", loc)
     _ub(src, "pl.cast src", loc)
     if dst.shape != src.shape:
@@ -206,6 +231,8 @@ def cast(dst: Tile, src: Tile) -> None:
 
 def duplicate(dst: Tile, value: float) -> None:
     """Fill `dst` with `value`."""
-    loc = caller_loc()
+    loc = _vector_loc()
+    if loc is None:
+        return
     _ub(dst, "pl.duplicate dst", loc)
     _emit(Op.VDUP, "duplicate", dst, [], {"scalar": _scalar_of(dst, value, "pl.duplicate", loc)}, loc)
