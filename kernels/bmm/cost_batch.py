@@ -38,6 +38,8 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
         per_batch.add(tl, cnt)
     # held slabs: loaded once per batch in hold pieces (A's and B's interleaved)
     held_cyc = held_bytes = first_held = held_x = 0.0
+    own_a, own_b = hold_a and p.batch_a > 1, hold_b and p.batch_b > 1    # held sides loaded for every batch
+    own_cyc = own_bytes = own_x = 0.0
     if hold_a or hold_b:
         for i, kw in enumerate(_pieces(align_up(K, bk), max(FRACTAL, p.k0), bk, hp)):
             kc = max(0, min(kw, K - i * kw))
@@ -46,6 +48,9 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
             held_cyc += cyc
             held_bytes += sum(piece)
             held_x += sum(1 for b in piece if b)
+            for own, b in zip((own_a, own_b), piece):
+                if own and b:
+                    own_cyc, own_bytes, own_x = own_cyc + w.xfer(b), own_bytes + b, own_x + 1
             if i == 0:
                 first_held = cyc
     # L2: the streamed side is re-read by every tile row (B) / column (A) of its batch: the same regions
@@ -61,7 +66,8 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     w.traffic(tot_a / ra / bc_a + p.batch_a * held_a_b, tot_a + p.batch * held_a_b, live)
     w.traffic(tot_b / rb / bc_b + p.batch_b * held_b_b, tot_b + p.batch * held_b_b, live)
     fa, fb = 1 - 1 / ra, 1 - 1 / rb
-    held_per_core = bpc if not ((hold_a and p.batch_a == 1) or (hold_b and p.batch_b == 1)) else 1
+    # held slabs loaded per batch (a held side with batches of its own): they cycle through the hold ring
+    held_per_core = bpc if (hold_a and p.batch_a > 1) or (hold_b and p.batch_b > 1) else 1
     # every core runs the same walk over its own batch at the same time, so the chip-wide channels see the
     # walk's phases together: the first row of tiles reads the streamed side from GM (first touch), later rows
     # from L2. Per tile, the cores' GM bytes share the GM channel and their L2 bytes the L2 channel; the
@@ -121,7 +127,7 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
         w.ring(bpc * per_batch.steps, bpc * per_batch.xfers, bpc * (per_batch.a_bytes + per_batch.b_bytes),
                bpc * per_batch.cons, q["STAGES"])
     if held_per_core > 1:
-        w.ring(held_per_core, held_per_core * held_x, held_per_core * held_bytes,
+        w.ring(held_per_core, held_per_core * own_x, held_per_core * own_bytes,
                held_per_core * max(per_batch.mmad, per_batch.mte1), q["HOLD_STAGES"])
     n_t = tm * tn
     w.l0c(bpc * n_t, per_batch.mmad / n_t, per_batch.store_cyc / n_t, q.get("L0C_STAGES", t.l0c_buffers),
