@@ -964,18 +964,11 @@ def test_each_aivs_move_into_l1_is_placed_where_that_aiv_made_it(first):
 @pl.kernel
 def cube_branch_on_subblock(a, b, out):
     """Cube code reading pl.subblock_idx() (0 on the AIC): every trace must see the move it makes."""
-    a1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
-    b1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
-    a0 = pl.alloc(pl.L0A, [32, 32], pl.fp16)
-    b0 = pl.alloc(pl.L0B, [32, 32], pl.fp16)
-    c = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    tiles = matmul_tiles(32, 32, 32, pl.fp16)
+    c = tiles[-1]
     u = pl.alloc(pl.UB, [16, 32], pl.fp32)
     with pl.section_cube():
-        pl.load(a1, a)
-        pl.load(b1, b)
-        pl.load(a0, a1)
-        pl.load(b0, b1)
-        pl.matmul(c, a0, b0, phase=pl.AccPhase.Final)
+        matmul_from_gm(tiles, a, [0, 0], b, [0, 0], phase=pl.AccPhase.Final)
         if pl.subblock_idx() == 0:
             pl.move(u, c, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM, phase=pl.STPhase.Final)
     with pl.section_vector():

@@ -1,5 +1,5 @@
 """The checked pass over a schedule: each instruction, in the order it started, gets its happens-before
-and race checks and the uninitialised-read check. (The data path is a separate pass, datapath.compute:
+and race checks and the uninitialised-read check. (The data path is a separate pass, datapass.DataPass:
 the verdicts do not depend on the data.)
 
 Blocks that share an encoding (blockcache.py) and whose waits were released by the same instructions
