@@ -1085,3 +1085,26 @@ def test_a_vector_op_over_a_shifted_overlap_of_its_source_is_refused():
     assert np.array_equal(out[:, 32:], 2 * x[:, :32])
     with pytest.raises(pyto.ShapeError, match=r"test_vector\.py:\d+ .*over its source rows 0:16, columns 0:32"):
         pyto.run(shifted_in_place, x, out, SHIFT=8)
+
+
+@pl.kernel
+def cross_core_extra_set(x, out, *, EXTRA: bool):
+    """Each AIV raises cross-core flag 2 for the AIC once (EXTRA: twice); the AIC waits once."""
+    u = pl.alloc(pl.UB, [16, 32], pl.fp32)
+    with pl.section_vector():
+        sub = pl.subblock_idx()
+        pl.load(u, x, [16 * sub, 0])
+        pl.store(out, u, [16 * sub, 0])
+        pl.cross_core_set_flag(2, pl.PIPE_MTE3)
+        if EXTRA:
+            pl.cross_core_set_flag(2, pl.PIPE_MTE3)
+    with pl.section_cube():
+        pl.cross_core_wait_flag(2, pl.PIPE_MTE2)
+
+
+def test_a_cross_core_flag_left_set_at_the_end_is_a_sync_error():
+    x = np.ones((32, 32), np.float32)
+    pyto.run(cross_core_extra_set, x, np.zeros_like(x), EXTRA=False)
+    with pytest.raises(pyto.SyncError, match=r"test_vector\.py:\d+ .*cross_core_set_flag is set 1 more time\(s\) "
+                                              r"than the other side waits for it"):
+        pyto.run(cross_core_extra_set, x, np.zeros_like(x), EXTRA=True)

@@ -263,13 +263,13 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     if not check:
         if sched.deadlock:
             raise DeadlockError(sched.deadlock)
-        if unpaired:
-            raise SyncError(unpaired)
+        if unpaired or sched.left_set:
+            raise SyncError(unpaired or sched.left_set)
         return CompiledKernel(kernel, tensors, report, None, None, set())
     instrs = [ins for p in programs for ins in p.instrs]
     written = replay(instrs, sched, blocks, Initialised(tensors), spans)
-    if unpaired:
-        raise SyncError(unpaired)
+    if unpaired or sched.left_set:
+        raise SyncError(unpaired or sched.left_set)
     return CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist(), written)
 
 

@@ -32,6 +32,7 @@ class Schedule:
     l2_hit_bytes: float
     deadlock: str = ""    # why the launch stalled ("" when it ran to the end)
     overflow: str = ""    # a cross-core flag set more often than its counter holds ("" when none was)
+    left_set: str = ""    # a cross-core flag set more often than it is waited for, at the end ("" when none)
 
 
 def schedule(enc: Encoded, chip: Chip) -> Schedule:
@@ -47,13 +48,38 @@ def schedule(enc: Encoded, chip: Chip) -> Schedule:
     why = "" if status == 0 else _deadlock_report(enc, qpos, order, flags, now)
     busy_by = {key: float(busy[s]) for s, key in enumerate(enc.slots)}
     return Schedule(float(now), order, begin, end, join_ptr, join_idx, busy_by, float(a["gm_bytes"].sum()),
-                    float(a["l2_bytes"].sum()), why, _cross_core_overflow(enc, begin, end, chip))
+                    float(a["l2_bytes"].sum()), why, _cross_core_overflow(enc, begin, end, chip),
+                    "" if why else _cross_core_left_set(enc))
+
+
+def _cross_core_ids(enc: Encoded) -> list:
+    """The name indices of the cross-core flag ops in `enc`."""
+    return [k for k, name in enumerate(enc.names) if name in ("pl.cross_core_set_flag", "pl.cross_core_wait_flag")]
+
+
+def _cross_core_left_set(enc: Encoded) -> str:
+    """A launch that ran to the end with a cross-core flag queue holding sets no wait consumed (the next kernel's
+    wait would pass at once, as with pl.set_flag): its last set, named, or ''."""
+    ids = _cross_core_ids(enc)
+    if not ids:
+        return ""
+    a = enc.arrays
+    cross = np.isin(enc.name_i, ids)
+    for k in np.unique(a["fkey"][cross]):
+        mine = np.flatnonzero(cross & (a["fkey"] == k))
+        sets = mine[a["kind"][mine] == 1]
+        extra = len(sets) - int((a["kind"][mine] == 2).sum())
+        if extra > 0:
+            return (f"{enc.locs[enc.loc_i[int(sets[-1])]]}: pl.cross_core_set_flag is set {extra} more time(s) than "
+                    f"the other side waits for it: the kernel ends with the cross-core flag still set; pair every "
+                    f"set with a wait")
+    return ""
 
 
 def _cross_core_overflow(enc: Encoded, begin, end, chip: Chip) -> str:
     """REFERENCE: a cross-core flag counts its sets; more than chip.cross_core_flag_max of them waiting
     unconsumed hangs the chip. The first set that makes one too many, named, or ''."""
-    ids = [k for k, name in enumerate(enc.names) if name in ("pl.cross_core_set_flag", "pl.cross_core_wait_flag")]
+    ids = _cross_core_ids(enc)
     if not ids:
         return ""
     a = enc.arrays
