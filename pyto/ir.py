@@ -128,6 +128,11 @@ def rect_covers(a: tuple, b: tuple) -> bool:
     return a[0] <= b[0] and b[1] <= a[1] and a[2] <= b[2] and b[3] <= a[3]
 
 
+def rect_overlaps(a: tuple, b: tuple) -> bool:
+    """Whether rectangles a and b share an element."""
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
 class Access:
     """A rectangle of one buffer instance: a tile (`obj` = TileStore) or a GM tensor.
 
@@ -164,7 +169,7 @@ class Instr:
 
 
 __all__ = ["Pipe", "Buf", "Role", "Op", "AccPhase", "STPhase", "AccToVecMode", "Loc", "Access", "Instr",
-           "rect_covers", "CROSS_CORE", "is_cross_core",
+           "rect_covers", "rect_overlaps", "CROSS_CORE", "is_cross_core",
            "MOVE_OPS", "CUBE_OPS", "VECTOR_OPS", "SYNC_OPS"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import KernelError, ShapeError, UnsupportedError
-from ..ir import Access, AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role
+from ..ir import Access, AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role, rect_overlaps
 from .tile import Tile
 from .trace import caller_loc, current
 
@@ -57,7 +57,7 @@ def _ub(x, what: str, loc: Loc) -> Tile:
 def _emit(op: Op, kind: str, dst: Tile, srcs: list, attrs: dict, loc: Loc, scratch: Optional[Tile] = None) -> None:
     """Record one V instruction; `scratch` (a reduction's tmp) is written too, so sync and race checks see it."""
     for src in srcs:
-        if src.store is dst.store and src.rect != dst.rect and _overlap(src.rect, dst.rect):
+        if src.store is dst.store and src.rect != dst.rect and rect_overlaps(src.rect, dst.rect):
             raise ShapeError(f"{loc}: pl.{kind} writes {dst!r} rows {dst.rect[0]}:{dst.rect[1]}, columns "
                              f"{dst.rect[2]}:{dst.rect[3]} over its source rows {src.rect[0]}:{src.rect[1]}, columns "
                              f"{src.rect[2]}:{src.rect[3]}: a vector op works in place (the same view) or on "
@@ -126,14 +126,10 @@ def _reduce(kind: str, dst: Tile, src: Tile, tmp: Tile, dim: int, loc: Loc) -> N
                          f"{src.shape[0] * src.shape[1]} {src.dtype} elements (seeds/001 uses one shaped like the "
                          f"source), got {tmp!r} {list(tmp.shape)} {tmp.dtype}")
     for name, t in (("source", src), ("destination", dst)):
-        if t.store is tmp.store and _overlap(t.rect, tmp.rect):
+        if t.store is tmp.store and rect_overlaps(t.rect, tmp.rect):
             raise ShapeError(f"{loc}: pl.{kind}(dim=1) scratch {tmp!r} overlaps its {name}: the reduction "
                              f"overwrites its scratch")
     _emit(Op.VREDUCE, kind, dst, [src], {}, loc, scratch=tmp)
-
-
-def _overlap(a: tuple, b: tuple) -> bool:
-    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
 
 def _expand(kind: str):
