@@ -411,8 +411,9 @@ def test_an_event_left_set_when_the_kernel_ends_is_a_sync_error(mode):
     (found by a kernel-author review)."""
     args = _mm_inputs() if mode == "full" else [pyto.spec((32, 32), "fp16")] * 3
     pyto.run(flag_left_set, *args, AGAIN=False, auto_sync=False, mode=mode)
-    with pytest.raises(pyto.SyncError, match=r"test_emulator_errors\.py:\d+ .*PIPE_MTE1, PIPE_MTE2, 2\) on block 0 "
-                                              r"AIC is set 1 more time\(s\) than it is waited for"):
+    with pytest.raises(pyto.SyncError, match=r"test_emulator_errors\.py:\d+ .*PIPE_MTE1, pl\.PIPE_MTE2, 2\): "
+                                              r"pl\.set_flag on block 0 AIC is set 1 more time\(s\) than it is "
+                                              r"waited for"):
         pyto.run(flag_left_set, *args, AGAIN=True, auto_sync=False, mode=mode)
     with pyto.run_options(check=False), pytest.raises(pyto.SyncError, match="still set"):
         pyto.run(flag_left_set, *[pyto.spec((32, 32), "fp16")] * 3, AGAIN=True, auto_sync=False, mode="timing")

@@ -1105,6 +1105,6 @@ def cross_core_extra_set(x, out, *, EXTRA: bool):
 def test_a_cross_core_flag_left_set_at_the_end_is_a_sync_error():
     x = np.ones((32, 32), np.float32)
     pyto.run(cross_core_extra_set, x, np.zeros_like(x), EXTRA=False)
-    with pytest.raises(pyto.SyncError, match=r"test_vector\.py:\d+ .*cross_core_set_flag is set 1 more time\(s\) "
-                                              r"than the other side waits for it"):
+    with pytest.raises(pyto.SyncError, match=r"test_vector\.py:\d+ .*pl\.cross_core_set_flag on block 0 AIV\d is set 1 "
+                                              r"more time\(s\) than the other side waits for"):
         pyto.run(cross_core_extra_set, x, np.zeros_like(x), EXTRA=True)

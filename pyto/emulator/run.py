@@ -241,9 +241,7 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     enc = Encoder(chip)
     cache = BlockCache()
     programs, spans = [], []
-    unpaired = None           # the first event a program leaves set (raised if nothing else is wrong)
     for progs in trace_blocks(kernel, tensors, params, chip, blocks):
-        unpaired = unpaired or next((p.unpaired for p in progs if p.unpaired), None)
         sig = cache.signature(progs) if blocks > 1 else None   # one block: nothing to share with
         code = cache.get(sig)
         synced = code is None
@@ -263,13 +261,13 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     if not check:
         if sched.deadlock:
             raise DeadlockError(sched.deadlock)
-        if unpaired or sched.left_set:
-            raise SyncError(unpaired or sched.left_set)
+        if sched.left_set:
+            raise SyncError(sched.left_set)
         return CompiledKernel(kernel, tensors, report, None, None, set())
     instrs = [ins for p in programs for ins in p.instrs]
     written = replay(instrs, sched, blocks, Initialised(tensors), spans)
-    if unpaired or sched.left_set:
-        raise SyncError(unpaired or sched.left_set)
+    if sched.left_set:       # after the schedule's and the checks' errors, which say more
+        raise SyncError(sched.left_set)
     return CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist(), written)
 
 

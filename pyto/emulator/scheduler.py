@@ -32,7 +32,7 @@ class Schedule:
     l2_hit_bytes: float
     deadlock: str = ""    # why the launch stalled ("" when it ran to the end)
     overflow: str = ""    # a cross-core flag set more often than its counter holds ("" when none was)
-    left_set: str = ""    # a cross-core flag set more often than it is waited for, at the end ("" when none)
+    left_set: str = ""    # a flag set more often than it is waited for, at the end ("" when none)
 
 
 def schedule(enc: Encoded, chip: Chip) -> Schedule:
@@ -49,44 +49,44 @@ def schedule(enc: Encoded, chip: Chip) -> Schedule:
     busy_by = {key: float(busy[s]) for s, key in enumerate(enc.slots)}
     return Schedule(float(now), order, begin, end, join_ptr, join_idx, busy_by, float(a["gm_bytes"].sum()),
                     float(a["l2_bytes"].sum()), why, _cross_core_overflow(enc, begin, end, chip),
-                    "" if why else _cross_core_left_set(enc))
+                    "" if why else _left_set(enc))
 
 
-def _cross_core_ids(enc: Encoded) -> list:
-    """The name indices of the cross-core flag ops in `enc`."""
-    return [k for k, name in enumerate(enc.names) if name in ("pl.cross_core_set_flag", "pl.cross_core_wait_flag")]
+_CROSS_CORE_OPS = ("pl.cross_core_set_flag", "pl.cross_core_wait_flag")
 
 
-def _cross_core_left_set(enc: Encoded) -> str:
-    """A launch that ran to the end with a cross-core flag queue holding sets no wait consumed (the next kernel's
-    wait would pass at once, as with pl.set_flag): its last set, named, or ''."""
-    ids = _cross_core_ids(enc)
-    if not ids:
-        return ""
+def _queues(enc: Encoded, cross_core: bool):
+    """Per flag queue (pl.set_flag events, or cross-core flags): the indices of its sets and of its waits."""
     a = enc.arrays
-    cross = np.isin(enc.name_i, ids)
-    for k in np.unique(a["fkey"][cross]):
-        mine = np.flatnonzero(cross & (a["fkey"] == k))
-        sets = mine[a["kind"][mine] == 1]
-        extra = len(sets) - int((a["kind"][mine] == 2).sum())
-        if extra > 0:
-            return (f"{enc.locs[enc.loc_i[int(sets[-1])]]}: pl.cross_core_set_flag is set {extra} more time(s) than "
-                    f"the other side waits for it: the kernel ends with the cross-core flag still set; pair every "
-                    f"set with a wait")
+    flag = (a["kind"] == 1) | (a["kind"] == 2)
+    ids = [k for k, name in enumerate(enc.names) if name in _CROSS_CORE_OPS]
+    cross = np.isin(enc.name_i, ids) if ids else np.zeros(len(flag), bool)
+    flag &= cross if cross_core else ~cross
+    for k in np.unique(a["fkey"][flag]):
+        mine = np.flatnonzero(flag & (a["fkey"] == k))
+        yield mine[a["kind"][mine] == 1], mine[a["kind"][mine] == 2]
+
+
+def _left_set(enc: Encoded) -> str:
+    """A launch that ran to the end with a flag queue holding sets no wait consumed: the next kernel's first
+    wait on it would pass at once (mssanitizer's synccheck reports it). Its last set, named, or ''."""
+    for cross_core in (False, True):
+        for sets, waits in _queues(enc, cross_core):
+            extra = len(sets) - len(waits)
+            if extra > 0:
+                i = int(sets[-1])
+                who = "the other side waits" if cross_core else "it is waited"
+                return (f"{enc.locs[enc.loc_i[i]]}: {enc.names[enc.name_i[i]]} on {enc.cores[enc.core_i[i]]} is set "
+                        f"{extra} more time(s) than {who} for: the kernel ends with the flag still set; pair "
+                        f"every set with a wait")
     return ""
 
 
 def _cross_core_overflow(enc: Encoded, begin, end, chip: Chip) -> str:
     """REFERENCE: a cross-core flag counts its sets; more than chip.cross_core_flag_max of them waiting
     unconsumed hangs the chip. The first set that makes one too many, named, or ''."""
-    ids = _cross_core_ids(enc)
-    if not ids:
-        return ""
-    a = enc.arrays
-    cross = np.isin(enc.name_i, ids)
-    for k in np.unique(a["fkey"][cross]):
-        mine = np.flatnonzero(cross & (a["fkey"] == k) & (end > 0))
-        sets, waits = mine[a["kind"][mine] == 1], mine[a["kind"][mine] == 2]
+    for sets, waits in _queues(enc, cross_core=True):
+        sets, waits = sets[end[sets] > 0], waits[end[waits] > 0]
         # pending after each set: sets raised so far (in raise order) minus waits that started before it
         raised = sets[np.argsort(end[sets], kind="stable")]
         pending = np.arange(1, len(raised) + 1) - np.searchsorted(np.sort(begin[waits]), end[raised], side="left")

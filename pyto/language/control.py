@@ -114,9 +114,7 @@ def _flag(op: Op, src: Pipe, dst: Pipe, event_id: int) -> None:
         raise SyncError(f"{loc}: a flag connects two different pipes, got {src.name} -> {dst.name}")
     pipe = src if op is Op.SET_FLAG else dst
     name = "pl.set_flag" if op is Op.SET_FLAG else "pl.wait_flag"
-    key = (src, dst, event_id)
-    if tr.emit(Instr(op, pipe, (), (), {"key": key}, loc, name=name), _flag_role(src, dst, name, loc)) is not None:
-        tr.count_flag(key, op is Op.SET_FLAG, loc)
+    tr.emit(Instr(op, pipe, (), (), {"key": (src, dst, event_id)}, loc, name=name), _flag_role(src, dst, name, loc))
 
 
 def set_flag(src_pipe: Pipe, dst_pipe: Pipe, event_id: int) -> None:

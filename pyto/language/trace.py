@@ -73,7 +73,6 @@ class Program:
         self.id = block * 3 + int(role)
         self.instrs: list[Instr] = []
         self.markers: list = []   # foreign ops that touch this role's buffers (cross-core pairing)
-        self.unpaired: Optional[str] = None   # an event the program leaves set (Tracer.unpaired_flag)
 
     def __repr__(self) -> str:
         return f"block {self.block} {self.role.name}"
@@ -134,7 +133,6 @@ class Tracer:
         self.allocs_at: dict = {}     # kernel line -> pl.alloc calls made from it (tile names)
         self.in_use = {b: 0 for b in Buf}
         self.n_workspace = 0
-        self.flags: dict = {}         # (src pipe, dst pipe, id) -> [sets - waits, line of the last set]
 
     # ---- recording ----------------------------------------------------------------------------
     def emit(self, instr: Instr, role: Role) -> Optional[Instr]:
@@ -153,24 +151,6 @@ class Tracer:
             self.instrs.append(instr)
             return instr
         self.program.markers.append((len(self.program.instrs), instr))
-        return None
-
-    def count_flag(self, key: tuple, is_set: bool, loc: Loc) -> None:
-        """Keep the balance of pl.set_flag / pl.wait_flag per event (see finish)."""
-        entry = self.flags.setdefault(key, [0, loc])
-        entry[0] += 1 if is_set else -1
-        if is_set:
-            entry[1] = loc
-
-    def unpaired_flag(self) -> Optional[str]:
-        """At the end of the trace: an event set more often than waited for stays set when the kernel ends
-        (the next kernel's first wait on it would pass at once; mssanitizer's synccheck reports it too).
-        The message, or None. (Checked after the schedule, whose errors say more.)"""
-        for (src, dst, event_id), (balance, loc) in self.flags.items():
-            if balance > 0:
-                return (f"{loc}: pl.set_flag(PIPE_{src.name}, PIPE_{dst.name}, {event_id}) on {self.program!r} is "
-                        f"set {balance} more time(s) than it is waited for: the kernel ends with the event still "
-                        f"set; pair every set_flag with a wait_flag")
         return None
 
     def cube_marker(self, op, name: str, loc: Loc) -> None:
@@ -230,7 +210,6 @@ class Kernel:
             raise KernelError(f"{_raising_line(e)}: kernel '{self.name}' raised {type(e).__name__}: {e}") from e
         finally:
             _CURRENT = prev
-        tracer.program.unpaired = tracer.unpaired_flag()
         return tracer.program
 
 
