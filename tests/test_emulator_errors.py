@@ -228,6 +228,8 @@ def test_tiles_allocated_on_one_line_are_named_in_order():
 def test_dsl_outside_kernel_and_direct_call():
     with pytest.raises(pyto.KernelError, match="@pl.kernel"):
         pl.alloc(pl.L1, [16, 16], pl.fp16)
+    with pytest.raises(pyto.KernelError, match="@pl.kernel"):
+        pl.range(4)
     with pytest.raises(pyto.KernelError, match="pyto.run"):
         takes_tile(*_mm_inputs(), T=16)
 

@@ -37,6 +37,7 @@ def section_vector():
 
 def range(start: int, stop: int = None, step: int = 1):  # noqa: A001 - the DSL's spelling
     """A static loop (unrolled at trace time): bounds must be Python ints."""
+    current()   # outside a @pl.kernel: KernelError, as for every pl op
     if stop is None:
         start, stop = 0, start
     bounds = [as_int(v) for v in (start, stop, step)]
