@@ -95,7 +95,8 @@ def _shared_args(p: argparse.ArgumentParser) -> None:
                    help="force a branch (only its structural preconditions are checked)")
     p.add_argument("--reduce", default="workspace", choices=("workspace", "atomic"), help="StreamK reduction")
     p.add_argument("--seed-only", action="store_true",
-                   help="seeds/000's decision alone (no branch outside its home ground, however much faster)")
+                   help="seeds/000's decision alone (no branch outside its home ground and no StreamK grid_K "
+                        "above the theta cap, however much faster)")
 
 
 def cmd_bmm(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyto
 from kernels.bmm import stream_k
-from kernels.bmm.api import check
+from kernels.bmm.api import check, run_plan
 from kernels.bmm.common import operands
 from kernels.bmm.cost import roofline_us
 from kernels.bmm.planner import plan
@@ -135,12 +135,26 @@ def test_parallelism_gap_edge(M, branch):
 
 @pytest.mark.parametrize("K,grid_k", [(6799, None), (6800, 2), (27199, 2), (27200, 4), (108799, 4), (108800, 8)])
 def test_grid_k_thresholds(K, grid_k):
-    """K >= grid_K^2 * theta (theta = 1700): 6.8K for 2, 27.2K for 4, 108.8K for 8."""
-    p = plan((2, 16, K), (2, K, 16), "fp16", CHIP)
+    """K >= grid_K^2 * theta (theta = 1700): 6.8K for 2, 27.2K for 4, 108.8K for 8 (the seed's grid_K)."""
+    p = plan((2, 16, K), (2, K, 16), "fp16", CHIP, override=None)
     if grid_k is None:
         assert p.branch != "stream_k"
     else:
         assert p.branch == "stream_k" and p.tiling.grid_k == grid_k
+
+
+def test_grid_k_beyond_theta_when_the_model_says_it_pays():
+    """[1,48,12000] @ [12000,80]: the seed's theta allows grid_K = 2 (K < 4^2*1700), so two cores' MTE2 ports carry
+    all of B; the planner takes grid_K = 8 (estimated 37% faster), which the emulator confirms, and says why."""
+    a, b = (1, 48, 12000), (1, 12000, 80)
+    seed, wide = plan(a, b, "bf16", CHIP, override=None), plan(a, b, "bf16", CHIP)
+    assert seed.branch == wide.branch == "stream_k" and seed.tiling.grid_k == 2 < wide.tiling.grid_k
+    assert "K >= grid_K^2*theta dropped" in wide.explain() and "theta dropped" not in seed.explain()
+    t_seed = run_plan(seed, pyto.spec(a, "bf16"), pyto.spec(b, "bf16"))[1].time_us
+    t_wide = run_plan(wide, pyto.spec(a, "bf16"), pyto.spec(b, "bf16"))[1].time_us
+    assert t_wide < 0.8 * t_seed, (t_wide, t_seed)
+    # where the seed's grid_K is already the model's best, nothing changes
+    assert plan((2, 16, 120000), (2, 120000, 16), "fp16", CHIP).tiling.grid_k == 8
 
 
 @pytest.mark.parametrize("K,grid_k", [(6800, 2), (27200, 4), (108800, 8)])

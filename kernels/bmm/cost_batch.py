@@ -157,6 +157,8 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     others = (t.cores_used - 1) * last.store / chip.gm_bytes_per_cycle
     w.tail_store = min(w.tail_load - w.tail_fix, others + last.store_cyc)
     w.head = first + w.lat() + sync + tiles[0][0].first_l0 + sync
+    # of which the GM channel carried the held slab's first piece (the whole slab before a streamed side)
+    w.head_read = min(first, cores * held_gm / chip.gm_bytes_per_cycle / (1 if stream else max(1, hp)))
     w.gm_write += p.batch * per_batch.store
     _bias(w, p, bpc * tm * tn, bn)
     return w
@@ -192,7 +194,8 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
                 g["a"] += ng * ab
                 g["b"] += ng * bb
                 g["x"] += (1 if a_nd else ng) + (1 if b_nd else ng)
-                first = cyc if first is None else first
+                if first is None:
+                    first, first_bytes = cyc, ng * ((ab if a_nd else 0.0) + (bb if b_nd else 0.0))   # GM's share
                 kp += kw
             cube_last = s1 = s2 = 0.0
             for kk in range(k1, k1 + kl, t.base_k):
@@ -215,7 +218,7 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
         last.update(cube=cube_last, store=ng * st, first=first or 0.0,
                     first_l0=w.mte1_cycles(ng * t.m_pad * t.base_k * isz, t.base_k * ng * t.n_pad * isz))
         if "head" not in last:
-            last["head"] = (first or 0.0, last["first_l0"])
+            last["head"] = (first or 0.0, last["first_l0"], first_bytes if first else 0.0)
     w.cyc["MTE2"] += tot["mte2"]
     w.cyc["MTE1"] += tot["mte1"]
     w.cyc["MMAD"] += tot["mmad"]
@@ -234,8 +237,9 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
     w.tail_load = w.lat() + 2 * sync + last["cube"] + last["store"] + w.tail_fix
     w.tail_ring = w.lat() + 2 * sync + last["cube"]
     w.tail_store = last["store"]
-    h_first, h_l0 = last["head"]
+    h_first, h_l0, h_bytes = last["head"]
     w.head = h_first + w.lat() + sync + h_l0 + sync
+    w.head_read = min(h_first, t.cores_used * h_bytes / chip.gm_bytes_per_cycle)   # the first pieces on the channel
     w.gm_write += p.batch * M * N * p.out_isz
     if p.bias:
         w.cyc["MTE2"] += bpc * w.xfer(region(chip, 1, N, N, ACC_BYTES))

@@ -91,6 +91,7 @@ class _Work:
         self.gm_read = self.gm_write = self.l2_read = 0.0
         self.core_gm = self.core_l2 = 0.0   # the busiest core's own charged bytes from GM / from L2
         self.head = 0.0                     # cycles before the cube can start (first pieces in, first MTE1)
+        self.head_read = 0.0                # the part of head spent moving the first pieces (GM channel time)
         self.tail_load = 0.0                # cycles after the last transfer in until the end
         self.tail_mmad = 0.0                # cycles after the last MMAD until the end
         self.tail_fix = 0.0                 # cycles after the last store leaves Fixpipe
@@ -226,8 +227,11 @@ class _Work:
                          if c["MMAD"] else 0.0)
             t["MTE1"] = self.head + c["MTE1"] + self.tail_mmad if c["MTE1"] else 0.0
         fix = c["FIXPIPE"] if self.write_pipe == "FIXPIPE" else c["MTE3"]
-        write = max(fix, gm_chan if self.gm_read < self.gm_write else 0.0)
-        t[self.write_pipe] = self.head + write + self.tail_fix if write else 0.0
+        write = self.head + fix
+        if self.gm_read < self.gm_write and gm_chan > 0:
+            # more stores than reads: the whole GM channel, whose reads began with the first pieces of the head
+            write = max(write, self.head - self.head_read + gm_chan)
+        t[self.write_pipe] = write + self.tail_fix if fix or write > self.head else 0.0
         t["VECTOR"] = self.head + c["VECTOR"] + self.tail_fix if c["VECTOR"] else 0.0
         if self.serial:
             cube = max(t.values())

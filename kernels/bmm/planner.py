@@ -47,7 +47,10 @@ chosen branch's, a margin well beyond the model's error against the emulator (me
 StreamK condition 1 counts P at 16 x 16 blocks, so a few long-K shapes with P >= C (e.g. 1 x 128 x 128 x
 65536) never reach StreamK, which runs them twice as fast. Measured (benchmarks/bmm_planner.py and 80
 held-out shapes): the suite's worst regret 31.5% -> 6.3%, the held-out shapes unchanged; a 10% margin
-would take a wrong branch on held-out shapes.
+would take a wrong branch on held-out shapes. With the same margin, a StreamK plan takes a grid_K beyond
+the seed's K >= grid_K^2*theta (K/grid_K >= 256 kept; stream_tiling(theta=False)): theta's safety factor
+leaves memory-bound long-K shapes on 2-4 cores whose MTE2 ports carry all of B (1 x 48 x 80 x 12000:
+grid_K 2 -> 8, emulated 5.63 -> 3.62 us).
 """
 from __future__ import annotations
 
@@ -145,21 +148,22 @@ def _structural(branch: str, p: Problem, chip: Chip) -> None:
         raise PlanError(f"stream_k needs K >= 2*{p.k_align} to split K between cores; here K = {p.K}")
 
 
-_BUILT: OrderedDict = OrderedDict()    # (branch, problem, chip, forced, reduce) -> (tiling or PlanError, chip)
+_BUILT: OrderedDict = OrderedDict()    # (branch, problem, chip, forced, reduce, theta) -> (tiling or PlanError, chip)
 _BUILT_MAX = 4096
 
 
-def _build(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: str = "workspace") -> Tiling:
+def _build(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: str = "workspace",
+           theta: bool = True) -> Tiling:
     """The branch's tiling; PlanError naming the failed precondition or the buffer that overflows.
 
     Memoised: a tiling is a pure function of the problem, the chip and the options, and a planner researcher's
     sweep (every branch forced on every shape, each forced plan re-deciding and estimating the others) asks for
     the same ones many times. Chips are keyed by identity (load_chip returns one object per name)."""
-    key = (branch, p, id(chip), forced, reduce)
+    key = (branch, p, id(chip), forced, reduce, theta)
     hit = _BUILT.get(key)
     if hit is None:
         try:
-            hit = (_build_tiling(branch, p, chip, forced=forced, reduce=reduce), chip)
+            hit = (_build_tiling(branch, p, chip, forced=forced, reduce=reduce, theta=theta), chip)
         except PlanError as e:
             hit = (e, chip)
         _BUILT[key] = hit
@@ -172,7 +176,7 @@ def _build(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: str = "
     return hit[0]
 
 
-def _build_tiling(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: str) -> Tiling:
+def _build_tiling(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: str, theta: bool = True) -> Tiling:
     _structural(branch, p, chip)
     if branch == "special":
         t = special_tiling(p, chip)
@@ -197,7 +201,7 @@ def _build_tiling(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: 
     elif branch == "asw_basic":
         t = asw_tiling(p, chip)
     elif branch == "stream_k":
-        t = stream_tiling(p, chip, reduce, forced)
+        t = stream_tiling(p, chip, reduce, forced, theta)
     else:
         raise PlanError(f"unknown branch {branch!r}; branches are {', '.join(BRANCHES)}")
     check_fits(branch, t, p, chip)
@@ -388,20 +392,33 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
 
 def _override(chosen: str, t: Tiling, alternatives: tuple, margin: float, p: Problem, chip: Chip, reduce: str,
               lines: list[str]) -> tuple[str, Tiling]:
-    """The seed's decision, or a legal branch estimated at least `margin` faster (module docstring)."""
+    """The seed's decision, or a legal branch estimated at least `margin` faster; then, for StreamK, a grid_K
+    beyond the seed's theta estimated at least `margin` faster (module docstring)."""
     if not 0 <= margin < 1:
         raise PlanError(f"override must be None or a fraction in [0, 1), got {margin!r}")
     ests = {b: est for b, est, _ in alternatives if est is not None}
     if not ests.get(chosen):     # not legal when forced, or nothing to do (an empty output)
         return chosen, t
+    step = lambda: len([x for x in lines if x[:1].isdigit()]) + 1  # noqa: E731
     fastest = min(ests, key=ests.get)
     gain = 1 - ests[fastest] / ests[chosen]
-    if fastest == chosen or gain < margin:
-        return chosen, t
-    lines.append(f"{len([x for x in lines if x[:1].isdigit()]) + 1}. beyond the seed: {fastest} (outside its home "
-                 f"ground) is estimated at {ests[fastest]:.3f} us, {gain:.0%} below {chosen}'s {ests[chosen]:.3f} us "
-                 f"(pyto takes a branch {margin:.0%} or more faster; override=None keeps the seed's choice) -> {fastest}")
-    return fastest, _build(fastest, p, chip, forced=True, reduce=reduce)
+    if fastest != chosen and gain >= margin:
+        lines.append(f"{step()}. beyond the seed: {fastest} (outside its home ground) is estimated at "
+                     f"{ests[fastest]:.3f} us, {gain:.0%} below {chosen}'s {ests[chosen]:.3f} us (pyto takes a branch "
+                     f"{margin:.0%} or more faster; override=None keeps the seed's choice) -> {fastest}")
+        chosen, t = fastest, _build(fastest, p, chip, forced=True, reduce=reduce)
+    if chosen == "stream_k":
+        try:
+            wide = _build("stream_k", p, chip, forced=True, reduce=reduce, theta=False)
+        except PlanError:
+            return chosen, t
+        now, then = estimate(p, t, chip).t_total, estimate(p, wide, chip).t_total
+        if wide.grid_k != t.grid_k and now > 0 and 1 - then / now >= margin:
+            lines.append(f"{step()}. beyond the seed: StreamK with grid_K = {wide.grid_k} (K >= grid_K^2*theta "
+                         f"dropped) is estimated at {then:.3f} us, {1 - then / now:.0%} below grid_K = {t.grid_k}'s "
+                         f"{now:.3f} us (override=None keeps the seed's grid_K) -> grid_K = {wide.grid_k}")
+            t = wide
+    return chosen, t
 
 
 def legal_branches(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",

@@ -19,13 +19,21 @@ def _pow2_floor(x: int) -> int:
     return 1 << (x.bit_length() - 1) if x >= 1 else 0
 
 
-def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: bool = False) -> StreamKTiling:
-    """StreamK: grid_K = the largest power of two <= blocksPerBatch meeting condition 2, then mCnt x nCnt."""
+def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: bool = False,
+                  theta: bool = True) -> StreamKTiling:
+    """StreamK: grid_K = the largest power of two <= blocksPerBatch meeting condition 2, then mCnt x nCnt.
+
+    theta=False (pyto's step beyond the seed, taken by the planner only when T_total says it pays; see
+    planner._override): condition 2 keeps K/grid_K >= 256 but drops K >= grid_K^2*theta, and T_total picks
+    grid_K among the powers of two up to that cap together with mCnt x nCnt. theta's safety factor (alpha ~ 10
+    on T_MMAD/core >= alpha*T_Reduce) caps a memory-bound case at a few cores whose MTE2 ports then carry all of
+    B; the model measures the reduction it guards against."""
     C, al, ka = chip.aic, p.mn_align, p.k_align
     bpb = C // p.batch
+    ok = grid_k_ok if theta else (lambda q, c, g: q.K / g >= c.streamk_min_k_per_core)
     g_max, g = 0, 2
     while g <= bpb:
-        g_max = g if grid_k_ok(p, chip, g) else g_max
+        g_max = g if ok(p, chip, g) else g_max
         g *= 2
     if not g_max:
         if not forced:
@@ -44,6 +52,9 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
             if (mc - 1) * sm >= p.M or (nc - 1) * sn >= p.N:
                 continue                # the aligned blocks cover M (N) with fewer: the last would be empty
             cands.append((mc, nc, gg))
+            while not theta and gg > 2:     # beyond the seed: smaller grid_K are candidates too
+                gg //= 2
+                cands.append((mc, nc, gg))
     if not cands:
         cands = [(1, 1, g_max)]
     # mCnt x nCnt: the seed wants factors of blocksPerBatch and every core busy, but narrow blocks cost burst
@@ -51,7 +62,7 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
     # factor preference, then square blocks
     best, best_key = None, None
     for mc, nc, gg in cands:
-        t = _stream_of(p, chip, mc, nc, gg, g_max, bpb, reduce, forced)
+        t = _stream_of(p, chip, mc, nc, gg, g_max, bpb, reduce, forced, theta)
         sm, sn = t.single_m, t.single_n
         key = (round(estimate(p, t, chip).t_total, 6), -t.units, bpb % (mc * nc) != 0, -mc * nc,
                abs(math.log(sm / sn)))
@@ -61,7 +72,7 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
 
 
 def _stream_of(p: Problem, chip: Chip, mc: int, nc: int, g: int, g_max: int, bpb: int, reduce: str,
-               forced: bool) -> StreamKTiling:
+               forced: bool, theta: bool = True) -> StreamKTiling:
     C, al, ka = chip.aic, p.mn_align, p.k_align
     sm, sn = align_up(cdiv(p.M, mc), al), align_up(cdiv(p.N, nc), al)
     sck = align_up(cdiv(p.K, g), ka)
@@ -71,8 +82,12 @@ def _stream_of(p: Problem, chip: Chip, mc: int, nc: int, g: int, g_max: int, bpb
     ws = cores * max(chip.streamk_workspace_per_core, sm * sn * ACC_BYTES) + chip.streamk_workspace_extra
     chunk = min(align_down(chip.buffers["UB"] // (3 * ACC_BYTES + p.out_isz), FRACTAL_BYTES),
                 align_up(sm * sn, FRACTAL * FRACTAL))
-    notes = (f"grid_K: largest power of two <= blocksPerBatch = floor({C}/{p.batch}) = {bpb} with K/grid_K >= "
-             f"{chip.streamk_min_k_per_core} and K >= grid_K^2*theta: {g_max}" + (" (forced)" if forced else ""),
+    cap = (f"grid_K: largest power of two <= blocksPerBatch = floor({C}/{p.batch}) = {bpb} with K/grid_K >= "
+           f"{chip.streamk_min_k_per_core} and K >= grid_K^2*theta: {g_max}" + (" (forced)" if forced else "")
+           if theta else
+           f"grid_K beyond the seed: K >= grid_K^2*theta dropped, K/grid_K >= {chip.streamk_min_k_per_core} kept: "
+           f"powers of two up to {g_max} (<= blocksPerBatch = floor({C}/{p.batch}) = {bpb}) are candidates")
+    notes = (cap,
              f"mCnt x nCnt = {mc} x {nc} (of the splits leaving grid_K >= 2 and no empty block, the fastest by "
              f"T_total; B*grid_K*mCnt*nCnt = {units} cores) -> grid_K = {g}, singleCoreK = ceil(K/grid_K) "
              f"aligned = {sck}",
