@@ -265,7 +265,7 @@ def test_two_stage_workspace_without_sync_all_races(shift):
 def atomic_rows(x, out, *, ATOMIC: bool):
     """Every AIV of every block adds its slice x[aiv] ([R, C]) into out ([R, C])."""
     _, R, C = x.shape
-    x_ub = pl.alloc(pl.UB, [R, C], pl.fp32)
+    x_ub = pl.alloc(pl.UB, [R, C], x.dtype)
     with pl.section_vector():
         aiv = pl.block_idx() * 2 + pl.subblock_idx()
         pl.load(x_ub, x, [aiv, 0, 0])
@@ -282,6 +282,19 @@ def test_atomic_add_from_ub_sums_all_aivs():
     terms = np.concatenate([f64(out0)[None], f64(x)])
     # n fp32 additions in whatever order the atomics land: |err| <= gamma_n sum |terms|
     assert_close(out, terms.sum(axis=0), gamma(len(terms)) * np.abs(terms).sum(axis=0), "atomic add")
+
+
+def test_atomic_add_into_bf16_rounds_each_sum():
+    """bf16 GM (ml_dtypes: numpy kind 'V', not 'f') adds as a float: a helper found it summed as integers
+    (1.25 + 0.5 gave 1.0). Each atomic add rounds its fp32 sum to bf16 once (unit roundoff 2^-8)."""
+    rng = np.random.default_rng(9)
+    blocks, R, C = 2, 8, 32
+    x = rng.standard_normal((2 * blocks, R, C)).astype(ml_dtypes.bfloat16)
+    out0 = rng.standard_normal((R, C)).astype(ml_dtypes.bfloat16)
+    out = out0.copy()
+    pyto.run(atomic_rows, x, out, blocks=blocks, ATOMIC=True)
+    terms = np.concatenate([f64(out0)[None], f64(x)])
+    assert_close(out, terms.sum(axis=0), len(terms) * 2.0 ** -8 * np.abs(terms).sum(axis=0), "bf16 atomic add")
 
 
 def test_plain_store_from_several_blocks_races():
@@ -708,6 +721,57 @@ def test_a_reduction_writes_its_scratch():
     assert np.array_equal(out, 3 * x)
     pyto.run(row_sum_scratch, x, out, sums, SCRATCH=READ, auto_sync=False)
     assert np.isnan(out).all()
+
+
+@pl.kernel
+def int_row_sum(x, s_out, u_out):
+    t, u = pl.alloc(pl.UB, [16, 32], x.dtype), pl.alloc(pl.UB, [16, 32], x.dtype)
+    s = pl.alloc(pl.UB, [16, 1], x.dtype)
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            pl.load(t, x)
+            pl.duplicate(u, 3)
+            pl.sum(s, t, u, dim=1)
+            pl.store(s_out, s)
+            pl.store(u_out, u)
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.int8])
+def test_an_int_reduction_scratch_holds_the_integer_minimum(dt):
+    """An int tile cannot hold NaN: its scratch is the dtype's minimum after, not its stale 3s (a helper's find)."""
+    x = np.arange(16 * 32).reshape(16, 32).astype(dt) % 5
+    s_out, u_out = np.zeros((16, 1), dt), np.zeros((16, 32), dt)
+    pyto.run(int_row_sum, x, s_out, u_out)
+    assert np.array_equal(s_out[:, 0], x.astype(np.int64).sum(1).astype(dt))    # int8 wraps, as its adds do
+    assert (u_out == np.iinfo(dt).min).all()
+
+
+@pl.kernel
+def int8_scalar(x, out, *, S: int, OP: int):
+    t = pl.alloc(pl.UB, [1, 32], pl.int8)
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            pl.load(t, x)
+            if OP == 2:
+                pl.duplicate(t, S)
+            else:
+                (pl.adds, pl.muls)[OP](t, t, S)
+            pl.store(out, t)
+
+
+SCALAR_OPS = ["adds", "muls", "duplicate"]
+
+
+@pytest.mark.parametrize("op", SCALAR_OPS)
+def test_an_int8_scalar_must_be_an_int8(op):
+    """300 on an int8 tile was a raw numpy OverflowError in the data pass (adds) or wrapped to 44 (duplicate)."""
+    x, out = np.ones((1, 32), np.int8), np.zeros((1, 32), np.int8)
+    with pytest.raises(pyto.KernelError, match=r"int8 range \[-128, 127\], got 300") as e:
+        pyto.run(int8_scalar, x, out, S=300, OP=SCALAR_OPS.index(op))
+    assert "test_vector.py" in str(e.value)
+    pyto.run(int8_scalar, x, out, S=-128, OP=SCALAR_OPS.index(op))
+    want = {"adds": x.astype(np.int64) - 128, "muls": x.astype(np.int64) * -128, "duplicate": np.full_like(x, -128)}
+    assert np.array_equal(out, want[op].astype(np.int8))
 
 
 @pl.kernel

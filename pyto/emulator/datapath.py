@@ -46,6 +46,10 @@ def convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return x.astype(dtype)
 
 
+def _floating(dtype: np.dtype) -> bool:
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
 def _store(ins: Instr, mem: Memory) -> None:
     src, dst = ins.srcs[0], ins.dsts[0]
     a = ins.attrs
@@ -53,7 +57,7 @@ def _store(ins: Instr, mem: Memory) -> None:
     block = mem.view(src)[:a["vr"], :a["vc"]]
     region = gm[a["batch"], a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
     if a.get("atomic") == "add":
-        acc = np.float32 if region.dtype.kind == "f" else np.int64
+        acc = np.float32 if _floating(region.dtype) else np.int64
         region[...] = convert(region.astype(acc) + block.astype(acc), region.dtype)
     else:
         region[...] = convert(block, region.dtype)
@@ -99,10 +103,6 @@ _REDUCE = {"max": np.max, "sum": np.sum}
 _EXPAND = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 
 
-def _floating(dtype: np.dtype) -> bool:
-    return dtype.kind == "f" or dtype.name == "bfloat16"
-
-
 def _f32(x: np.ndarray) -> np.ndarray:
     """Vector units compute fp16/bf16 in fp32 and round on write."""
     return x.astype(np.float32) if _floating(x.dtype) else x
@@ -128,10 +128,9 @@ def _vector(ins: Instr, mem: Memory) -> None:
         else:
             res = _EXPAND[kind](srcs[0], srcs[1])
     out[...] = convert(np.asarray(res), out.dtype)
-    if len(ins.dsts) > 1:    # a reduction's scratch: undefined after it (NaN, so a kernel reading it sees garbage)
-        scratch = mem.view(ins.dsts[1])
-        if _floating(scratch.dtype):
-            scratch[...] = np.nan
+    if len(ins.dsts) > 1:    # a reduction's scratch: undefined after it (NaN, the integer minimum in an int tile,
+        scratch = mem.view(ins.dsts[1])          # so a kernel reading it sees garbage)
+        scratch[...] = np.nan if _floating(scratch.dtype) else np.iinfo(scratch.dtype).min
 
 
 def _nothing(ins: Instr, mem: Memory) -> None:

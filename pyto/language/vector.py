@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from ..errors import KernelError, ShapeError, UnsupportedError
 from ..ir import Access, AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role, rect_overlaps
 from .tile import Tile
@@ -157,19 +159,20 @@ def _expand(kind: str):
 expand_add, expand_sub, expand_mul, expand_div = (_expand(k) for k in ("add", "sub", "mul", "div"))
 
 
-_INT32 = (-2 ** 31, 2 ** 31 - 1)
 
 
 def _scalar_of(dst: Tile, value, what: str, loc: Loc):
     """A scalar operand in dst's type: a float for fp16/bf16/fp32 tiles (the vector unit computes in fp32),
-    an int in int32 range for int32 tiles (computed in int32, wrapping like the hardware's int adds)."""
+    an int in the range of an int32 / int8 tile's dtype (the result wraps like the hardware's int adds; the
+    scalar itself must be a value of the dtype)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise KernelError(f"{loc}: {what} takes a Python number, got {value!r}")
     if dst.dtype.is_float:
         return float(value)
-    if value != int(value) or not _INT32[0] <= value <= _INT32[1]:
-        raise KernelError(f"{loc}: {what} on {dst.dtype} tile {dst!r} takes an integer in int32 range, "
-                          f"got {value!r}")
+    info = np.iinfo(dst.dtype.np)
+    if value != int(value) or not info.min <= value <= info.max:
+        raise KernelError(f"{loc}: {what} on {dst.dtype} tile {dst!r} takes an integer in {dst.dtype} range "
+                          f"[{info.min}, {info.max}], got {value!r}")
     return int(value)
 
 
@@ -214,7 +217,8 @@ ln, reciprocal, rsqrt = (_unary(k) for k in ("ln", "reciprocal", "rsqrt"))   # A
 
 
 def cast(dst: Tile, src: Tile) -> None:
-    """dst = src converted to dst's dtype (round to nearest even)."""
+    """dst = src converted to dst's dtype (round to nearest even). int32 -> bf16 goes through fp32, the vector
+    unit's compute type: |x| > 2^24 can round twice (one bf16 ulp)."""
     loc = _vector_loc()
     if loc is None:
         return
