@@ -62,6 +62,35 @@ def test_one_transfer_costs_what_the_formula_says(R, C, W):
     assert rep.cycles == pytest.approx(occ + path.latency + CHIP.gm_latency_cycles)
 
 
+@pl.kernel
+def one_vector_op(x, out, *, OP: int):
+    """A [64, 256] source in UB, then one V op on it: a row sum ([64, 1] out), adds, or a cast to fp32."""
+    t = pl.alloc(pl.UB, [64, 256], x.dtype)
+    u = pl.alloc(pl.UB, [64, 256], x.dtype)
+    s = pl.alloc(pl.UB, [64, 1], x.dtype)
+    w = pl.alloc(pl.UB, [64, 256], pl.fp32)
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            pl.load(t, x)
+            if OP == 0:
+                pl.sum(s, t, u, dim=1)
+            elif OP == 1:
+                pl.adds(u, t, 1.0)
+            else:
+                pl.cast(w, t)
+
+
+@pytest.mark.parametrize("OP,dt,width", [(0, np.float32, 4), (1, np.float32, 4), (1, np.float16, 2),
+                                         (2, np.float16, 4)])
+def test_a_vector_op_streams_its_largest_operand_at_the_v_byte_rate(OP, dt, width):
+    """head + 64*256 elements x bytes / 256 B per cycle (seeds/000): a row sum pays for its [64, 256] source, not
+    its [64, 1] result; fp16 moves 2 bytes an element; a cast pays for its wider side (found by a timing audit:
+    reductions were charged their output, fp16 at fp32's rate)."""
+    x = np.ones((64, 256), dt)
+    rep = pyto.run(one_vector_op, x, x.copy(), OP=OP)
+    assert rep.pipe_cycles["V"] == pytest.approx(CHIP.vector_head_cycles + 64 * 256 * width / CHIP.vector_bytes_per_cycle)
+
+
 def test_small_bursts_lose_efficiency():
     """The same bytes in 32-byte rows of a wide tensor cost 4x the 128-byte rows (seeds/000: dValue >= 128B)."""
     wide_tensor = np.ones((256, 256), np.float16)

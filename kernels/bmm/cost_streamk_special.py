@@ -106,7 +106,7 @@ def _special(t: SpecialTiling, p: Problem, chip: Chip) -> _Work:
     sync = chip.flag_latency_cycles
     elems = rows * align_up(cols, FRACTAL)
     if t.mode == "fill":
-        w.cyc["VECTOR"] += chip.vector_head_cycles + elems * ACC_BYTES / chip.vector_bytes_per_cycle
+        w.cyc["VECTOR"] += chip.vector_head_cycles + elems * p.out_isz / chip.vector_bytes_per_cycle   # duplicate
         w.head = w.cyc["VECTOR"] + sync
         if p.bias:
             w.cyc["MTE2"] += w.xfer(region(chip, 1, cols, p.N, ACC_BYTES), "GM", "UB")

@@ -6,7 +6,8 @@ loop (simulate.py) adds the dynamic part: waiting for the shared GM/L2 channels 
 Transfers occupy their pipe for bytes / per-core path bandwidth, each contiguous burst charged at
 least `burst_min_bytes` (seeds/000: dValue >= 128B), GM transfers plus a per-instruction setup
 (`dma_setup_cycles`: tiles under seeds/000's 16KB min_TileSize lose efficiency); an MMAD costs its
-fractal steps plus a head.
+fractal steps plus a head; a vector op a head plus its largest operand's bytes (in the widest dtype it
+touches) at the V pipe's byte rate (seeds/000: 256 B per cycle).
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def _mmad(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
 
 
 def _vector(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
-    nbytes = ins.attrs["elems"] * 4      # the vector unit computes in fp32
+    nbytes = ins.attrs["elems"] * ins.attrs["width"]     # elements of the largest operand, widest dtype
     return Cost(chip.vector_head_cycles + nbytes / chip.vector_bytes_per_cycle, 0.0, 0.0, 0.0)
 
 

@@ -65,7 +65,10 @@ def _emit(op: Op, kind: str, dst: Tile, srcs: list, attrs: dict, loc: Loc, scrat
                              f"{src.rect[2]}:{src.rect[3]}: a vector op works in place (the same view) or on "
                              f"separate ones; a shifted overlap depends on the order the hardware repeats in")
     attrs["kind"] = kind
-    attrs["elems"] = dst.shape[0] * dst.shape[1]
+    # the V pipe streams its operands at vector_bytes_per_cycle: the largest operand (a reduction's source, an
+    # expand's matrix) in the widest dtype (a cast's wider side)
+    attrs["elems"] = max(t.shape[0] * t.shape[1] for t in (dst, *srcs))
+    attrs["width"] = max(t.dtype.itemsize for t in (dst, *srcs))
     dsts = (dst,) if scratch is None else (dst, scratch)
     instr = Instr(op, Pipe.V, tuple(Access(s.store, s.rect) for s in srcs), tuple(Access(d.store, d.rect) for d in dsts),
                   attrs, loc, name=f"pl.{kind}")
