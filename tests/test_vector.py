@@ -4,6 +4,7 @@ import inspect
 import math
 import re
 import warnings
+import zlib
 
 import ml_dtypes
 import numpy as np
@@ -499,9 +500,11 @@ VOPS = {  # name: (arity, float64 reference, tolerance in ulps)
     "add": ("binary", np.add, 1), "sub": ("binary", np.subtract, 1), "mul": ("binary", np.multiply, 1),
     "div": ("binary", np.divide, 1), "maximum": ("binary", np.maximum, 0), "minimum": ("binary", np.minimum, 0),
     "adds": ("scalar", lambda a: a + SC, 1), "muls": ("scalar", lambda a: a * SC, 1),
-    "exp": ("unary", np.exp, 2), "abs": ("unary", np.abs, 0), "sqrt": ("unary", lambda a: np.sqrt(np.abs(a)), 1),
+    # exp / ln: numpy's float32 SIMD exp and log are within 2.52 and 3.83 ulps (NumPy 1.18 release notes), on
+    # top of the final rounding; fp16/bf16 round the fp32 result once more, which dominates
+    "exp": ("unary", np.exp, 3), "abs": ("unary", np.abs, 0), "sqrt": ("unary", lambda a: np.sqrt(np.abs(a)), 1),
     "relu": ("unary", lambda a: np.maximum(a, 0), 0),
-    "ln": ("unary", np.log, 2), "reciprocal": ("unary", lambda a: 1 / a, 1), "rsqrt": ("unary", lambda a: 1 / np.sqrt(a), 2),
+    "ln": ("unary", np.log, 4), "reciprocal": ("unary", lambda a: 1 / a, 1), "rsqrt": ("unary", lambda a: 1 / np.sqrt(a), 2),
     "rmax": ("reduce", lambda a: a.max(axis=1, keepdims=True), 0),
     "rsum": ("reduce", lambda a: a.sum(axis=1, keepdims=True), 1),
     "expand_sub": ("expand", np.subtract, 1), "expand_mul": ("expand", np.multiply, 1),
@@ -516,7 +519,7 @@ _KERNELS = {name: _vec_kernel(name, arity) for name, (arity, _, _) in VOPS.items
 def test_vector_op_matches_numpy(op, dname):
     dt = VDTYPES[dname]
     arity, ref_fn, ulps = VOPS[op]
-    rng = np.random.default_rng(abs(hash((op, dname))) % 2 ** 32)
+    rng = np.random.default_rng(zlib.crc32(f"{op}-{dname}".encode()))    # not hash(): it changes per process
     lo, hi = (-4.0, 4.0) if op == "exp" else (-3.0, 3.0)
     a = rng.uniform(lo, hi, (R_V, C_V))
     if op == "sqrt":
