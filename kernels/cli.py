@@ -70,12 +70,16 @@ def count(text: str) -> int:
 
 
 def writable_file(path: str) -> str:
-    """argparse type: a file path that can be written (checked before a long run, not after it)."""
-    folder = os.path.dirname(path) or "."
-    why = ("is a directory" if os.path.isdir(path) else "its directory does not exist" if not os.path.isdir(folder)
-           else "is not writable" if not os.access(path if os.path.exists(path) else folder, os.W_OK) else "")
-    if why:
-        raise argparse.ArgumentTypeError(f"cannot write {path!r}: {why}")
+    """argparse type: a file path that can be written (checked before a long run, not after it, by opening it
+    for appending; a file this creates is removed again)."""
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot write {path!r}: {e.strerror or e}") from None
+    if not existed:
+        os.remove(path)
     return path
 
 
@@ -97,6 +101,20 @@ def _shared_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed-only", action="store_true",
                    help="seeds/000's decision alone (no branch outside its home ground and no StreamK grid_K "
                         "above the theta cap, however much faster)")
+
+
+def _host_bytes(pr) -> int:
+    """Host memory a full-mode `pyto bmm` holds at once, roughly: every operand and C in its dtype twice (the
+    caller's and GM's staged copy) and once in fp32 (the cube's widened inputs, L0C) and in float64 (the check)."""
+    elems = pr.batch_a * pr.M * pr.K + pr.batch_b * pr.K * pr.N + pr.batch * pr.M * pr.N
+    return 2 * pr.compulsory_bytes + elems * (4 + 8)
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):     # not on this platform: no guard
+        return 0
 
 
 def cmd_bmm(args: argparse.Namespace) -> int:
@@ -127,6 +145,12 @@ def cmd_bmm(args: argparse.Namespace) -> int:
         a, b = pyto.spec(a_shape, dt), pyto.spec(b_shape, dt)
         bias = pyto.spec(bias_shape, DType.int32 if int8 else dt) if args.bias else None
     else:
+        need, have = _host_bytes(pr), _physical_memory()
+        if have and need > have // 2:
+            print(f"pyto bmm: full mode on this shape needs about {need / 2**30:,.1f} GiB of host memory (the inputs "
+                  f"and C, the emulator's staged and fp32 copies, the float64 check); this machine has "
+                  f"{have / 2**30:,.1f} GiB: run it with --timing", file=sys.stderr)
+            return 2
         a, b, bias = random_inputs(a_shape, b_shape, dt, bias_shape if args.bias else None, seed=args.seed)
     with pyto.run_options(check=not args.no_race_check):
         c, rep = run_plan(p, a, b, bias)

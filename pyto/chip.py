@@ -44,6 +44,7 @@ class Chip:
     buffers: Mapping[str, int]
     formats: Mapping[str, str]
     gm_bandwidth_gbs: float
+    gm_bytes: int                       # GM (HBM) capacity: every GM tensor of a launch lives in it
     l2_bytes: int
     l2_bandwidth_gbs: float
     l2_line_bytes: int
@@ -138,7 +139,7 @@ _PAIR = {(a, b): f"{a}->{b}" for a in ("GM",) + BUFFERS for b in ("GM",) + BUFFE
 _SCALARS: dict[str, tuple[str, type]] = {
     "name": ("", str), "arch": ("", str), "description": ("", str),
     "aic": ("cores", int), "aiv_per_aic": ("cores", int), "clock_ghz": ("cores", float),
-    "gm_bandwidth_gbs": ("memory", float), "l2_bytes": ("memory", int),
+    "gm_bandwidth_gbs": ("memory", float), "gm_bytes": ("memory", int), "l2_bytes": ("memory", int),
     "l2_bandwidth_gbs": ("memory", float), "l2_line_bytes": ("memory", int),
     "gm_latency_cycles": ("memory", float), "l2_latency_cycles": ("memory", float),
     "burst_min_bytes": ("memory", int), "dma_setup_cycles": ("memory", float),

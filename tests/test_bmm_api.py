@@ -265,14 +265,28 @@ def test_bmm_property(kind, B, M, N, K, dt, ta, tb, with_bias):
                                        (["2", "16", "16", "16", "--seed", "-1"], "argument --seed: -1 is negative"),
                                        (["2", "16", "16", "x"], "'x' is not an integer"),
                                        (["2", "16", "16", "16", "--trace", "/nonexistent/dir/t.json"],
-                                        "its directory does not exist")])
+                                        "No such file or directory"),
+                                       (["2", "16", "16", "16", "--trace", "/proc/t.json"], "cannot write"),
+                                       (["2", "16", "16", "16", "--trace", "/etc/passwd/t.json"], "Not a directory")])
 def test_cli_bad_arguments_exit_2_before_running(args, text, capsys, tmp_path):
     with pytest.raises(SystemExit) as ei:
         main(["bmm", *args])
     assert ei.value.code == 2 and text in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["bmm", "2", "16", "16", "16", "--trace", str(tmp_path)])     # a directory
-    assert "is a directory" in capsys.readouterr().err
+    assert "Is a directory" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())      # the probe left nothing behind
+
+
+def test_cli_bmm_refuses_what_no_chip_or_host_holds(capsys):
+    """A problem larger than the chip's GM is a PlanError at once (the planner ran for minutes, found by an
+    onboarding helper); full mode on a shape this machine cannot hold says to use --timing instead of a numpy
+    allocation traceback."""
+    assert main(["bmm", "99999999999999999999", "256", "256", "512", "--timing"]) == 1
+    err = capsys.readouterr().err
+    assert "PlanError" in err and "B of GM; ascend950pr has 137,438,953,472 B" in err, err
+    assert main(["bmm", "1", "100000", "100000", "100000"]) == 2
+    assert "run it with --timing" in capsys.readouterr().err
 
 
 def test_cli_bmm_timing_without_race_checks(capsys):

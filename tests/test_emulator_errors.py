@@ -504,3 +504,37 @@ def test_run_leaves_the_garbage_collector_as_it_found_it():
             assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+# ---- what the host or the chip cannot hold ------------------------------------------------------------------
+@pl.kernel
+def scratch_ws(a, out, *, ROWS: int):
+    ws = pl.workspace([ROWS, 1 << 20], pl.fp32)  # noqa: F841
+
+
+def test_gm_tensors_beyond_the_chips_gm_are_a_capacity_error():
+    """950PR holds 128 GB of GM (HiBL 1.0): the arguments are checked before tracing, a workspace where it is made."""
+    with pytest.raises(pyto.CapacityError, match=r"GM overflow on ascend950pr: .*'a' \[1048576, 131072\] fp16 "
+                                                 r"274,877,906,944 B.*capacity 137,438,953,472 B") as e:
+        pyto.run(takes_tile, pyto.spec((1 << 20, 1 << 17), "fp16"), pyto.spec((16, 16), "fp16"),
+                 pyto.spec((16, 16), "fp32"), mode="timing", T=16)
+    assert e.value.buffer == "GM" and e.value.capacity == 137438953472
+    with pytest.raises(pyto.CapacityError, match=r"test_emulator_errors.py:\d+ ws = pl.workspace.*GM overflow.*'ws'"):
+        pyto.run(scratch_ws, pyto.spec((16, 16), "fp16"), pyto.spec((16, 16), "fp16"), mode="timing", ROWS=40000)
+    pyto.run(scratch_ws, pyto.spec((16, 16), "fp16"), pyto.spec((16, 16), "fp16"), mode="timing", ROWS=4)
+
+
+def test_a_block_tracing_past_the_instruction_limit_is_a_capacity_error():
+    """One block's trace is held until encoded: past max_block_instructions a CapacityError names the line and the
+    option (a 10^5-cubed bmm in timing mode grew to 15 GB before)."""
+    from kernels.examples.matmul_pingpong import matmul_pingpong
+    specs = (pyto.spec((256, 1024), "fp16"), pyto.spec((1024, 256), "fp16"), pyto.spec((256, 256), "fp16"))
+    with pyto.run_options(max_block_instructions=100):
+        with pytest.raises(pyto.CapacityError, match=r"matmul_pingpong.py:\d+ pl\.\w+.*block 0 AIC traced more than "
+                                                     r"100 instructions.*max_block_instructions") as e:
+            pyto.run(matmul_pingpong, *specs, mode="timing")
+    assert e.value.capacity == 100
+    assert pyto.run(matmul_pingpong, *specs, mode="timing").instructions > 100     # the default is back
+    with pytest.raises(pyto.KernelError, match="max_block_instructions must be a positive int"):
+        with pyto.run_options(max_block_instructions=0):
+            pass

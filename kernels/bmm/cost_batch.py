@@ -179,38 +179,50 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
     sync = chip.flag_latency_cycles
     tot = dict(mte2=0.0, mte1=0.0, mmad=0.0, fix=0.0, a=0.0, b=0.0, x=0.0, steps=0.0, cons=0.0)
     last = dict(cube=0.0, store=0.0, first=0.0, first_l0=0.0)
+
+    def k_slice(ng: int, k1: int) -> tuple:
+        """One K slice of a group of ng batches from k1: (costs, first piece's cycles and GM bytes, the MMADs on
+        the slice's last piece)."""
+        kl = min(t.k_l1, K - k1)
+        d = dict(mte2=0.0, mte1=0.0, mmad=0.0, a=0.0, b=0.0, x=0.0, steps=1.0, cons=0.0)
+        first = first_bytes = None
+        ws = _pieces(kl, align, t.base_k, pieces)
+        kp = 0
+        for kw in ws:
+            kc = max(0, min(kw, K - k1 - kp))
+            ab, bb = a_region(chip, p, M, kc), b_region(chip, p, kc, N)
+            cyc = (w.xfer(ng * ab) if a_nd else ng * w.xfer(ab)) + (w.xfer(ng * bb) if b_nd else ng * w.xfer(bb))
+            d["mte2"] += cyc
+            d["a"] += ng * ab
+            d["b"] += ng * bb
+            d["x"] += (1 if a_nd else ng) + (1 if b_nd else ng)
+            if first is None:
+                first, first_bytes = cyc, ng * ((ab if a_nd else 0.0) + (bb if b_nd else 0.0))   # GM's share
+            kp += kw
+        cube_last = s1 = s2 = 0.0
+        for kk in range(k1, k1 + kl, t.base_k):
+            kt = min(t.base_k, align_up(K - kk, align))
+            m1 = w.mte1_cycles(ng * t.m_pad * kt * isz, kt * ng * t.n_pad * isz)
+            mm = w.mmad_cycles(ng * t.m_pad, ng * t.n_pad, kt)
+            d["mte1"] += m1
+            d["mmad"] += mm
+            s1 += m1
+            s2 += mm
+            if kk >= k1 + kl - ws[-1]:
+                cube_last += mm
+        d["cons"] += max(s1, s2)
+        return d, first, first_bytes, cube_last
+
+    n_slices = cdiv(K, t.k_l1)
     for ng, cnt in groups:
-        g = dict(mte2=0.0, mte1=0.0, mmad=0.0, fix=0.0, a=0.0, b=0.0, x=0.0, steps=0.0, cons=0.0)
-        first = None
-        for k1 in range(0, K, t.k_l1):
-            kl = min(t.k_l1, K - k1)
-            ws = _pieces(kl, align, t.base_k, pieces)
-            kp = 0
-            for kw in ws:
-                kc = max(0, min(kw, K - k1 - kp))
-                ab, bb = a_region(chip, p, M, kc), b_region(chip, p, kc, N)
-                cyc = (w.xfer(ng * ab) if a_nd else ng * w.xfer(ab)) + (w.xfer(ng * bb) if b_nd else ng * w.xfer(bb))
-                g["mte2"] += cyc
-                g["a"] += ng * ab
-                g["b"] += ng * bb
-                g["x"] += (1 if a_nd else ng) + (1 if b_nd else ng)
-                if first is None:
-                    first, first_bytes = cyc, ng * ((ab if a_nd else 0.0) + (bb if b_nd else 0.0))   # GM's share
-                kp += kw
-            cube_last = s1 = s2 = 0.0
-            for kk in range(k1, k1 + kl, t.base_k):
-                kt = min(t.base_k, align_up(K - kk, align))
-                m1 = w.mte1_cycles(ng * t.m_pad * kt * isz, kt * ng * t.n_pad * isz)
-                mm = w.mmad_cycles(ng * t.m_pad, ng * t.n_pad, kt)
-                g["mte1"] += m1
-                g["mmad"] += mm
-                s1 += m1
-                s2 += mm
-                if kk >= k1 + kl - ws[-1]:
-                    cube_last += mm
-            g["steps"] += 1
-            g["cons"] += max(s1, s2)
-            cube_last += w.mte1_cycles(ng * t.m_pad * t.base_k * isz, t.base_k * ng * t.n_pad * isz)
+        # every K slice but the last is the same (k_l1 is on the alignment grid): cost one, count the rest
+        d0, first, first_bytes, cube_last = k_slice(ng, 0)
+        g = dict(d0, fix=0.0)
+        if n_slices > 1:
+            dl, _, _, cube_last = k_slice(ng, (n_slices - 1) * t.k_l1)
+            for k in d0:
+                g[k] = (n_slices - 1) * d0[k] + dl[k]
+        cube_last += w.mte1_cycles(ng * t.m_pad * t.base_k * isz, t.base_k * ng * t.n_pad * isz)
         st = w.xfer(region(chip, M, N, N, p.out_isz), "L0C", "GM")
         g["fix"] += ng * st
         for k in tot:
@@ -218,7 +230,7 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
         last.update(cube=cube_last, store=ng * st, first=first or 0.0,
                     first_l0=w.mte1_cycles(ng * t.m_pad * t.base_k * isz, t.base_k * ng * t.n_pad * isz))
         if "head" not in last:
-            last["head"] = (first or 0.0, last["first_l0"], first_bytes if first else 0.0)
+            last["head"] = (first or 0.0, last["first_l0"], first_bytes or 0.0)
     w.cyc["MTE2"] += tot["mte2"]
     w.cyc["MTE1"] += tot["mte1"]
     w.cyc["MMAD"] += tot["mmad"]

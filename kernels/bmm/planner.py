@@ -367,6 +367,7 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
     """
     p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b)
     spec = load_chip(chip)
+    _fits_gm(p, spec)
     if reduce not in REDUCE_MODES:
         raise PlanError(f"reduce must be one of {REDUCE_MODES}, got {reduce!r}")
     if branch is not None:
@@ -388,6 +389,14 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
         chosen, t = _override(chosen, t, alternatives, override, p, spec, reduce, lines)
     return Plan(chosen, t, estimate(p, t, spec), p, spec.name, checks, tuple(lines), alternatives,
                 branch is not None, spec)
+
+
+def _fits_gm(p: Problem, chip: Chip) -> None:
+    """PlanError when A, B, the bias and C together exceed the chip's GM: no kernel can hold them (and the
+    planner's sums over tiles would run for a problem no chip can store)."""
+    if p.compulsory_bytes > chip.gm_bytes:
+        raise PlanError(f"A, B{', bias' if p.bias else ''} and C need {p.compulsory_bytes:,} B of GM; {chip.name} has "
+                        f"{chip.gm_bytes:,} B")
 
 
 def _override(chosen: str, t: Tiling, alternatives: tuple, margin: float, p: Problem, chip: Chip, reduce: str,
@@ -427,6 +436,7 @@ def legal_branches(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object
     """Branches that can be forced on this problem (their structural preconditions hold and a tiling fits)."""
     p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b)
     spec = load_chip(chip)
+    _fits_gm(p, spec)
     out = []
     for b in BRANCHES:
         try:

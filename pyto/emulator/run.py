@@ -92,7 +92,7 @@ def _check_params(kernel: Kernel, params: dict) -> None:
 def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int):
     """Trace the launch one block at a time: yield each block's programs (AIC, and the two AIVs when
     the kernel uses the vector side), with launch-wide instruction indices."""
-    launch = Launch(chip, blocks, tensors)
+    launch = Launch(chip, blocks, tensors, _OPTIONS["max_block_instructions"])
     index = 0
     vector = None
     for b in range(blocks):
@@ -112,17 +112,24 @@ def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks
         yield progs
 
 
-_OPTIONS: dict = {"check": True}
+_OPTIONS: dict = {"check": True, "max_block_instructions": 4_000_000}
 
 
 @contextlib.contextmanager
-def run_options(*, check: bool = True):
+def run_options(*, check: bool = True, max_block_instructions: Optional[int] = None):
     """Defaults for the `pyto.run` calls inside the block, including those a library (kernels.bmm)
     makes: `with pyto.run_options(check=False): bmm(spec_a, spec_b)` runs big timing-mode schedules
-    without race checks and with bounded memory. It applies to timing mode only: full-mode runs inside
-    the block are still checked (they compute data in checked order)."""
+    without race checks and with bounded memory. `check` applies to timing mode only: full-mode runs inside
+    the block are still checked (they compute data in checked order). `max_block_instructions` (default
+    4,000,000): the most instructions one processor of one block may trace, since a block's trace is held in
+    host memory until it is encoded (a CapacityError past it, instead of exhausting the machine)."""
+    if max_block_instructions is not None and (not isinstance(max_block_instructions, int)
+                                               or max_block_instructions < 1):
+        raise KernelError(f"max_block_instructions must be a positive int, got {max_block_instructions!r}")
     old = dict(_OPTIONS)
     _OPTIONS["check"] = check
+    if max_block_instructions is not None:
+        _OPTIONS["max_block_instructions"] = max_block_instructions
     try:
         yield
     finally:

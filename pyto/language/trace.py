@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 import linecache
+import math
 import os
 import re
 import sys
@@ -81,12 +82,26 @@ class Program:
 class Launch:
     """What all traces of one launch share: chip, GM tensors, workspaces."""
 
-    def __init__(self, chip: Chip, blocks: int, tensors: list[GMTensor]):
+    def __init__(self, chip: Chip, blocks: int, tensors: list[GMTensor], max_instructions: int = 4_000_000):
         self.chip, self.blocks, self.tensors = chip, blocks, tensors
+        self.max_instructions = max_instructions   # per traced processor: its Program is held until encoded
         self.workspaces: list[GMTensor] = []
         self.uses_vector = False
         self.vector_loc: Optional[Loc] = None   # the first kernel line that brought in the vector side
         self._stores: dict = {}
+        self._check_gm(None)
+
+    def _check_gm(self, loc: Optional[Loc]) -> None:
+        """CapacityError when the launch's GM tensors (arguments and workspaces) exceed the chip's GM."""
+        sizes = [(t, math.prod(t.shape) * t.dtype.itemsize) for t in self.tensors + self.workspaces]
+        total = sum(n for _, n in sizes)
+        if total > self.chip.gm_bytes:
+            big = ", ".join(f"'{t.name}' {list(t.shape)} {t.dtype} {n:,} B"
+                            for t, n in sorted(sizes, key=lambda x: -x[1])[:3])
+            where = f"{loc}: " if loc is not None else ""
+            raise CapacityError(f"{where}GM overflow on {self.chip.name}: the launch's GM tensors need {total:,} B "
+                                f"({big}), capacity {self.chip.gm_bytes:,} B", buffer="GM", asked=total, in_use=0,
+                                capacity=self.chip.gm_bytes, loc=str(loc or ""))
 
     def mark_vector(self, loc: Loc) -> None:
         """The launch uses the AIVs (a UB tile, a vector op or section): remember the first line that said so."""
@@ -116,6 +131,7 @@ class Launch:
         name = named.group(1) if named and all(w.name != named.group(1) for w in self.workspaces) else f"workspace{n}"
         ws = GMTensor(name, shape, dtype, uid=1000 + n, workspace=True)
         self.workspaces.append(ws)
+        self._check_gm(loc)
         return ws
 
 
@@ -149,9 +165,19 @@ class Tracer:
         if aic == self.is_aic:
             instr.core = self.core
             self.instrs.append(instr)
+            if len(self.instrs) > self.launch.max_instructions:
+                self._too_long(instr)
             return instr
         self.program.markers.append((len(self.program.instrs), instr))
         return None
+
+    def _too_long(self, instr: Instr) -> None:
+        raise CapacityError(
+            f"{instr.loc}: block {self.block} {self.role.name} traced more than {self.launch.max_instructions:,} "
+            f"instructions; one block's trace is held in host memory (about 1 KB an instruction) until it is encoded. "
+            f"Split the work over more blocks or larger tiles, or raise the limit with "
+            f"pyto.run_options(max_block_instructions=...)", buffer="trace", asked=len(self.instrs),
+            capacity=self.launch.max_instructions, loc=str(instr.loc))
 
     def cube_marker(self, op, name: str, loc: Loc) -> None:
         """An AIV's trace meeting a cube op: only where it stands matters here (a marker; crosscore.py counts
@@ -206,20 +232,26 @@ class Kernel:
             self.fn(*args, **params)
         except PytoError:
             raise
+        except MemoryError as e:
+            raise CapacityError(f"{_raising_line(e, self.fn)}: host memory ran out tracing kernel '{self.name}' (block "
+                                f"{tracer.block} {tracer.role.name}, {len(tracer.instrs):,} instructions so far): the "
+                                f"problem is too large to trace on this machine", buffer="host") from None
         except Exception as e:      # the kernel's own Python failed (an assert, a bad unpack): name its line
-            raise KernelError(f"{_raising_line(e)}: kernel '{self.name}' raised {type(e).__name__}: {e}") from e
+            raise KernelError(f"{_raising_line(e, self.fn)}: kernel '{self.name}' raised {type(e).__name__}: "
+                              f"{e}") from e
         finally:
             _CURRENT = prev
         return tracer.program
 
 
-def _raising_line(e: BaseException) -> Loc:
-    """The last frame of e's traceback in the kernel author's code (not pyto, numpy or the standard library):
-    the kernel line, or a helper it called, that raised."""
+def _raising_line(e: BaseException, fn: Optional[Callable] = None) -> Loc:
+    """The last frame of e's traceback in the kernel author's code (not pyto, numpy or the standard library; the
+    kernel's own file even when it is installed in site-packages): the kernel line, or a helper it called."""
     tb, last = e.__traceback__, None
+    own = getattr(getattr(fn, "__code__", None), "co_filename", None)
     while tb is not None:
         file = tb.tb_frame.f_code.co_filename
-        if not file.startswith(_LIBRARY_DIRS) and "site-packages" not in file:
+        if file == own or (not file.startswith(_LIBRARY_DIRS) and "site-packages" not in file):
             last = tb
         tb = tb.tb_next
     if last is None:
