@@ -1175,3 +1175,33 @@ def test_a_cross_core_flag_left_set_at_the_end_is_a_sync_error():
     with pytest.raises(pyto.SyncError, match=r"test_vector\.py:\d+ .*pl\.cross_core_set_flag on block 0 AIV\d is set 1 "
                                               r"more time\(s\) than the other side waits for"):
         pyto.run(cross_core_extra_set, x, np.zeros_like(x), EXTRA=True)
+
+
+@pl.kernel
+def no_sync_rows(x, out, *, LEFT_SET: bool):
+    """auto_sync off and no flags between the load, two V ops and the store: every pipe starts at once."""
+    t = pl.alloc(pl.UB, [16, 64], pl.fp32)
+    m = pl.alloc(pl.UB, [16, 64], pl.fp32)
+    with pl.section_vector():
+        r = pl.subblock_idx() * 16
+        pl.load(t, x, [r, 0])
+        if LEFT_SET:
+            pl.set_flag(pl.PIPE_MTE2, pl.PIPE_V, 0)
+        pl.muls(m, t, 2.0)
+        pl.adds(m, m, 1.0)
+        pl.store(out, m, [r, 0])
+
+
+@pytest.mark.parametrize("left_set", [False, True])
+def test_a_race_report_names_the_first_hazard_in_program_order_and_the_fix(left_set):
+    """Every pipe starts at cycle 0, so the store met the load first in simulated order; the report names the
+    first unordered read (muls after the load) and the flag pair that orders it, and a set_flag never waited
+    for (an onboarding helper's kernels: the report pointed at the store and never at the unmatched flag)."""
+    x, out = np.ones((32, 64), np.float32), np.zeros((32, 64), np.float32)
+    e = assert_race(no_sync_rows, x, out, auto_sync=False, LEFT_SET=left_set)
+    msg = str(e)
+    assert "RAW" in msg and f"test_vector.py:{_line(no_sync_rows, 'pl.load(t, x')}" in msg, msg
+    assert f"test_vector.py:{_line(no_sync_rows, 'pl.muls(m, t')}" in msg, msg
+    assert "fix: pl.set_flag(pl.PIPE_MTE2, pl.PIPE_V, id) after test_vector.py:" in msg, msg
+    assert ("note: " in msg and f"test_vector.py:{_line(no_sync_rows, 'pl.set_flag(pl.PIPE_MTE2')}" in msg
+            and "set 1 more time(s) than it is waited for" in msg) == left_set, msg

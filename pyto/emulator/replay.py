@@ -181,6 +181,8 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> 
         for acc in ins.dsts:
             init.mark_written(acc)
     _check_deferred(san, deferred, block_of, leader, first, clocks_of)
+    if san.races:
+        raise san.first_race(sched.left_set)
     if uninit:
         raise uninit[0]
     if sched.deadlock:

@@ -25,6 +25,21 @@ def thread_of(ins: Instr) -> int:
 
 
 
+def _fix(first: Instr, second: Instr) -> str:
+    """How to order `first` before `second`, in the DSL's words."""
+    if first.core // 3 != second.core // 3:
+        return ("blocks are ordered only by pl.sync_all() (or add into GM with store(..., atomic=\"add\")); put one "
+                "between the two, or give each block its own region")
+    if first.core != second.core:
+        return ("order the two cores with pl.cross_core_set_flag(id, pipe) after the first and "
+                "pl.cross_core_wait_flag(id, pipe) before the second (auto-sync does so for pl.move)")
+    if first.pipe == second.pipe:
+        return "one pipe runs in order: the two are ordered only through the pipes that feed them"
+    f, s = f"pl.PIPE_{first.pipe.name}", f"pl.PIPE_{second.pipe.name}"
+    return (f"pl.set_flag({f}, {s}, id) after {first.loc.file.rsplit('/', 1)[-1]}:{first.loc.line} and "
+            f"pl.wait_flag({f}, {s}, id) before line {second.loc.line} (auto_sync=True inserts these)")
+
+
 def _where(ins: Instr) -> str:
     role = Role(ins.core % 3).name
     return f"PIPE_{ins.pipe.name} ({role} of block {ins.core // 3})"
@@ -45,6 +60,13 @@ class Sanitizer:
         self.snap: dict = {}
         self.history: dict = {}     # (buffer object, batch) -> entries (objects hashed by identity)
         self.tracked_gm = tracked_gm
+        self.races: list = []       # (later access's index, earlier's, RAW/WAR/WAW, report): the first is reported
+
+    def first_race(self, note: str = "") -> RaceError:
+        """The race whose later access comes first in program order (with an unordered load, the first read of
+        it, not whichever access the simulated timing met first), with `note` (e.g. a flag left set)."""
+        text = min(self.races, key=lambda r: r[:3])[3]
+        return RaceError(text + (f"\n  note: {note}" if note else ""))
 
     def begin(self, ins: Instr, joins: list, keep: bool) -> tuple:
         """`ins` starts after the instructions in `joins` (its sync sources): advance its clock, check its
@@ -114,7 +136,7 @@ class Sanitizer:
             ordered = eb == b and eclock <= clocks[et]     # by the block's own happens-before
             if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (atomic and eatomic)
                     and eep == ep and not ordered):        # a sync_all between orders any two
-                self._report(obj, acc, e, ins, write)
+                self.races.append(self._report(obj, acc, e, ins, write))
             # only an entry that happens before this access is covered by it (a follower's deferred check,
             # replay.py, meets entries of later phases); an atomic add covers only atomic adds: a later
             # atomic add is not checked against it, so the plain accesses it follows stay to be checked
@@ -131,7 +153,7 @@ class Sanitizer:
         hist.append((rect, batch, b, t, clocks[t], ep, write, atomic, ins))
 
     @staticmethod
-    def _report(obj, acc: Access, e: tuple, ins: Instr, write: bool) -> None:
+    def _report(obj, acc: Access, e: tuple, ins: Instr, write: bool) -> tuple:
         other, owrite = e[8], e[6]
         first, second = (other, ins) if other.index <= ins.index or other.core != ins.core else (ins, other)
         fw, sw = (owrite, write) if first is other else (write, owrite)
@@ -151,4 +173,6 @@ class Sanitizer:
         if any(p is not None for p in phases) and not all(p is not None for p in phases):
             lines.append("  hint: one side carries a phase and the other does not; with a phase no software "
                          "sync is inserted on the M<->FIX edge, so both sides need AccPhase/STPhase (seeds/001)")
-        raise RaceError("\n".join(lines))
+        else:
+            lines.append("  fix: " + _fix(first, second))
+        return second.index, first.index, ("RAW", "WAR", "WAW").index(kind), "\n".join(lines)
