@@ -221,8 +221,10 @@ def test_tiles_allocated_on_one_line_are_named_in_order():
     def one_line(a, b, out):
         x = pl.alloc(pl.L1, [32, 32], pl.fp16); y = pl.alloc(pl.L1, [1024, 1024], pl.fp16)  # noqa: E702,F841
 
-    with pytest.raises(pyto.CapacityError, match="'y' \\[1024, 1024\\]"):
+    with pytest.raises(pyto.CapacityError, match="'y' \\[1024, 1024\\]") as e:
         pyto.run(one_line, *_mm_inputs())
+    # what is already held, so the author knows what to shrink (an onboarding review asked for it)
+    assert re.search(r"in use: 'x' \[32, 32\] fp16 \(padded 32x32\) 2048 B \(line \d+\); shrink a tile", str(e.value))
 
 
 def test_dsl_outside_kernel_and_direct_call():

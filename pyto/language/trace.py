@@ -148,6 +148,7 @@ class Tracer:
         self.alloc_count = 0
         self.allocs_at: dict = {}     # kernel line -> pl.alloc calls made from it (tile names)
         self.in_use = {b: 0 for b in Buf}
+        self.held: dict = {b: [] for b in Buf}   # per buffer: (what, bytes, line) of each allocation charged
         self.n_workspace = 0
 
     # ---- recording ----------------------------------------------------------------------------
@@ -194,11 +195,14 @@ class Tracer:
         align = ALIGN[buf]
         used = -(-self.in_use[buf] // align) * align
         if used + nbytes > cap:
+            held = "; ".join(f"{w} {n} B (line {line})" for w, n, line in self.held[buf])
             raise CapacityError(
                 f"{loc}: {buf.name} overflow on {self.chip.name}: {what} asks {nbytes} B, "
-                f"{used} B already in use, capacity {cap} B (short by {used + nbytes - cap} B)",
+                f"{used} B already in use, capacity {cap} B (short by {used + nbytes - cap} B)"
+                + (f"; in use: {held}" if held else "") + "; shrink a tile, or allocate fewer buffers of it",
                 buffer=buf.name, asked=nbytes, in_use=used, capacity=cap, loc=str(loc))
         self.in_use[buf] = used + nbytes
+        self.held[buf].append((what, nbytes, loc.line))
 
 
 def current() -> Tracer:
