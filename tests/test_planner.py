@@ -456,3 +456,26 @@ def test_a_problem_beyond_the_chips_gm_is_refused_and_one_that_fits_is_planned()
     assert p.problem.compulsory_bytes <= pyto.load_chip("ascend950pr").gm_bytes and p.estimate.t_total > 0
     merge = dict((b, t) for b, t, _ in p.alternatives)["merge_batch"]
     assert merge is not None and merge > p.estimate.t_total
+
+
+def test_with_tiling_recomputes_what_follows_for_stream_k_and_merge_batch():
+    """A StreamK tiling's block, K segment, units and cores follow grid_k / m_cnt / n_cnt, and a MergeBatch
+    tiling's merged tile follows b (only ASW tilings were recomputed before): the researcher's tiling runs as
+    the planner's own would, and matches numpy."""
+    from kernels.bmm import run_plan
+    from kernels.bmm.api import check as check_result, random_inputs
+    a, b = (1, 48, 12000), (1, 12000, 80)
+    seed = plan(a, b, "bf16", override=None)
+    wide = plan(a, b, "bf16")                   # the planner's grid_K beyond theta (see test_bmm_stream_k)
+    mine = seed.with_tiling(grid_k=wide.tiling.grid_k, m_cnt=wide.tiling.m_cnt, n_cnt=wide.tiling.n_cnt)
+    for f in ("single_m", "single_n", "single_core_k", "units", "cores_used", "rounds", "workspace_bytes"):
+        assert getattr(mine.tiling, f) == getattr(wide.tiling, f), f
+    assert mine.tiling.cores_used == wide.tiling.grid_k * wide.tiling.m_cnt * wide.tiling.n_cnt
+    x, y, _ = random_inputs((1, 40, 3000), (1, 3000, 24), "fp16")
+    p = plan(x.shape, y.shape, "fp16", branch="stream_k")
+    c, rep = run_plan(p.with_tiling(grid_k=4), x, y)
+    assert not check_result(c, x, y) and rep.blocks == 4 * p.tiling.m_cnt * p.tiling.n_cnt
+    m = plan((256, 32, 512), (256, 512, 32), "fp16", branch="merge_batch")
+    half = m.with_tiling(b=m.tiling.b // 2, b_l1=m.tiling.b_l1 // 2)
+    assert (half.tiling.base_m, half.tiling.base_n) == (half.tiling.b * m.tiling.m_pad, half.tiling.b * m.tiling.n_pad)
+    assert half.tiling.groups_per_core == -(-m.tiling.batches_per_core // half.tiling.b)

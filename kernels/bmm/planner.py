@@ -229,10 +229,10 @@ class Plan:
 
     def with_tiling(self, **changes) -> "Plan":
         """This plan with some tiling fields set by the caller (a researcher's own tiling): capacity re-checked,
-        T_total re-estimated, the change recorded in the decision; run it with kernels.bmm.run_plan. An ASW tiling
-        (asw_basic, to_matmul) recomputes the counts that follow from its tile sizes (tiles_m, tiles_n, tasks,
-        cores_used, tasks_per_core) unless given; other tilings' derived counts are as given (the kernels derive
-        their own from the tile sizes and the shape; the estimate reads the tiling's)."""
+        T_total re-estimated, the change recorded in the decision; run it with kernels.bmm.run_plan. The fields that
+        follow from those set are recomputed unless given too: an ASW tiling's (asw_basic, to_matmul) tile counts,
+        tasks and cores from its tile sizes; MergeBatch's merged tile and groups from b; StreamK's block, K segment,
+        units, cores, rounds and workspace from grid_k, m_cnt, n_cnt. IterBatch's counts depend on B and C only."""
         chip = self.chip_spec or load_chip(self.chip)
         names = {f.name for f in fields(self.tiling)}
         unknown = sorted(set(changes) - names)
@@ -241,7 +241,7 @@ class Plan:
                             f"{', '.join(sorted(names))}")
         t = replace(self.tiling, **changes)
         if hasattr(t, "rederived"):
-            t = t.rederived(chip.aic, set(changes))
+            t = t.rederived(self.problem, chip, set(changes))
         check_fits(self.branch, t, self.problem, chip)
         note = "tiling set by the caller: " + ", ".join(f"{k} = {v!r}" for k, v in changes.items())
         return replace(self, tiling=t, estimate=estimate(self.problem, t, chip), decision=self.decision + (note,),

@@ -7,10 +7,10 @@ import math
 from pyto.chip import Chip
 from pyto.errors import PlanError
 
-from .conditions import ACC_BYTES, FRACTAL, FRACTAL_BYTES, Problem, align_down, align_up, cdiv, grid_k_ok
+from .conditions import FRACTAL_BYTES, Problem, align_down, align_up, cdiv, grid_k_ok
 from .cost import estimate
 from .tiling_cube import cube_tiles
-from .tilings import SpecialTiling, StreamKTiling, _special_ub
+from .tilings import SpecialTiling, StreamKTiling, _special_ub, stream_counts
 
 
 # ---- StreamK ------------------------------------------------------------------------------------------
@@ -73,15 +73,10 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
 
 def _stream_of(p: Problem, chip: Chip, mc: int, nc: int, g: int, g_max: int, bpb: int, reduce: str,
                forced: bool, theta: bool = True) -> StreamKTiling:
-    C, al, ka = chip.aic, p.mn_align, p.k_align
-    sm, sn = align_up(cdiv(p.M, mc), al), align_up(cdiv(p.N, nc), al)
-    sck = align_up(cdiv(p.K, g), ka)
+    C = chip.aic
+    n = stream_counts(p, chip, mc, nc, g, reduce)
+    sm, sn, sck, units = n["single_m"], n["single_n"], n["single_core_k"], n["units"]
     bm, bn, bk, k_l1, nbuf = cube_tiles(sm, sn, sck, 1, p, chip, cores=1)
-    units = p.batch * mc * nc * g
-    cores = min(units, C)
-    ws = cores * max(chip.streamk_workspace_per_core, sm * sn * ACC_BYTES) + chip.streamk_workspace_extra
-    chunk = min(align_down(chip.buffers["UB"] // (3 * ACC_BYTES + p.out_isz), FRACTAL_BYTES),
-                align_up(sm * sn, FRACTAL * FRACTAL))
     cap = (f"grid_K: largest power of two <= blocksPerBatch = floor({C}/{p.batch}) = {bpb} with K/grid_K >= "
            f"{chip.streamk_min_k_per_core} and K >= grid_K^2*theta: {g_max}" + (" (forced)" if forced else "")
            if theta else
@@ -92,8 +87,8 @@ def _stream_of(p: Problem, chip: Chip, mc: int, nc: int, g: int, g_max: int, bpb
              f"T_total; B*grid_K*mCnt*nCnt = {units} cores) -> grid_K = {g}, singleCoreK = ceil(K/grid_K) "
              f"aligned = {sck}",
              f"per-core block {sm}x{sn}, base tiles {bm}x{bn}x{bk}, k_L1 = {k_l1}; reduce = {reduce}")
-    return StreamKTiling(g, mc, nc, bpb, sm, sn, sck, bm, bn, bk, k_l1, nbuf, 2, 2, reduce, units, cores,
-                         cdiv(units, C), ws if reduce == "workspace" else 0, chunk, notes)
+    return StreamKTiling(g, mc, nc, bpb, sm, sn, sck, bm, bn, bk, k_l1, nbuf, 2, 2, reduce, units, n["cores_used"],
+                         n["rounds"], n["workspace_bytes"], n["reduce_chunk"], notes)
 
 
 # ---- Special ------------------------------------------------------------------------------------------

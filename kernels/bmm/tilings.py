@@ -14,7 +14,7 @@ from typing import Union
 from pyto.chip import Chip
 from pyto.errors import PlanError
 
-from .conditions import ACC_BYTES, FRACTAL, FRACTAL_BYTES, Problem, align_up
+from .conditions import ACC_BYTES, FRACTAL, FRACTAL_BYTES, Problem, align_down, align_up
 
 
 def doc(text: str):
@@ -69,12 +69,12 @@ class AswTiling:
     broadcast_resident: str = doc("sides whose batches are broadcast (reused from L2): 'A', 'B', 'AB' or ''")
     derivation: tuple = _derivation()
 
-    def rederived(self, cores: int, given: set) -> "AswTiling":
+    def rederived(self, p: Problem, chip: Chip, given: set) -> "AswTiling":
         """The counts that follow from the tile sizes (tiles_m, tiles_n, tasks, cores_used, tasks_per_core)
-        recomputed for a chip of `cores` AICs, except those in `given` (set by the caller)."""
+        recomputed on `chip`, except those in `given` (set by the caller)."""
         tm, tn = -(-self.m // self.base_m), -(-self.n // self.base_n)
         tasks = self.batch * tm * tn
-        used = min(tasks, cores)
+        used = min(tasks, chip.aic)
         counts = dict(tiles_m=tm, tiles_n=tn, tasks=tasks, cores_used=used, tasks_per_core=-(-tasks // max(used, 1)))
         return replace(self, **{k: v for k, v in counts.items() if k not in given})
 
@@ -106,6 +106,13 @@ class MergeBatchTiling:
     groups_per_core: int = doc("ceil(batches_per_core / b) merged MMAD groups, the last may be partial")
     cores_used: int = doc("ceil(B / batches_per_core)")
     derivation: tuple = _derivation()
+
+    def rederived(self, p: Problem, chip: Chip, given: set) -> "MergeBatchTiling":
+        """The merged tile (base_m = b*M̄, base_n = b*N̄) and groups_per_core recomputed from b, except those in
+        `given` (set by the caller)."""
+        counts = dict(base_m=self.b * self.m_pad, base_n=self.b * self.n_pad,
+                      groups_per_core=-(-self.batches_per_core // max(1, self.b)))
+        return replace(self, **{k: v for k, v in counts.items() if k not in given})
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
         return _cube_use(self, p, self.l1_buffers * self.b_l1 * (self.m_pad + self.n_pad) * self.k_l1 * p.isz)
@@ -166,6 +173,12 @@ class StreamKTiling:
     workspace_bytes: int = doc("GM workspace: cores * max(256x256x4B, block) + the inter-core area")
     reduce_chunk: int = doc("fp32 elements one AIV sums per UB pass")
     derivation: tuple = _derivation()
+
+    def rederived(self, p: Problem, chip: Chip, given: set) -> "StreamKTiling":
+        """What follows from grid_k, m_cnt and n_cnt (the per-core block, singleCoreK, units, cores, rounds,
+        workspace, reduce chunk) recomputed, except those in `given` (set by the caller)."""
+        counts = stream_counts(p, chip, self.m_cnt, self.n_cnt, self.grid_k, self.reduce)
+        return replace(self, **{k: v for k, v in counts.items() if k not in given})
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
         use = _cube_use(self, p, self.l1_buffers * (self.base_m + self.base_n) * self.k_l1 * p.isz)
@@ -232,6 +245,19 @@ def check_fits(branch: str, tiling: Tiling, p: Problem, chip: Chip) -> None:
 
 
 # ---- UB of the AIV stages: StreamK's reduction, Special's tiles ---------------------------------------
+
+def stream_counts(p: Problem, chip: Chip, mc: int, nc: int, g: int, reduce: str) -> dict:
+    """A StreamK tiling's fields that follow from mCnt x nCnt x grid_K on `chip`."""
+    al, ka = p.mn_align, p.k_align
+    sm, sn = align_up(-(-p.M // mc), al), align_up(-(-p.N // nc), al)
+    units = p.batch * mc * nc * g
+    cores = min(units, chip.aic)
+    ws = cores * max(chip.streamk_workspace_per_core, sm * sn * ACC_BYTES) + chip.streamk_workspace_extra
+    chunk = min(align_down(chip.buffers["UB"] // (3 * ACC_BYTES + p.out_isz), FRACTAL_BYTES),
+                align_up(sm * sn, FRACTAL * FRACTAL))
+    return dict(single_m=sm, single_n=sn, single_core_k=align_up(-(-p.K // g), ka), units=units, cores_used=cores,
+                rounds=-(-units // chip.aic), workspace_bytes=ws if reduce == "workspace" else 0, reduce_chunk=chunk)
+
 
 def _reduce_ub(chunk: int, p: Problem) -> int:
     """UB of the AIV reduction: two partial chunks (ping-pong), the fp32 sum, the cast output."""
