@@ -1,4 +1,6 @@
-"""DSL pieces the test kernels share (called from inside a @pl.kernel, so tracing sees them)."""
+"""DSL pieces the test kernels share (called from inside a @pl.kernel, so tracing sees them), and line_of."""
+import inspect
+
 import pyto.language as pl
 
 
@@ -20,3 +22,11 @@ def matmul_from_gm(tiles, a, a_offsets, b, b_offsets, **matmul_kw):
     pl.load(a_l0a, a_l1)
     pl.load(b_l0b, b_l1)
     pl.matmul(c_l0c, a_l0a, b_l0b, **matmul_kw)
+
+
+def line_of(kernel, text: str) -> int:
+    """The file line number of the (unique) line of `kernel`'s source containing `text`."""
+    lines, start = inspect.getsourcelines(kernel.fn)
+    hits = [start + i for i, ln in enumerate(lines) if text in ln]
+    assert len(hits) == 1, (text, hits)
+    return hits[0]

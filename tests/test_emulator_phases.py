@@ -1,10 +1,13 @@
 """seeds/001: AccPhase/STPhase examples and misuse cases, and random phase programs vs a model."""
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 
 import pyto
 import pyto.language as pl
+from dsl_helpers import line_of
 from pyto.testing import assert_close, assert_deadlock, assert_race, matmul_bound, phase_programs
 
 
@@ -163,8 +166,10 @@ def model_verdict(loops, ops):
     Software sync joins an M op and a FIX op on the same tile only when neither carries a phase (an op
     without a phase waits for the latest op without a phase of the other pipe, whatever phased ops lie
     between: DESIGN section 4);
-    unit_flag: mm/acc wait for 0 (Final sets 1), st waits for 1 (Final sets 0). Verdict priority:
-    race > uninitialised read > deadlock > ok (the order in which pyto reports them).
+    unit_flag: mm/acc wait for 0 (Final sets 1), st waits for 1 (Final sets 0). A run that ends with a flag at
+    1 leaves the next kernel's first matmul waiting (seeds/001: the last read of an L0C buffer uses
+    STPhase.Final). Verdict priority: race > uninitialised read > deadlock > left set > ok (the order in which
+    pyto reports them).
     """
     prog = [op for _ in range(loops) for op in ops]
     pipe_ops = {"M": [], "F": []}
@@ -230,6 +235,8 @@ def model_verdict(loops, ops):
                 return "uninit"
     if len(done) < len(prog):
         return "deadlock"
+    if any(v == 1 for v in flags.values()):
+        return "left set"
     return "ok"
 
 
@@ -265,6 +272,9 @@ def emulator_verdict(loops, ops, chip="ascend950pr"):
         return "uninit"
     except pyto.DeadlockError:
         return "deadlock"
+    except pyto.SyncError as e:
+        assert "leaves unit_flag" in str(e), e
+        return "left set"
     return "ok"
 
 
@@ -296,7 +306,41 @@ def test_random_phase_programs_match_independent_model(program):
     # unit_flag until the Final store) was issued between them
     (1, [("mm", 0, "Final"), ("acc", 0, "none"), ("mm", 0, "Partial"), ("st", 0, "none"), ("st", 0, "Final")], "ok"),
     (1, [("mm", 0, "Final"), ("acc", 0, "none"), ("mm", 0, "Final"), ("st", 0, "none")], "deadlock"),
+    # the kernel ends with a Final result nobody read with STPhase.Final (a unit_flag audit's find: it passed)
+    (1, [("mm", 0, "Final")], "left set"),
+    (1, [("mm", 0, "Final"), ("st", 0, "Final"), ("mm", 1, "Final"), ("st", 1, "Partial")], "left set"),
 ])
 def test_model_and_emulator_on_known_programs(loops, ops, verdict):
     assert model_verdict(loops, ops) == verdict
     assert emulator_verdict(loops, ops) == verdict
+
+
+@pl.kernel
+def flag_behind_a_blocked_matmul(a, b, out):
+    M, K = a.shape
+    N = b.shape[1]
+    ac = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    al, br = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16)
+    al1, bl1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
+    with pl.section_cube():
+        _load_k(al1, bl1, al, br, a, b, 0, M, N)
+        pl.matmul(ac, al, br, phase=pl.AccPhase.Final)
+        pl.matmul(ac, al, br, phase=pl.AccPhase.Final)      # waits for the Final store, queued behind the wait
+        pl.set_flag(pl.PIPE_M, pl.PIPE_FIX, 0)              # queued behind the blocked matmul
+        pl.wait_flag(pl.PIPE_M, pl.PIPE_FIX, 0)
+        pl.store(out, ac, [0, 0], phase=pl.STPhase.Final)
+
+
+def test_a_deadlock_names_the_release_that_is_queued_behind_it():
+    """The store that would clear the flag and the set_flag the wait needs both exist but are queued behind the
+    cycle: the report names them and says so (it said 'no store ... cleared it' and 'never set': a unit_flag
+    audit's find)."""
+    e = assert_deadlock(flag_behind_a_blocked_matmul, *_inputs(32, 32, 32))
+    msg = str(e)
+    store = line_of(flag_behind_a_blocked_matmul, "pl.store(out, ac")
+    setf = line_of(flag_behind_a_blocked_matmul, "pl.set_flag(pl.PIPE_M")
+    assert re.search(rf"the pl.store that would clear it, test_emulator_phases.py:{store} .*has not run: it is "
+                     r"queued on block 0 AIC PIPE_FIX", msg), msg
+    assert re.search(rf"its pl.set_flag, test_emulator_phases.py:{setf} .*has not run: it is queued on block 0 AIC "
+                     r"PIPE_M", msg), msg
+    assert "never set" not in msg and "no store/move" not in msg

@@ -49,7 +49,8 @@ def test_streaming_still_detects_deadlock_but_not_races():
     a, b, out = phases._inputs(32, 32, 64)
     with pytest.raises(pyto.DeadlockError):
         pyto.run(phases.misuse3, a, b, out, mode="timing", check=False, K_SQ=64, TILE_SQ=32)
-    pyto.run(phases.misuse2, a, b, out, mode="timing", check=False, K_SQ=64, TILE_SQ=32)   # race unchecked
+    with pytest.raises(pyto.SyncError, match="leaves unit_flag"):     # race unchecked; the flag left at 1 is
+        pyto.run(phases.misuse2, a, b, out, mode="timing", check=False, K_SQ=64, TILE_SQ=32)   # the schedule's
     with pytest.raises(pyto.RaceError):
         pyto.run(phases.misuse2, a, b, out, mode="timing", K_SQ=64, TILE_SQ=32)
     with pytest.raises(pyto.KernelError, match="timing"):
@@ -60,7 +61,8 @@ def test_run_options_reach_library_calls():
     a, b, out = phases._inputs(32, 32, 64)
     specs = [pyto.spec(x.shape, x.dtype) for x in (a, b, out)]
     with pyto.run_options(check=False):
-        pyto.run(phases.misuse2, *specs, mode="timing", K_SQ=64, TILE_SQ=32)       # race not checked
+        with pytest.raises(pyto.SyncError, match="leaves unit_flag"):             # race not checked
+            pyto.run(phases.misuse2, *specs, mode="timing", K_SQ=64, TILE_SQ=32)
         with pytest.raises(pyto.RaceError):
             pyto.run(phases.misuse2, a, b, out, K_SQ=64, TILE_SQ=32)               # full mode always checks
     with pytest.raises(pyto.RaceError):

@@ -1,6 +1,5 @@
 """Vector side and cross-core (issue 4): Flash Attention, vector-only and two-stage kernels, atomics,
 UB capacity, chip data paths, every vector op against numpy, and the L0C->UB split modes."""
-import inspect
 import math
 import re
 import warnings
@@ -12,7 +11,7 @@ import pytest
 
 import pyto
 import pyto.language as pl
-from dsl_helpers import matmul_from_gm, matmul_tiles
+from dsl_helpers import line_of, matmul_from_gm, matmul_tiles
 from kernels.examples.flash_attention import flash_attention
 from pyto.testing import assert_close, assert_deadlock, assert_race, matmul_bound
 
@@ -40,12 +39,7 @@ def ulp(x: np.ndarray, dt) -> np.ndarray:
     return 2.0 ** (np.maximum(np.where(ax > 0, e, emin), emin) - (p - 1))
 
 
-def _line(kernel, text: str) -> int:
-    """The file line number of the (unique) line of `kernel`'s source containing `text`."""
-    lines, start = inspect.getsourcelines(kernel.fn)
-    hits = [start + i for i, ln in enumerate(lines) if text in ln]
-    assert len(hits) == 1, (text, hits)
-    return hits[0]
+_line = line_of
 
 
 # =====================================================================================================
@@ -149,10 +143,17 @@ def test_flash_attention_misuse_partial_only_deadlocks(N):
     assert f"flash_attention.py:{mm}" in msg and "PIPE_M" in msg, msg
 
 
-def test_flash_attention_partial_only_with_one_kv_block_completes():
-    # the deadlock needs a second KV block: one block's matmul never waits on the flag left at 1
+def test_flash_attention_partial_only_with_one_kv_block_leaves_the_flag_set():
+    """With one KV block no matmul waits on the flag the Partial moves leave at 1, so there is no deadlock in
+    this launch, but the next matmul on that L0C would hang: a SyncError at the end (it passed before a
+    unit_flag audit), and the caller's output is untouched."""
     q, k, v, out = fa_inputs(32, 32, 32, np.float16, seed=3)
-    pyto.run(flash_attention, q, k, v, out, M=32, N=32, D=32, BN=32, MODE=2)
+    with pytest.raises(pyto.SyncError, match=r"leaves unit_flag\(L0C tile '[so]_l0c'.* at 1 when the kernel ends") as e:
+        pyto.run(flash_attention, q, k, v, out, M=32, N=32, D=32, BN=32, MODE=2)
+    lines = [_line(flash_attention, "pl.matmul(s_l0c, q_l0a"), _line(flash_attention, "pl.matmul(o_l0c, p_l0a")]
+    assert any(f"flash_attention.py:{n} " in str(e.value) for n in lines), e.value
+    assert not out.any()
+    pyto.run(flash_attention, q, k, v, out, M=32, N=32, D=32, BN=32)
     ref, bound = fa_bound(q, k, v, 1 / math.sqrt(32), 32)
     assert_close(out, ref, bound)
 

@@ -46,10 +46,10 @@ def schedule(enc: Encoded, chip: Chip) -> Schedule:
         a["gm_bytes"], a["l2_bytes"], chip.gm_bytes_per_cycle, chip.l2_bytes_per_cycle,
         float(chip.flag_latency_cycles))
     why = "" if status == 0 else _deadlock_report(enc, qpos, order, flags, now)
+    left = "" if why else (_left_set(enc) or _unit_flag_left(enc, flags, end))
     busy_by = {key: float(busy[s]) for s, key in enumerate(enc.slots)}
     return Schedule(float(now), order, begin, end, join_ptr, join_idx, busy_by, float(a["gm_bytes"].sum()),
-                    float(a["l2_bytes"].sum()), why, _cross_core_overflow(enc, begin, end, chip),
-                    "" if why else _left_set(enc))
+                    float(a["l2_bytes"].sum()), why, _cross_core_overflow(enc, begin, end, chip), left)
 
 
 _CROSS_CORE_OPS = ("pl.cross_core_set_flag", "pl.cross_core_wait_flag")
@@ -80,6 +80,26 @@ def _left_set(enc: Encoded) -> str:
                         f"{extra} more time(s) than {who} for: the kernel ends with the flag still set; pair "
                         f"every set with a wait")
     return ""
+
+
+def _region_blocks(a: dict, r: int):
+    return a["rg_blk"][a["rg_ptr"][r]:a["rg_ptr"][r + 1]]
+
+
+def _unit_flag_left(enc: Encoded, flags, end) -> str:
+    """A launch that ran to the end with an L0C unit_flag at 1: a matmul's AccPhase.Final result that no
+    STPhase.Final read; the next matmul on that buffer waits for 0 forever (seeds/001: the last write of an L0C
+    buffer uses AccPhase.Final, the last read STPhase.Final). The last instruction that set it, named, or ''."""
+    left = np.flatnonzero(flags[:enc.n_flags] != 0)
+    if not len(left):
+        return ""
+    a = enc.arrays
+    setters = [i for i in np.flatnonzero(a["uf_set"] == 1) if np.isin(left, _region_blocks(a, a["uf_rid"][i])).any()]
+    i = max(setters, key=lambda j: end[j])
+    return (f"{enc.locs[enc.loc_i[i]]}: {enc.names[enc.name_i[i]]} with AccPhase.Final on {enc.cores[enc.core_i[i]]} "
+            f"leaves unit_flag({enc.region_names[a['uf_rid'][i]]}) at 1 when the kernel ends: no store/move with "
+            f"STPhase.Final read that result after it, and the next matmul on this L0C would wait for 0 forever "
+            f"(seeds/001: the last read of an L0C buffer uses STPhase.Final)")
 
 
 def _cross_core_overflow(enc: Encoded, begin, end, chip: Chip) -> str:
@@ -127,9 +147,28 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
         val = int(a["uf_wait"][i])
         is_ = str(int(vals[0])) if (vals == vals[0]).all() else f"mixed ({int(vals.sum())} of {vals.size} set)"
         phase = ("AccPhase" if val == 0 else "STPhase") + (".Final" if a["uf_set"][i] >= 0 else ".Partial")
-        why = "no matmul with AccPhase.Final set it" if val == 1 else "no store/move with STPhase.Final cleared it"
+        mine = _region_blocks(a, r)
+        queued = [j for j in np.flatnonzero((a["uf_set"] == val) & ~started)
+                  if np.isin(_region_blocks(a, a["uf_rid"][j]), mine).any()]
+        if queued:
+            j = min(queued)
+            why = (f"the {enc.names[enc.name_i[j]]} that would {'set' if val == 1 else 'clear'} it, "
+                   f"{enc.locs[enc.loc_i[j]]}, has not run: it is queued on {_pipe_of(enc, j)} behind a blocked "
+                   f"instruction")
+        else:
+            why = "no matmul with AccPhase.Final set it" if val == 1 else "no store/move with STPhase.Final cleared it"
         return f"unit_flag({enc.region_names[r]}) == {val}, is {is_} ({phase} waits for {val}; {why})"
     cond = enc.waits.get(i, "")
     if a["kind"][i] == 3:
         return cond.format(arrived=arrived, participants=enc.participants)
+    if a["kind"][i] == 2:
+        queued = np.flatnonzero((a["kind"] == 1) & (a["fkey"] == a["fkey"][i]) & ~started)
+        if len(queued):
+            j = int(queued[0])
+            return (f"{cond.split(':')[0]}: its {enc.names[enc.name_i[j]]}, {enc.locs[enc.loc_i[j]]}, has not run: it "
+                    f"is queued on {_pipe_of(enc, j)} behind a blocked instruction")
     return cond or "an earlier instruction"
+
+
+def _pipe_of(enc: Encoded, j: int) -> str:
+    return f"{enc.cores[enc.core_i[j]]} PIPE_{Pipe(enc.pipe_i[j]).name}"
