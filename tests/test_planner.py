@@ -448,7 +448,8 @@ def test_a_researcher_runs_and_estimates_a_tiling_of_their_own():
 def test_a_problem_beyond_the_chips_gm_is_refused_and_one_that_fits_is_planned():
     """A, B and C must fit the chip's GM (950PR: 128 GB); the largest that fit are planned at once (the
     MergeBatch cost walked K one slice at a time: 1 x 1 x 1 x 3e10 took 80 s before its K slices were counted)."""
-    with pytest.raises(PlanError, match=r"A, B and C need 4,000,000,000,002 B of GM; ascend950pr has 137,438,953,472 B"):
+    with pytest.raises(PlanError, match=r"A, B and C need 4,000,000,000,002 B of GM; ascend950pr has "
+                                        r"137,438,953,472 B"):
         plan((1, 1, 10 ** 12), (1, 10 ** 12, 1), "bf16")
     with pytest.raises(PlanError, match="of GM; atlas-a2 has 68,719,476,736 B"):
         legal_branches((1, 1, 2 * 10 ** 10), (1, 2 * 10 ** 10, 1), "bf16", "atlas-a2")
