@@ -124,17 +124,15 @@ def evaluate(cases: list, chip: str, floor: float) -> tuple:
         # the planner's own plan: its branch with its tiling (which may leave the forced branch's, e.g. StreamK's
         # grid_K beyond theta), run as planned
         mine = run_plan(planned, pyto.spec(a_shape, dtype), pyto.spec(b_shape, dtype))[1].cycles
-        best = min(ok, key=ok.get)
-        if mine < ok[best]:
-            best = chosen
-        regret = mine / min(mine, ok[best]) - 1
+        forced_best = min(ok, key=ok.get)       # (the chosen branch's forced run may have failed: not in ok)
+        regret = mine / min(mine, ok[forced_best]) - 1
+        best = chosen if mine < ok[forced_best] else forced_best
         agree += (chosen == best) or regret <= 0.005
         regrets.append(regret)
         roof = roofline_cycles(a_shape, b_shape, dtype, chip)
         home = {bc.branch: bc.home for bc in planned.conditions}
-        for br, cyc in ok.items():
-            eff.setdefault(br, []).append((roof / (mine if br == chosen else cyc), br == chosen,
-                                           roof >= ALLOWS * floor, home.get(br, False)))
+        for br, cyc in {**ok, chosen: mine}.items():       # the planner's branch as planned
+            eff.setdefault(br, []).append((roof / cyc, br == chosen, roof >= ALLOWS * floor, home.get(br, False)))
         clock = pyto.load_chip(chip).clock_ghz * 1e3
         per = "  ".join(f"{k}={v / clock:.1f}" for k, v in ok.items())
         err = planned.estimate.t_total / (mine / clock) - 1

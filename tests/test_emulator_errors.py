@@ -540,3 +540,32 @@ def test_a_block_tracing_past_the_instruction_limit_is_a_capacity_error():
     with pytest.raises(pyto.KernelError, match="max_block_instructions must be a positive int"):
         with pyto.run_options(max_block_instructions=0):
             pass
+
+
+@pl.kernel
+def runs_out_of_memory(a, b, out):
+    raise MemoryError()
+
+
+def test_host_memory_running_out_while_tracing_is_a_capacity_error():
+    with pytest.raises(pyto.CapacityError, match=r"test_emulator_errors.py:\d+ raise MemoryError\(\): host memory ran "
+                                                 r"out tracing kernel 'runs_out_of_memory' \(block 0 AIC, 0 "
+                                                 r"instructions so far\)") as e:
+        pyto.run(runs_out_of_memory, *_mm_inputs())
+    assert e.value.buffer == "host"
+
+
+def test_a_kernel_installed_in_site_packages_is_named_by_its_own_line(tmp_path):
+    """Frames in site-packages are skipped when looking for the kernel author's line (numpy's own frames), except the
+    kernel's own file: an installed kernels package was reported as '<unknown>:0' (an onboarding review)."""
+    import importlib.util
+    folder = tmp_path / "site-packages"
+    folder.mkdir()
+    src = folder / "installed_kernel.py"
+    src.write_text("import pyto.language as pl\n\n\n@pl.kernel\ndef k(a, b, out):\n    assert a.shape[0] == 3, 'rows'\n")
+    spec = importlib.util.spec_from_file_location("installed_kernel", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(pyto.KernelError, match=r"installed_kernel.py:6 assert a.shape\[0\] == 3, 'rows': kernel 'k' "
+                                               r"raised AssertionError: rows"):
+        pyto.run(mod.k, *_mm_inputs())

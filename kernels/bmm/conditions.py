@@ -352,9 +352,10 @@ def asw_checks(p: Problem, chip: Chip, merge_home: bool, iter_home: bool) -> Bra
     return BranchCheck("asw_basic", c1.holds, (c1, c2))
 
 
-def grid_k_ok(p: Problem, chip: Chip, g: int) -> bool:
-    """StreamK condition 2 for one grid_K: K/grid_K >= 256 and K >= grid_K^2 * theta."""
-    return p.K / g >= chip.streamk_min_k_per_core and p.K >= g * g * chip.streamk_theta
+def grid_k_ok(p: Problem, chip: Chip, g: int, theta: bool = True) -> bool:
+    """StreamK condition 2 for one grid_K: K/grid_K >= 256 and K >= grid_K^2 * theta (the second dropped with
+    theta=False: the planner's step beyond the seed)."""
+    return p.K / g >= chip.streamk_min_k_per_core and (not theta or p.K >= g * g * chip.streamk_theta)
 
 
 def stream_checks(p: Problem, chip: Chip) -> BranchCheck:

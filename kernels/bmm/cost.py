@@ -14,7 +14,8 @@ with the emulator's rules and the same chip constants (pyto/emulator/timing.py, 
   first piece of its first tile) and at the end (the last piece's compute and the last stores).
 * MMAD = ceil(m/16)*ceil(n/16)*ceil(k/k0)*cycles_per_step + mmad_head_cycles; L1 -> L0 at the path bandwidth;
   Fixpipe (L0C -> GM) is a GM transfer; a cross-pipe sync edge costs flag_latency_cycles; a vector op costs
-  vector_head_cycles + 4 * elements / vector_bytes_per_cycle.
+  vector_head_cycles + its largest operand's elements * its widest itemsize / vector_bytes_per_cycle (the
+  StreamK reduction's operands are fp32; Special's fill is in the output dtype).
 
 The seed's terms are each pipe's time on the critical path: its busy time plus the fill it must wait for
 and the drain after it (T_MMAD = first piece in + MMAD busy + last store out; T_MTE2 = max(the core's own

@@ -362,8 +362,9 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
 
     bias: False, True, or the bias's shape (which sets the bias bytes of the roofline; see parse_problem).
     reduce: StreamK's reduction, "workspace" (deterministic, default) or "atomic".
-    override: the fraction by which a legal branch outside its home ground must be estimated faster than the
-    seed's decision to be taken instead (module docstring); None: the seed's decision alone.
+    override: the fraction by which a legal branch outside its home ground (or, for StreamK, a grid_K beyond the
+    theta cap) must be estimated faster than the seed's decision to be taken instead (module docstring); None:
+    the seed's decision alone.
     """
     p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b)
     spec = load_chip(chip)

@@ -30,10 +30,9 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
     B; the model measures the reduction it guards against."""
     C, al, ka = chip.aic, p.mn_align, p.k_align
     bpb = C // p.batch
-    ok = grid_k_ok if theta else (lambda q, c, g: q.K / g >= c.streamk_min_k_per_core)
     g_max, g = 0, 2
     while g <= bpb:
-        g_max = g if ok(p, chip, g) else g_max
+        g_max = g if grid_k_ok(p, chip, g, theta) else g_max
         g *= 2
     if not g_max:
         if not forced:

@@ -108,10 +108,11 @@ class MergeBatchTiling:
     derivation: tuple = _derivation()
 
     def rederived(self, p: Problem, chip: Chip, given: set) -> "MergeBatchTiling":
-        """The merged tile (base_m = b*M̄, base_n = b*N̄) and groups_per_core recomputed from b, except those in
-        `given` (set by the caller)."""
+        """The merged tile (base_m = b*M̄, base_n = b*N̄), groups_per_core and cores_used recomputed from b and
+        batches_per_core, except those in `given` (set by the caller)."""
         counts = dict(base_m=self.b * self.m_pad, base_n=self.b * self.n_pad,
-                      groups_per_core=-(-self.batches_per_core // max(1, self.b)))
+                      groups_per_core=-(-self.batches_per_core // max(1, self.b)),
+                      cores_used=-(-p.batch // max(1, self.batches_per_core)))
         return replace(self, **{k: v for k, v in counts.items() if k not in given})
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:

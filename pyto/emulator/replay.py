@@ -181,7 +181,7 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> 
         for acc in ins.dsts:
             init.mark_written(acc)
     _check_deferred(san, deferred, block_of, leader, first, clocks_of)
-    if san.races:
+    if san.race is not None:
         raise san.first_race(sched.left_set)
     if uninit:
         raise uninit[0]

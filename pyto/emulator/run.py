@@ -112,7 +112,8 @@ def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks
         yield progs
 
 
-_OPTIONS: dict = {"check": True, "max_block_instructions": 4_000_000}
+MAX_BLOCK_INSTRUCTIONS = 4_000_000    # per traced processor: a block's trace is held until encoded (~1 KB each)
+_OPTIONS: dict = {"check": True, "max_block_instructions": MAX_BLOCK_INSTRUCTIONS}
 
 
 @contextlib.contextmanager
@@ -121,7 +122,7 @@ def run_options(*, check: bool = True, max_block_instructions: Optional[int] = N
     makes: `with pyto.run_options(check=False): bmm(spec_a, spec_b)` runs big timing-mode schedules
     without race checks and with bounded memory. `check` applies to timing mode only: full-mode runs inside
     the block are still checked (they compute data in checked order). `max_block_instructions` (default
-    4,000,000): the most instructions one processor of one block may trace, since a block's trace is held in
+    MAX_BLOCK_INSTRUCTIONS = 4,000,000): the most instructions one processor of one block may trace, since a block's trace is held in
     host memory until it is encoded (a CapacityError past it, instead of exhausting the machine)."""
     if max_block_instructions is not None and (not isinstance(max_block_instructions, int)
                                                or max_block_instructions < 1):

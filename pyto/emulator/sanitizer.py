@@ -8,6 +8,8 @@ style: hazard kind, buffer and region, both pipes with op and line.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ..errors import RaceError
 from ..ir import Access, GMTensor, Instr, Pipe, Role, TileStore
 
@@ -23,6 +25,14 @@ def thread_of(ins: Instr) -> int:
     return _AIC[ins.pipe] if role == 0 else 5 + (role - 1) * 4 + _AIV[ins.pipe]
 
 
+
+
+def _order(e: tuple, ins: Instr, write: bool) -> tuple:
+    """(first, second, hazard kind) of a history entry `e` and the access of `ins` that conflicts with it."""
+    other, owrite = e[8], e[6]
+    first, second = (other, ins) if other.index <= ins.index or other.core != ins.core else (ins, other)
+    fw, sw = (owrite, write) if first is other else (write, owrite)
+    return first, second, "WAW" if fw and sw else ("RAW" if fw else "WAR")
 
 
 def _fix(first: Instr, second: Instr) -> str:
@@ -60,13 +70,19 @@ class Sanitizer:
         self.snap: dict = {}
         self.history: dict = {}     # (buffer object, batch) -> entries (objects hashed by identity)
         self.tracked_gm = tracked_gm
-        self.races: list = []       # (later access's index, earlier's, RAW/WAR/WAW, report): the first is reported
+        self.race: Optional[tuple] = None   # the race to report so far: (order key, what _report needs)
 
     def first_race(self, note: str = "") -> RaceError:
         """The race whose later access comes first in program order (with an unordered load, the first read of
         it, not whichever access the simulated timing met first), with `note` (e.g. a flag left set)."""
-        text = min(self.races, key=lambda r: r[:3])[3]
-        return RaceError(text + (f"\n  note: {note}" if note else ""))
+        return RaceError(self._report(*self.race[1]) + (f"\n  note: {note}" if note else ""))
+
+    def _found(self, obj, acc: Access, e: tuple, ins: Instr, write: bool) -> None:
+        """Keep the race if its (later access, earlier access, RAW/WAR/WAW) comes before the one kept."""
+        first, second, kind = _order(e, ins, write)
+        key = (second.index, first.index, ("RAW", "WAR", "WAW").index(kind))
+        if self.race is None or key < self.race[0]:
+            self.race = (key, (obj, acc, e, ins, write))
 
     def begin(self, ins: Instr, joins: list, keep: bool) -> tuple:
         """`ins` starts after the instructions in `joins` (its sync sources): advance its clock, check its
@@ -136,7 +152,7 @@ class Sanitizer:
             ordered = eb == b and eclock <= clocks[et]     # by the block's own happens-before
             if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (atomic and eatomic)
                     and eep == ep and not ordered):        # a sync_all between orders any two
-                self.races.append(self._report(obj, acc, e, ins, write))
+                self._found(obj, acc, e, ins, write)
             # only an entry that happens before this access is covered by it (a follower's deferred check,
             # replay.py, meets entries of later phases); an atomic add covers only atomic adds: a later
             # atomic add is not checked against it, so the plain accesses it follows stay to be checked
@@ -153,11 +169,9 @@ class Sanitizer:
         hist.append((rect, batch, b, t, clocks[t], ep, write, atomic, ins))
 
     @staticmethod
-    def _report(obj, acc: Access, e: tuple, ins: Instr, write: bool) -> tuple:
-        other, owrite = e[8], e[6]
-        first, second = (other, ins) if other.index <= ins.index or other.core != ins.core else (ins, other)
-        fw, sw = (owrite, write) if first is other else (write, owrite)
-        kind = "WAW" if fw and sw else ("RAW" if fw else "WAR")
+    def _report(obj, acc: Access, e: tuple, ins: Instr, write: bool) -> str:
+        first, second, kind = _order(e, ins, write)
+        fw, sw = kind != "WAR", kind != "RAW"
         r0, r1, c0, c1 = (max(acc.rect[0], e[0][0]), min(acc.rect[1], e[0][1]),
                           max(acc.rect[2], e[0][2]), min(acc.rect[3], e[0][3]))
         if isinstance(obj, TileStore):
@@ -175,4 +189,4 @@ class Sanitizer:
                          "sync is inserted on the M<->FIX edge, so both sides need AccPhase/STPhase (seeds/001)")
         else:
             lines.append("  fix: " + _fix(first, second))
-        return second.index, first.index, ("RAW", "WAR", "WAW").index(kind), "\n".join(lines)
+        return "\n".join(lines)

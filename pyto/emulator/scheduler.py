@@ -147,11 +147,8 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
         val = int(a["uf_wait"][i])
         is_ = str(int(vals[0])) if (vals == vals[0]).all() else f"mixed ({int(vals.sum())} of {vals.size} set)"
         phase = ("AccPhase" if val == 0 else "STPhase") + (".Final" if a["uf_set"][i] >= 0 else ".Partial")
-        mine = _region_blocks(a, r)
-        queued = [j for j in np.flatnonzero((a["uf_set"] == val) & ~started)
-                  if np.isin(_region_blocks(a, a["uf_rid"][j]), mine).any()]
-        if queued:
-            j = min(queued)
+        j = _first_release(enc, i, val, started)
+        if j is not None:
             why = (f"the {enc.names[enc.name_i[j]]} that would {'set' if val == 1 else 'clear'} it, "
                    f"{enc.locs[enc.loc_i[j]]}, has not run: it is queued on {_pipe_of(enc, j)} behind a blocked "
                    f"instruction")
@@ -168,6 +165,23 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
             return (f"{cond.split(':')[0]}: its {enc.names[enc.name_i[j]]}, {enc.locs[enc.loc_i[j]]}, has not run: it "
                     f"is queued on {_pipe_of(enc, j)} behind a blocked instruction")
     return cond or "an earlier instruction"
+
+
+def _first_release(enc: Encoded, i: int, val: int, started) -> "int | None":
+    """The first instruction not yet started on i's core that sets unit_flag `val` on a block i waits for."""
+    a = enc.arrays
+    cand = np.flatnonzero((a["uf_set"] == val) & ~started & (enc.core_i == enc.core_i[i]))
+    if not len(cand):
+        return None
+    mine = np.zeros(enc.n_flags, bool)
+    mine[_region_blocks(a, a["uf_rid"][i])] = True
+    lo, hi = a["rg_ptr"][a["uf_rid"][cand]], a["rg_ptr"][a["uf_rid"][cand] + 1]
+    lens = hi - lo
+    # every candidate's blocks, flattened: position k of candidate c is rg_blk[lo[c] + k]
+    within = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+    touches = mine[a["rg_blk"][np.repeat(lo, lens) + within]]
+    owners = np.repeat(np.arange(len(cand)), lens)[touches]
+    return int(cand[owners.min()]) if len(owners) else None
 
 
 def _pipe_of(enc: Encoded, j: int) -> str:

@@ -82,7 +82,7 @@ class Program:
 class Launch:
     """What all traces of one launch share: chip, GM tensors, workspaces."""
 
-    def __init__(self, chip: Chip, blocks: int, tensors: list[GMTensor], max_instructions: int = 4_000_000):
+    def __init__(self, chip: Chip, blocks: int, tensors: list[GMTensor], max_instructions: int):
         self.chip, self.blocks, self.tensors = chip, blocks, tensors
         self.max_instructions = max_instructions   # per traced processor: its Program is held until encoded
         self.workspaces: list[GMTensor] = []
