@@ -151,11 +151,7 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
         w.tail_load = w.lat() + 2 * sync + share + last.store_cyc + w.tail_fix
         w.tail_ring = w.lat() + 2 * sync + share
         first = max(first_held, held_phase / max(1, hp))     # the MMADs start on the first piece
-    # the GM channel serves transfers in the order they are issued (each pipe has one on it at a time), so the
-    # cores' walks are staggered: the last core's tail (latency, last MMADs, its store) runs while the channel
-    # still carries the others' last stores
-    others = (t.cores_used - 1) * last.store / chip.gm_bytes_per_cycle
-    w.tail_store = min(w.tail_load - w.tail_fix, others + last.store_cyc)
+    w.stagger_stores(last.store, last.store_cyc)
     w.head = first + w.lat() + sync + tiles[0][0].first_l0 + sync
     # of which the GM channel carried the held slab's first piece (the whole slab before a streamed side)
     w.head_read = min(first, cores * held_gm / chip.gm_bytes_per_cycle / (1 if stream else max(1, hp)))
@@ -227,7 +223,7 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
         g["fix"] += ng * st
         for k in tot:
             tot[k] += cnt * g[k]
-        last.update(cube=cube_last, store=ng * st, first=first or 0.0,
+        last.update(cube=cube_last, store=ng * st, store_bytes=ng * region(chip, M, N, N, p.out_isz), first=first or 0.0,
                     first_l0=w.mte1_cycles(ng * t.m_pad * t.base_k * isz, t.base_k * ng * t.n_pad * isz))
         if "head" not in last:
             last["head"] = (first or 0.0, last["first_l0"], first_bytes or 0.0)
@@ -248,7 +244,7 @@ def _merge(t: MergeBatchTiling, p: Problem, chip: Chip) -> _Work:
     w.tail_mmad = sync + last["store"] + w.tail_fix
     w.tail_load = w.lat() + 2 * sync + last["cube"] + last["store"] + w.tail_fix
     w.tail_ring = w.lat() + 2 * sync + last["cube"]
-    w.tail_store = last["store"]
+    w.stagger_stores(last["store_bytes"], last["store"])
     h_first, h_l0, h_bytes = last["head"]
     w.head = h_first + w.lat() + sync + h_l0 + sync
     w.head_read = min(h_first, t.cores_used * h_bytes / chip.gm_bytes_per_cycle)   # the first pieces on the channel

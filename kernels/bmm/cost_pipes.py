@@ -166,6 +166,13 @@ class _Work:
         per = (mmad + fix + wait + 2 * self.chip.flag_latency_cycles) / max(1, stages)
         self.l0c_ring = max(self.l0c_ring, tiles * per)
 
+    def stagger_stores(self, store_bytes: float, store_cyc: float) -> None:
+        """The GM channel serves transfers in the order they are issued (each pipe has one on it at a time), so
+        the cores' walks are staggered: the last core's tail (latency, last MMADs, its store of `store_bytes`)
+        runs while the channel still carries the other cores' last stores."""
+        others = (self.cores - 1) * store_bytes / self.chip.gm_bytes_per_cycle
+        self.tail_store = min(self.tail_load - self.tail_fix, others + store_cyc)
+
     def bytes_in(self, charged: float, hit: float) -> None:
         """The busiest core's charged read bytes, `hit` of them from L2."""
         self.core_gm += charged - hit
