@@ -50,7 +50,8 @@ held-out shapes): the suite's worst regret 31.5% -> 6.3%, the held-out shapes un
 would take a wrong branch on held-out shapes. With the same margin, a StreamK plan takes a grid_K beyond
 the seed's K >= grid_K^2*theta (K/grid_K >= 256 kept; stream_tiling(theta=False)): theta's safety factor
 leaves memory-bound long-K shapes on 2-4 cores whose MTE2 ports carry all of B (1 x 48 x 80 x 12000:
-grid_K 2 -> 8, emulated 5.63 -> 3.62 us).
+grid_K 2 -> 8, emulated 5.63 -> 3.62 us). On 800 random problems (both steps) 90 plans changed, 55 of them
+only StreamK's grid_K: none slower when emulated, geomean 1.51x (grid_K alone 1.44x).
 """
 from __future__ import annotations
 
