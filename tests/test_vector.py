@@ -274,29 +274,20 @@ def atomic_rows(x, out, *, ATOMIC: bool):
         pl.store(out, x_ub, [0, 0], atomic="add" if ATOMIC else None)
 
 
-def test_atomic_add_from_ub_sums_all_aivs():
+@pytest.mark.parametrize("dt,blocks", [(np.float32, 4), (ml_dtypes.bfloat16, 2)])
+def test_atomic_add_from_ub_sums_all_aivs(dt, blocks):
+    """Every AIV's slice lands in GM, in whatever order the atomics run. fp32: n fp32 additions, |err| <= gamma_n
+    sum |terms|. bf16 (ml_dtypes: numpy kind 'V', not 'f') adds as a float, each fp32 sum rounded to bf16 once
+    (unit roundoff 2^-8): a helper found bf16 summed as integers (1.25 + 0.5 gave 1.0)."""
     rng = np.random.default_rng(7)
-    blocks, R, C = 4, 8, 40
-    x = rng.standard_normal((2 * blocks, R, C)).astype(np.float32)
-    out0 = rng.standard_normal((R, C)).astype(np.float32)
+    R, C = 8, 40
+    x = rng.standard_normal((2 * blocks, R, C)).astype(dt)
+    out0 = rng.standard_normal((R, C)).astype(dt)
     out = out0.copy()
     pyto.run(atomic_rows, x, out, blocks=blocks, ATOMIC=True)
     terms = np.concatenate([f64(out0)[None], f64(x)])
-    # n fp32 additions in whatever order the atomics land: |err| <= gamma_n sum |terms|
-    assert_close(out, terms.sum(axis=0), gamma(len(terms)) * np.abs(terms).sum(axis=0), "atomic add")
-
-
-def test_atomic_add_into_bf16_rounds_each_sum():
-    """bf16 GM (ml_dtypes: numpy kind 'V', not 'f') adds as a float: a helper found it summed as integers
-    (1.25 + 0.5 gave 1.0). Each atomic add rounds its fp32 sum to bf16 once (unit roundoff 2^-8)."""
-    rng = np.random.default_rng(9)
-    blocks, R, C = 2, 8, 32
-    x = rng.standard_normal((2 * blocks, R, C)).astype(ml_dtypes.bfloat16)
-    out0 = rng.standard_normal((R, C)).astype(ml_dtypes.bfloat16)
-    out = out0.copy()
-    pyto.run(atomic_rows, x, out, blocks=blocks, ATOMIC=True)
-    terms = np.concatenate([f64(out0)[None], f64(x)])
-    assert_close(out, terms.sum(axis=0), len(terms) * 2.0 ** -8 * np.abs(terms).sum(axis=0), "bf16 atomic add")
+    per_add = gamma(len(terms)) if dt == np.float32 else len(terms) * 2.0 ** -8
+    assert_close(out, terms.sum(axis=0), per_add * np.abs(terms).sum(axis=0), f"{np.dtype(dt).name} atomic add")
 
 
 def test_plain_store_from_several_blocks_races():
