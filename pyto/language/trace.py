@@ -142,6 +142,7 @@ class Tracer:
         self.launch, self.chip = launch, launch.chip
         self.program = Program(block, role)
         self.core, self.instrs = self.program.id, self.program.instrs   # emit's shortcuts
+        self.max_instructions = launch.max_instructions
         self.block, self.role = block, role
         self.is_aic = role is Role.AIC
         self.section: Optional[str] = None
@@ -166,7 +167,7 @@ class Tracer:
         if aic == self.is_aic:
             instr.core = self.core
             self.instrs.append(instr)
-            if len(self.instrs) > self.launch.max_instructions:
+            if len(self.instrs) > self.max_instructions:
                 self._too_long(instr)
             return instr
         self.program.markers.append((len(self.program.instrs), instr))
@@ -174,11 +175,11 @@ class Tracer:
 
     def _too_long(self, instr: Instr) -> None:
         raise CapacityError(
-            f"{instr.loc}: block {self.block} {self.role.name} traced more than {self.launch.max_instructions:,} "
+            f"{instr.loc}: block {self.block} {self.role.name} traced more than {self.max_instructions:,} "
             f"instructions; one block's trace is held in host memory (about 1 KB an instruction) until it is encoded. "
             f"Split the work over more blocks or larger tiles, or raise the limit with "
             f"pyto.run_options(max_block_instructions=...)", buffer="trace", asked=len(self.instrs),
-            capacity=self.launch.max_instructions, loc=str(instr.loc))
+            capacity=self.max_instructions, loc=str(instr.loc))
 
     def cube_marker(self, op, name: str, loc: Loc) -> None:
         """An AIV's trace meeting a cube op: only where it stands matters here (a marker; crosscore.py counts
