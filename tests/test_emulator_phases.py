@@ -119,7 +119,8 @@ def test_case2_store_without_phase_races():
     e = assert_race(misuse2, *_inputs(32, 32, 64), K_SQ=64, TILE_SQ=32)
     msg = str(e)
     assert "RAW hazard" in msg and "L0C" in msg and "PIPE_M" in msg and "PIPE_FIX" in msg
-    assert "AccPhase.Partial" in msg or "AccPhase.Final" in msg
+    # the store races every matmul of the K loop: the report names the last, the AccPhase.Final one
+    assert "pl.matmul_acc(ac, ac, al, br, phase=pl.AccPhase.Final)" in msg, msg
     assert "pl.store(out, ac, [0, 0])" in msg
 
 
@@ -344,3 +345,48 @@ def test_a_deadlock_names_the_release_that_is_queued_behind_it():
     assert re.search(rf"its pl.set_flag, test_emulator_phases.py:{setf} .*has not run: it is queued on block 0 AIC "
                      r"PIPE_M", msg), msg
     assert "never set" not in msg and "no store/move" not in msg
+
+
+@pl.kernel
+def split_k_through_a_workspace(a, b, out, *, SYNC: bool, FINAL: bool):
+    """Each block's K segment to the workspace (phased store), then the AIVs add the segments: with SYNC, a
+    pl.sync_all() between; FINAL=False drops the last AccPhase.Final (the store then waits forever)."""
+    M, K = a.shape
+    N = b.shape[1]
+    S = pl.block_num()
+    KS = K // S
+    ws = pl.workspace([S * M, N], pl.fp32)
+    al1, bl1 = pl.alloc(pl.L1, [M, KS], pl.fp16), pl.alloc(pl.L1, [KS, N], pl.fp16)
+    al, br = pl.alloc(pl.L0A, [M, KS], pl.fp16), pl.alloc(pl.L0B, [KS, N], pl.fp16)
+    ac = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    acc, part = pl.alloc(pl.UB, [M // 2, N], pl.fp32), pl.alloc(pl.UB, [M // 2, N], pl.fp32)
+    s = pl.block_idx()
+    with pl.section_cube():
+        _load_k(al1, bl1, al, br, a, b, s * KS, M, N)
+        pl.matmul(ac, al, br, phase=pl.AccPhase.Final if FINAL else pl.AccPhase.Partial)
+        pl.store(ws, ac, [s * M, 0], phase=pl.STPhase.Final)
+    if SYNC:
+        pl.sync_all()
+    with pl.section_vector():
+        if s == 0:
+            r0 = pl.subblock_idx() * (M // 2)
+            pl.load(acc, ws, [r0, 0])
+            for j in pl.range(1, S):
+                pl.load(part, ws, [j * M + r0, 0])
+                pl.add(acc, acc, part)
+            pl.store(out, acc, [r0, 0])
+
+
+def test_a_workspace_race_is_not_blamed_on_the_phase_and_a_stalled_sync_all_counts_its_arrivals():
+    """A kernel author's split-K: without the sync_all the report named seeds/001's phase hint (the store has a
+    phase, but the race is on GM between cores) and now says how to order them; without the Final the report said
+    '6 of 6 cores arrived' at a sync_all the two AICs never reached (both found by a kernel-author helper)."""
+    a, b = _inputs(32, 32, 128)[:2]
+    out = np.zeros((32, 32), np.float32)
+    e = assert_race(split_k_through_a_workspace, a, b, out, blocks=2, SYNC=False, FINAL=True)
+    assert "GM tensor 'ws'" in str(e) and "hint: one side carries a phase" not in str(e), e
+    assert "fix: " in str(e) and ("sync_all" in str(e) or "cross_core" in str(e)), e
+    e = assert_deadlock(split_k_through_a_workspace, a, b, out, blocks=2, SYNC=True, FINAL=False)
+    assert "pl.sync_all: 4 of 6 cores arrived" in str(e), e
+    pyto.run(split_k_through_a_workspace, a, b, out, blocks=2, SYNC=True, FINAL=True)
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), matmul_bound(a, b, np.float32))

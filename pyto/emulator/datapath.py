@@ -99,7 +99,7 @@ _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divi
 _UNARY = {"exp": np.exp, "abs": np.abs, "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0), "ln": np.log,
           "reciprocal": lambda x: np.float32(1) / x, "rsqrt": lambda x: np.float32(1) / np.sqrt(x)}
 _SCALAR = {"adds": np.add, "muls": np.multiply}
-_REDUCE = {"max": np.max, "sum": np.sum}
+_REDUCE = {"maximum": np.max, "sum": np.sum}
 _EXPAND = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import RaceError
-from ..ir import Access, GMTensor, Instr, Pipe, Role, TileStore
+from ..ir import Access, Buf, GMTensor, Instr, Pipe, Role, TileStore
 
 _AIC = {Pipe.MTE2: 0, Pipe.MTE1: 1, Pipe.M: 2, Pipe.FIX: 3, Pipe.S: 4}
 _AIV = {Pipe.MTE2: 0, Pipe.V: 1, Pipe.MTE3: 2, Pipe.S: 3}
@@ -78,9 +78,10 @@ class Sanitizer:
         return RaceError(self._report(*self.race[1]) + (f"\n  note: {note}" if note else ""))
 
     def _found(self, obj, acc: Access, e: tuple, ins: Instr, write: bool) -> None:
-        """Keep the race if its (later access, earlier access, RAW/WAR/WAW) comes before the one kept."""
+        """Keep the race if it comes first: by its later access in program order, then the latest earlier access
+        (a store racing a K loop's matmuls names the last one, the Final), then RAW, WAR, WAW."""
         first, second, kind = _order(e, ins, write)
-        key = (second.index, first.index, ("RAW", "WAR", "WAW").index(kind))
+        key = (second.index, -first.index, ("RAW", "WAR", "WAW").index(kind))
         if self.race is None or key < self.race[0]:
             self.race = (key, (obj, acc, e, ins, write))
 
@@ -184,7 +185,9 @@ class Sanitizer:
                  "  the two accesses are not ordered by any synchronisation (auto-sync, flag, unit_flag, "
                  "sync_all)"]
         phases = [i.attrs.get("phase") for i in (first, second)]
-        if any(p is not None for p in phases) and not all(p is not None for p in phases):
+        m_fix = {first.pipe, second.pipe} == {Pipe.M, Pipe.FIX} and first.core == second.core
+        if (isinstance(obj, TileStore) and obj.buf is Buf.L0C and m_fix and any(p is not None for p in phases)
+                and not all(p is not None for p in phases)):
             lines.append("  hint: one side carries a phase and the other does not; with a phase no software "
                          "sync is inserted on the M<->FIX edge, so both sides need AccPhase/STPhase (seeds/001)")
         else:

@@ -125,7 +125,8 @@ def _deadlock_report(enc: Encoded, qpos, order, flags, now: float) -> str:
     started = np.zeros(len(a["pipe_of"]), bool)
     started[order] = True
     heads = [(s, int(q_idx[qpos[s]])) for s in range(len(enc.slots)) if qpos[s] < q_ptr[s + 1]]
-    arrived = sum(1 for _, i in heads if kind[i] == 3)
+    dep_ptr, dep_idx = a["dep_ptr"], a["dep_idx"]
+    arrived = sum(1 for _, i in heads if kind[i] == 3 and started[dep_idx[dep_ptr[i]:dep_ptr[i + 1]]].all())
     lines = [f"deadlock at cycle {now:.0f}: no pipe of any core can progress "
              f"({int((~started).sum())} instructions left)"]
     for s, i in heads:

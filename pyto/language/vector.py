@@ -108,7 +108,7 @@ def maximum(dst: Tile, a: Tile, b: Tile, dim: Optional[int] = None) -> None:
         return _maximum(dst, a, b)
     loc = _vector_loc()
     if loc is not None:
-        _reduce("max", dst, a, b, dim, loc)
+        _reduce("maximum", dst, a, b, dim, loc)
 
 
 def sum(dst: Tile, src: Tile, tmp: Tile, dim: int = 1) -> None:  # noqa: A001 - the DSL's spelling
