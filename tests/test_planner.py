@@ -481,3 +481,37 @@ def test_with_tiling_recomputes_what_follows_for_stream_k_and_merge_batch():
     half = m.with_tiling(b=m.tiling.b // 2, b_l1=m.tiling.b_l1 // 2)
     assert (half.tiling.base_m, half.tiling.base_n) == (half.tiling.b * m.tiling.m_pad, half.tiling.b * m.tiling.n_pad)
     assert half.tiling.groups_per_core == -(-m.tiling.batches_per_core // half.tiling.b)
+
+
+def test_with_tiling_takes_choices_only_checks_values_and_keeps_the_plan_consistent():
+    """A planner-research review found settings that ran a kernel on half the batches (MergeBatch cores_used) or part
+    of K (StreamK single_core_k) without an error, raw ZeroDivisionErrors, values accepted and failing deep in a
+    kernel, estimates ignoring a core count, and ToMatmul refusing its matmul's fields."""
+    from kernels.bmm import run_plan
+    from kernels.bmm.api import check as check_result, random_inputs
+    a, b, _ = random_inputs((128, 32, 48), (128, 48, 32), "fp16")
+    m = plan(a.shape, b.shape, "fp16", branch="merge_batch").with_tiling(cores_used=16)
+    assert (m.tiling.cores_used, m.tiling.batches_per_core) == (16, 8)
+    c, rep = run_plan(m, a, b)
+    assert not check_result(c, a, b) and rep.blocks == 16
+    x, y, _ = random_inputs((8, 256, 512), (8, 512, 256), "fp16")
+    asw = plan(x.shape, y.shape, "fp16", branch="asw_basic")
+    q = asw.with_tiling(cores_used=16)
+    assert q.tiling.tasks_per_core == -(-asw.tiling.tasks // 16) and q.estimate.t_total > asw.estimate.t_total
+    it = plan((32, 256, 512), (32, 512, 256), "bf16", branch="iter_batch").with_tiling(cores_used=16)
+    assert it.tiling.batches_per_core == 2
+    tm = plan((16, 128, 256), (256, 128), "bf16", branch="to_matmul")
+    t64 = tm.with_tiling(base_m=64)
+    assert t64.tiling.matmul.base_m == 64 and t64.tiling.matmul.tiles_m == -(-tm.tiling.matmul.m // 64)
+    sk = plan((1, 48, 12000), (1, 12000, 80), "bf16", branch="stream_k")
+    for bad, text in [(dict(single_core_k=256), "single_core_k is not a choice: set grid_k"),
+                      (dict(grid_k=0), "grid_k must be an int >= 1"), (dict(reduce="bogus"), "reduce must be one of"),
+                      (dict(k_l1=sk.tiling.base_k + 16), "must be a multiple of base_k"),
+                      (dict(base_k=0), "base_k must be an int >= 1")]:
+        with pytest.raises(PlanError, match=text):
+            sk.with_tiling(**bad)
+    for bad, text in [(dict(cores_used=64), "exceeds the 32 AI cores"), (dict(full_load="X"), "full_load must be one"),
+                      (dict(m=100), "m is not a choice"), (dict(tiles_m=4), "tiles_m is not a choice: set base_m")]:
+        with pytest.raises(PlanError, match=text):
+            asw.with_tiling(**bad)
+    assert "the planner's derivation, before the caller set cores_used" in q.explain()

@@ -13,6 +13,7 @@ from pyto.chip import Chip
 from pyto.dtypes import DType
 
 BRANCHES = ("to_matmul", "special", "merge_batch", "iter_batch", "asw_basic", "stream_k")
+REDUCE_MODES = ("workspace", "atomic")     # StreamK's reduction: GM workspace + AIVs (deterministic), or AtomicAdd
 SEED_NAMES = {"to_matmul": "ToMatmul (可转 Matmul)", "special": "Special (特殊分支)",
               "merge_batch": "MergeBatch", "iter_batch": "IterBatch", "asw_basic": "ASW_Basic",
               "stream_k": "StreamK"}

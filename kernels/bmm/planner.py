@@ -57,23 +57,23 @@ from __future__ import annotations
 
 import numbers
 from collections import OrderedDict
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from pyto.chip import Chip, load_chip
 from pyto.dtypes import DType, as_dtype
 from pyto.errors import PlanError, ShapeError
 
-from .conditions import (BRANCHES, SEED_NAMES, BranchCheck, Problem, asw_checks, iter_checks, iter_l1,
+from .conditions import (BRANCHES, REDUCE_MODES, SEED_NAMES, BranchCheck, Problem, asw_checks, iter_checks, iter_l1,
                          merge_checks, special_checks, stream_checks, to_matmul_checks)
 from .cost import RESOLUTION, Estimate, estimate, roofline_us
 from .tiling_asw import asw_tiling, to_matmul_folds, to_matmul_tiling
 from .tiling_batch import iter_tiling, merge_tiling
 from .tiling_streamk_special import special_tiling, stream_tiling
+from .retile import retile
 from .tilings import Tiling, check_fits, field_docs
 
 SUPPORTED = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
-REDUCE_MODES = ("workspace", "atomic")
 
 
 def _dims(shape: Sequence[int], name: str) -> tuple[int, ...]:
@@ -229,22 +229,19 @@ class Plan:
         return self.tiling.buffer_bytes(self.problem)
 
     def with_tiling(self, **changes) -> "Plan":
-        """This plan with some tiling fields set by the caller (a researcher's own tiling): capacity re-checked,
-        T_total re-estimated, the change recorded in the decision; run it with kernels.bmm.run_plan. The fields that
-        follow from those set are recomputed unless given too: an ASW tiling's (asw_basic, to_matmul) tile counts,
-        tasks and cores from its tile sizes; MergeBatch's merged tile and groups from b; StreamK's block, K segment,
-        units, cores, rounds and workspace from grid_k, m_cnt, n_cnt. IterBatch's counts depend on B and C only."""
+        """This plan with some tiling fields set by the caller (a researcher's own tiling): values checked, capacity
+        re-checked, T_total re-estimated, the change recorded in the decision; run it with kernels.bmm.run_plan.
+        Only choices may be set (retile.FIXED lists the rest: problem sizes, counts that follow); what follows is
+        recomputed: ASW (asw_basic; to_matmul's matmul fields pass through) tile counts, tasks and tasks per core from
+        base tiles and cores_used; MergeBatch's merged tile, groups, batches per core and cores from b and
+        batches_per_core or cores_used; IterBatch's batches per core from cores_used; StreamK's block, K segment,
+        units, cores, rounds and workspace from grid_k, m_cnt, n_cnt, reduce."""
         chip = self.chip_spec or load_chip(self.chip)
-        names = {f.name for f in fields(self.tiling)}
-        unknown = sorted(set(changes) - names)
-        if unknown:
-            raise PlanError(f"{type(self.tiling).__name__} has no field(s) {', '.join(unknown)}; its fields: "
-                            f"{', '.join(sorted(names))}")
-        t = replace(self.tiling, **changes)
-        if hasattr(t, "rederived"):
-            t = t.rederived(self.problem, chip, set(changes))
+        t = retile(self.tiling, self.problem, chip, changes)
         check_fits(self.branch, t, self.problem, chip)
         note = "tiling set by the caller: " + ", ".join(f"{k} = {v!r}" for k, v in changes.items())
+        t = replace(t, derivation=(f"the planner's derivation, before the caller set {', '.join(changes)}:",)
+                    + t.derivation)
         return replace(self, tiling=t, estimate=estimate(self.problem, t, chip), decision=self.decision + (note,),
                        forced=True)
 

@@ -74,7 +74,7 @@ class AswTiling:
         recomputed on `chip`, except those in `given` (set by the caller)."""
         tm, tn = -(-self.m // self.base_m), -(-self.n // self.base_n)
         tasks = self.batch * tm * tn
-        used = min(tasks, chip.aic)
+        used = min(tasks, self.cores_used if "cores_used" in given else chip.aic)
         counts = dict(tiles_m=tm, tiles_n=tn, tasks=tasks, cores_used=used, tasks_per_core=-(-tasks // max(used, 1)))
         return replace(self, **{k: v for k, v in counts.items() if k not in given})
 
@@ -108,12 +108,12 @@ class MergeBatchTiling:
     derivation: tuple = _derivation()
 
     def rederived(self, p: Problem, chip: Chip, given: set) -> "MergeBatchTiling":
-        """The merged tile (base_m = b*M̄, base_n = b*N̄), groups_per_core and cores_used recomputed from b and
-        batches_per_core, except those in `given` (set by the caller)."""
-        counts = dict(base_m=self.b * self.m_pad, base_n=self.b * self.n_pad,
-                      groups_per_core=-(-self.batches_per_core // max(1, self.b)),
-                      cores_used=-(-p.batch // max(1, self.batches_per_core)))
-        return replace(self, **{k: v for k, v in counts.items() if k not in given})
+        """The merged tile (base_m = b*M̄, base_n = b*N̄), batches per core (from cores_used when that is set),
+        groups per core and the cores the batches then take."""
+        bpc = -(-p.batch // self.cores_used) if "cores_used" in given and "batches_per_core" not in given \
+            else self.batches_per_core
+        return replace(self, base_m=self.b * self.m_pad, base_n=self.b * self.n_pad, batches_per_core=bpc,
+                       groups_per_core=-(-bpc // self.b), cores_used=-(-p.batch // bpc))
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
         return _cube_use(self, p, self.l1_buffers * self.b_l1 * (self.m_pad + self.n_pad) * self.k_l1 * p.isz)
@@ -141,6 +141,10 @@ class IterBatchTiling:
     batches_per_core: int = doc("ceil(B / C): core c takes batches c, c + C, c + 2C, ...")
     cores_used: int = doc("min(B, C)")
     derivation: tuple = _derivation()
+
+    def rederived(self, p: Problem, chip: Chip, given: set) -> "IterBatchTiling":
+        """Batches per core from cores_used (core c takes batches c, c + cores_used, ...)."""
+        return replace(self, batches_per_core=-(-p.batch // self.cores_used))
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
         a_held, b_held = self.resident in ("AB", "A"), self.resident in ("AB", "B")
@@ -178,8 +182,7 @@ class StreamKTiling:
     def rederived(self, p: Problem, chip: Chip, given: set) -> "StreamKTiling":
         """What follows from grid_k, m_cnt and n_cnt (the per-core block, singleCoreK, units, cores, rounds,
         workspace, reduce chunk) recomputed, except those in `given` (set by the caller)."""
-        counts = stream_counts(p, chip, self.m_cnt, self.n_cnt, self.grid_k, self.reduce)
-        return replace(self, **{k: v for k, v in counts.items() if k not in given})
+        return replace(self, **stream_counts(p, chip, self.m_cnt, self.n_cnt, self.grid_k, self.reduce))
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
         use = _cube_use(self, p, self.l1_buffers * (self.base_m + self.base_n) * self.k_l1 * p.isz)

@@ -1,0 +1,84 @@
+"""A researcher's own tiling (Plan.with_tiling): which fields may be set, which values they take, what follows.
+
+A tiling mixes choices (tile sizes, buffer counts, grid_K, ...) with numbers that follow from the problem or
+from other fields (tile counts, a StreamK core's K segment, ...). Only choices may be set: a number that follows
+is recomputed from them (tilings' `rederived`), because the kernels read it as given; setting one alone ran a
+kernel on part of the output or part of K (found by a planner-research review). Values are checked here, so a
+bad one is a PlanError naming the field rather than an error deep inside the kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+
+from pyto.chip import Chip
+from pyto.errors import PlanError
+
+from .conditions import REDUCE_MODES, Problem
+from .tilings import AswTiling, IterBatchTiling, MergeBatchTiling, SpecialTiling, StreamKTiling, Tiling, ToMatmulTiling
+
+_PROBLEM = "follows from the problem"
+# per tiling type: the fields that follow from the problem or from other fields, and what to set instead
+FIXED: dict = {
+    AswTiling: dict(batch=_PROBLEM, m=_PROBLEM, n=_PROBLEM, k=_PROBLEM, tiles_m="set base_m", tiles_n="set base_n",
+                    tasks="set base_m / base_n", tasks_per_core="set cores_used",
+                    split="the planner's record of the task space", broadcast_resident=_PROBLEM),
+    ToMatmulTiling: dict(fold=_PROBLEM, mm_batch=_PROBLEM, mm_m=_PROBLEM, mm_n=_PROBLEM, mm_k=_PROBLEM,
+                         rearrange_bytes=_PROBLEM, scatter_bytes=_PROBLEM,
+                         matmul="set its fields (base_m, k_l1, ...) directly"),
+    MergeBatchTiling: dict(m_pad=_PROBLEM, n_pad=_PROBLEM, base_m="set b", base_n="set b",
+                           groups_per_core="set b or batches_per_core"),
+    IterBatchTiling: dict(case="the L1 case of the problem; set resident / k_l1_a / k_l1_b",
+                          step="the planner's record of case (c)-(e)", m_l1=_PROBLEM,
+                          batches_per_core="set cores_used"),
+    StreamKTiling: dict(blocks_per_batch=_PROBLEM, single_m="set m_cnt", single_n="set n_cnt",
+                        single_core_k="set grid_k", units="set grid_k / m_cnt / n_cnt",
+                        rounds="set grid_k / m_cnt / n_cnt", workspace_bytes="set reduce",
+                        reduce_chunk="follows from the block and UB"),
+    SpecialTiling: dict(mode=_PROBLEM, units="set rows / cols", units_per_aiv="set rows / cols"),
+}
+ENUMS = dict(reduce=REDUCE_MODES, full_load=("", "A", "B"), resident=("AB", "A", "B", ""))
+ZERO_OK = {"stream_buffers"}          # IterBatch: 0 when nothing streams
+
+
+def retile(t: Tiling, p: Problem, chip: Chip, changes: dict) -> Tiling:
+    """`t` with `changes` (choices only), checked and with what follows recomputed; PlanError naming the field."""
+    if isinstance(t, ToMatmulTiling):
+        mine = {k: v for k, v in changes.items() if k in _names(t)}
+        _check(t, mine, chip)
+        inner = {k: v for k, v in changes.items() if k not in mine}
+        return replace(t, **mine, matmul=retile(t.matmul, p, chip, inner)) if inner else replace(t, **mine)
+    _check(t, changes, chip)
+    out = replace(t, **changes)
+    return out.rederived(p, chip, set(changes)) if hasattr(out, "rederived") else out
+
+
+def _names(t: Tiling) -> set:
+    return {f.name for f in fields(t)} - {"derivation"}
+
+
+def _check(t: Tiling, changes: dict, chip: Chip) -> None:
+    kind = type(t).__name__
+    names = _names(t) | (_names(t.matmul) if isinstance(t, ToMatmulTiling) else set())
+    unknown = sorted(set(changes) - names)
+    if unknown:
+        raise PlanError(f"{kind} has no field(s) {', '.join(unknown)}; its fields: {', '.join(sorted(names))}")
+    fixed = FIXED.get(type(t), {})
+    for k, v in changes.items():
+        if k in fixed:
+            raise PlanError(f"{kind}.{k} is not a choice: {fixed[k]} (what follows is recomputed)")
+        old = getattr(t, k)
+        if k in ENUMS and v not in ENUMS[k]:
+            raise PlanError(f"{kind}.{k} must be one of {ENUMS[k]}, got {v!r}")
+        if isinstance(old, bool):
+            if not isinstance(v, bool):
+                raise PlanError(f"{kind}.{k} must be True or False, got {v!r}")
+        elif isinstance(old, int):
+            low = 0 if k in ZERO_OK else 1
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise PlanError(f"{kind}.{k} must be an int >= {low}, got {v!r}")
+    new = {f: changes.get(f, getattr(t, f, None)) for f in ("base_k", "k_l1", "cores_used")}
+    if new["base_k"] and new["k_l1"] and new["k_l1"] % new["base_k"]:
+        raise PlanError(f"{kind}: k_l1 = {new['k_l1']} must be a multiple of base_k = {new['base_k']} (one L1 slot "
+                        f"feeds whole MMADs)")
+    if new["cores_used"] and new["cores_used"] > chip.aic:
+        raise PlanError(f"{kind}: cores_used = {new['cores_used']} exceeds the {chip.aic} AI cores of {chip.name}")
