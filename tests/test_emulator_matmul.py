@@ -6,6 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyto
 import pyto.language as pl
+from dsl_helpers import matmul_from_gm, matmul_tiles
 from kernels.examples.matmul_pingpong import matmul_pingpong
 from pyto.testing import assert_close, assert_matches, cube_dtypes, matmul_bound, matmul_shapes
 
@@ -150,3 +151,48 @@ def test_widen_is_exact_for_every_fp16_value_and_any_layout():
         assert np.array_equal(got.view(np.uint32), x.astype(np.float32).view(np.uint32))
     i8 = np.arange(-128, 128, dtype=np.int8).reshape(16, 16)
     assert np.array_equal(widen(i8, np.float64), i8.astype(np.float64))
+
+
+@pl.kernel
+def matmul_relu_out(a, b, out, *, VIA_UB: bool):
+    """C = relu(A @ B) through Fixpipe's ReLU: straight to GM, or into both AIVs' UB and out from there."""
+    M, K = a.shape
+    N = b.shape[1]
+    tiles = matmul_tiles(M, K, N, a.dtype)
+    c_ub = pl.alloc(pl.UB, [M // 2, N], out.dtype) if VIA_UB else None
+    with pl.section_cube():
+        matmul_from_gm(tiles, a, [0, 0], b, [0, 0])
+        if VIA_UB:
+            pl.move(c_ub, tiles[-1], acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM, relu=True)
+        else:
+            pl.store(out, tiles[-1], [0, 0], relu=True)
+    if VIA_UB:
+        with pl.section_vector():
+            pl.store(out, c_ub, [pl.subblock_idx() * (M // 2), 0])
+
+
+@pytest.mark.parametrize("via_ub", [False, True])
+def test_fixpipe_relu_on_the_way_out(via_ub):
+    """pl.store / pl.move(relu=True) out of L0C: max(x, 0) before the fp16 conversion, no vector op needed (a
+    kernel-author review found the DSL could not express Fixpipe's ReLU)."""
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((32, 64)).astype(np.float16)
+    b = rng.standard_normal((64, 48)).astype(np.float16)
+    out = np.full((32, 48), -7, np.float16)
+    pyto.run(matmul_relu_out, a, b, out, VIA_UB=via_ub)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    assert (exact < -1).any() and (out >= 0).all()        # the ReLU had negatives to clip
+    # relu commutes with the fp32 accumulation bound and the one rounding to fp16
+    assert_close(out, np.maximum(exact, 0), matmul_bound(a, b, np.float16))
+
+
+def test_relu_is_fixpipes_only():
+    @pl.kernel
+    def ub_relu(x, out):
+        t = pl.alloc(pl.UB, [16, 16], pl.fp32)
+        with pl.section_vector():
+            pl.load(t, x)
+            pl.store(out, t, relu=True)
+    x = np.ones((16, 16), np.float32)
+    with pytest.raises(pyto.KernelError, match="relu=True is Fixpipe's .*use pl.relu"):
+        pyto.run(ub_relu, x, x.copy())

@@ -98,7 +98,7 @@ class _Binder:
     def _store(self, ins: Instr) -> Callable[[], None]:
         mem = self.mem
         src, a = ins.srcs[0], ins.attrs
-        if a.get("atomic") == "add":
+        if a.get("atomic") == "add" or a.get("relu"):
             return partial(EFFECTS[Op.STORE], ins, mem)
         store, pending = src.obj, mem.pending
         key = id(store)

@@ -55,6 +55,8 @@ def _store(ins: Instr, mem: Memory) -> None:
     a = ins.attrs
     gm = mem.gm_array(dst.obj)
     block = mem.view(src)[:a["vr"], :a["vc"]]
+    if a.get("relu"):
+        block = np.maximum(block, 0)
     region = gm[a["batch"], a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
     if a.get("atomic") == "add":
         acc = np.float32 if _floating(region.dtype) else np.int64
@@ -73,7 +75,7 @@ def _move(ins: Instr, mem: Memory) -> None:
             s = ins.srcs[0].rect
             part = src[rect[0] - s[0]:rect[1] - s[0], rect[2] - s[2]:rect[3] - s[2]]
         out = mem.view(dst)
-        out[...] = convert(part, out.dtype)
+        out[...] = convert(np.maximum(part, 0) if ins.attrs.get("relu") else part, out.dtype)
 
 
 def _mmad(ins: Instr, mem: Memory) -> None:

@@ -45,6 +45,13 @@ def _check_phase(phase, cls, loc: Loc, op: str):
         raise KernelError(f"{loc}: {op} takes phase=pl.{cls.__name__}.Partial/Final, got {phase!r}")
 
 
+def _check_relu(relu, src: Tile, loc: Loc, op: str) -> None:
+    if relu is not False and relu is not True:
+        raise KernelError(f"{loc}: {op} relu must be True or False, got {relu!r}")
+    if relu and src.store.buf is not _L0C:
+        raise KernelError(f"{loc}: {op} relu=True is Fixpipe's (out of L0C); on the vector side use pl.relu")
+
+
 def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc: Loc):
     """Validate offsets into `gm`; return (Access, batch index, r0, c0, valid rows, valid cols) in GM coords."""
     nd = len(gm.shape)
@@ -223,12 +230,14 @@ _OUT_TYPES = {DType.fp32: (DType.fp32, DType.fp16, DType.bf16), DType.int32: (DT
 
 
 def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, phase: Optional[STPhase] = None,
-          atomic: Optional[str] = None) -> None:
+          atomic: Optional[str] = None, relu: bool = False) -> None:
     """L0C->GM (Fixpipe: Nz->ND, fp32 -> dst dtype, round to nearest even) or UB->GM (MTE3).
 
     `offsets`: where src's [0, 0] lands in dst (one int per dimension; default all 0); rows and columns past
     dst's edge are not written. `phase`: pl.STPhase.Partial/Final for a unit_flag store out of L0C (seeds/001);
-    `atomic="add"`: add into GM instead of overwriting (split-K across cores: every block's adds land).
+    `atomic="add"`: add into GM instead of overwriting (split-K across cores: every block's adds land);
+    `relu=True` (L0C only): Fixpipe's ReLU, max(x, 0) before the conversion, at no extra cost (it is applied
+    on the way out).
     """
     tr = current()
     loc = caller_loc()
@@ -242,6 +251,7 @@ def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, 
         raise ShapeError(f"{loc}: pl.store writes a GM tensor, got {dst!r}; use pl.move between on-chip buffers")
     _need_tile(src, "pl.store source", (Buf.L0C, Buf.UB), loc)
     _check_phase(phase, STPhase, loc, "pl.store")
+    _check_relu(relu, src, loc, "pl.store")
     if atomic not in (None, "add"):
         raise KernelError(f"{loc}: atomic must be None or 'add', got {atomic!r}")
     _need_path(src.buffer.name, "GM", loc)
@@ -262,25 +272,26 @@ def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, 
     burst, nburst = _bursts(dst, vr, vc)
     attrs = {"batch": batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "phase": phase, "atomic": atomic,
              "bytes": vr * vc * dst.dtype.itemsize, "burst": burst, "nburst": nburst,
-             "path": (src.buffer.name, "GM")}
+             "path": (src.buffer.name, "GM"), "relu": bool(relu)}
     _emit(Op.STORE, pipe, role, (_acc(src),), (acc,), attrs, loc, "pl.store")
 
 
 def move(dst: Tile, src: Tile, *, acc_to_vec_mode: Optional[AccToVecMode] = None,
-         phase: Optional[STPhase] = None) -> None:
+         phase: Optional[STPhase] = None, relu: bool = False) -> None:
     """On-chip moves: L0C->L1 and L0C->UB (Fixpipe), UB->L1 (MTE3, vector to cube).
 
     `acc_to_vec_mode` (L0C->UB only): which AIV receives what (pl.AccToVecMode.DualModeSplitM / SplitN halve
     the tile between the two AIVs' UBs, SingleModeVec0/1 send it whole to one). `phase`: pl.STPhase for a
-    unit_flag move out of L0C, as pl.store's.
+    unit_flag move out of L0C, as pl.store's. `relu=True` (out of L0C): Fixpipe's ReLU, as pl.store's.
     """
     loc = caller_loc()
     tr = current()
     _need_tile(src, "pl.move source", (Buf.L0C, Buf.UB), loc)
     _need_tile(dst, "pl.move destination", (Buf.L1, Buf.UB), loc)
     _check_phase(phase, STPhase, loc, "pl.move")
+    _check_relu(relu, src, loc, "pl.move")
     _need_path(src.buffer.name, dst.buffer.name, loc)
-    attrs = {"phase": phase, "mode": acc_to_vec_mode, "path": (src.buffer.name, dst.buffer.name)}
+    attrs = {"phase": phase, "mode": acc_to_vec_mode, "path": (src.buffer.name, dst.buffer.name), "relu": bool(relu)}
     if src.buffer is Buf.L0C:
         if src.dtype is DType.int32 and dst.dtype is not DType.int32:
             raise ShapeError(f"{loc}: an int32 accumulator moves out as int32, not {dst.dtype}")
