@@ -495,7 +495,7 @@ VOPS = {  # name: (arity, float64 reference, tolerance in ulps)
     # exp / ln: numpy's float32 SIMD exp and log are within 2.52 and 3.83 ulps (NumPy 1.18 release notes), on
     # top of the final rounding; fp16/bf16 round the fp32 result once more, which dominates
     "exp": ("unary", np.exp, 3), "abs": ("unary", np.abs, 0), "sqrt": ("unary", lambda a: np.sqrt(np.abs(a)), 1),
-    "relu": ("unary", lambda a: np.maximum(a, 0), 0),
+    "relu": ("unary", lambda a: np.maximum(a, 0), 0), "copy": ("unary", lambda a: a, 0),
     "ln": ("unary", np.log, 4), "reciprocal": ("unary", lambda a: 1 / a, 1), "rsqrt": ("unary", lambda a: 1 / np.sqrt(a), 2),
     "rmax": ("reduce", lambda a: a.max(axis=1, keepdims=True), 0),
     "rsum": ("reduce", lambda a: a.sum(axis=1, keepdims=True), 1),

@@ -120,7 +120,7 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
             pl.sum(rowsum_ub, s_ub, tmp_ub, dim=1)
             pl.mul(l_ub, l_ub, alpha_ub)
             pl.add(l_ub, l_ub, rowsum_ub)                           # l = alpha * l + rowsum(p)
-            pl.adds(m_ub, m_new_ub, 0.0)                            # m = m_new (a copy: x + 0 is exact)
+            pl.copy(m_ub, m_new_ub)                                 # m = m_new
             pl.cast(p_ub, s_ub)                                     # p rounded to the input dtype
             r0 = pl.subblock_idx() * R
             pl.move(p_l1[r0:r0 + R, :], p_ub)                       # UB->L1: this AIV's rows of P

@@ -98,7 +98,7 @@ def _mmad(ins: Instr, mem: Memory) -> None:
 
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
            "maximum": np.maximum, "minimum": np.minimum}
-_UNARY = {"exp": np.exp, "abs": np.abs, "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0), "ln": np.log,
+_UNARY = {"copy": lambda x: x, "exp": np.exp, "abs": np.abs, "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0), "ln": np.log,
           "reciprocal": lambda x: np.float32(1) / x, "rsqrt": lambda x: np.float32(1) / np.sqrt(x)}
 _SCALAR = {"adds": np.add, "muls": np.multiply}
 _REDUCE = {"maximum": np.max, "sum": np.sum}

@@ -8,8 +8,8 @@ from .control import (block_idx, block_num, cross_core_set_flag, cross_core_wait
 from .ops import load, matmul, matmul_acc, move, store
 from .tile import Ring, Tile, alloc
 from .trace import Kernel, kernel
-from .vector import (abs, add, adds, cast, div, duplicate, exp, expand_add, expand_div, expand_mul, expand_sub, ln,
-                     maximum, minimum, mul, muls, reciprocal, relu, rsqrt, sqrt, sub, sum)
+from .vector import (abs, add, adds, cast, copy, div, duplicate, exp, expand_add, expand_div, expand_mul, expand_sub,
+                     ln, maximum, minimum, mul, muls, reciprocal, relu, rsqrt, sqrt, sub, sum)
 
 fp16, bf16, fp32, int8, int32 = DType.fp16, DType.bf16, DType.fp32, DType.int8, DType.int32
 L1, L0A, L0B, L0C, UB, BT, FB = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.UB, Buf.BT, Buf.FB

@@ -217,6 +217,8 @@ def _unary(kind: str):
 
 exp, abs, sqrt, relu = (_unary(k) for k in ("exp", "abs", "sqrt", "relu"))  # noqa: A001
 ln, reciprocal, rsqrt = (_unary(k) for k in ("ln", "reciprocal", "rsqrt"))   # Ascend C's Ln, Reciprocal, Rsqrt
+copy = _unary("copy")       # Ascend C's Copy: UB -> UB on the V pipe, same dtype (pl.cast converts)
+copy.__doc__ = "dst = src, UB to UB on the V pipe (same shape and dtype; pl.cast converts)."
 
 
 def cast(dst: Tile, src: Tile) -> None:
