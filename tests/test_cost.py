@@ -218,3 +218,16 @@ def test_estimate_direct_call():
     p = run(8, 512, 512, 1024)
     again = estimate(p.problem, p.tiling, pyto.load_chip(P950))
     assert again == p.estimate
+
+
+def test_one_l0_copy_serialises_mte1_and_the_cube_in_the_estimate():
+    """With l0_buffers=1 each MTE1 load waits for the MMAD before it: ASW and StreamK estimates now see it as
+    IterBatch's did (a planner-research review found l0_buffers never moved the estimate)."""
+    from kernels.bmm import run_plan
+    a, b = (1, 2048, 2048), (1, 2048, 2048)
+    p = plan(a, b, "fp16", branch="asw_basic")
+    q = p.with_tiling(l0_buffers=1)
+    t2 = run_plan(p, pyto.spec(a, "fp16"), pyto.spec(b, "fp16"))[1].time_us
+    t1 = run_plan(q, pyto.spec(a, "fp16"), pyto.spec(b, "fp16"))[1].time_us
+    assert t1 > 1.2 * t2 and q.estimate.t_total > 1.2 * p.estimate.t_total
+    assert abs(q.estimate.t_total / t1 - 1) < 0.15, (q.estimate.t_total, t1)

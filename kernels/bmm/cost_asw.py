@@ -21,7 +21,7 @@ def _asw(t: AswTiling, p: Problem, chip: Chip, *, pieces: int | None = None) -> 
     """ASW_Basic / ToMatmul / matmul: each core walks its base tiles (asw_walk + block.accumulate); A (or B)
     held in L1 when full_load; streamed slices in l1_pieces_for pieces."""
     from .asw_basic import l1_pieces_for, params_of
-    w = _Work(p, chip, t.cores_used)
+    w = _Work(p, chip, t.cores_used, l0_buffers=t.l0_buffers)
     pieces = l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, p.dtype, chip) if pieces is None else pieces
     hold_a, hold_b = t.full_load == "A", t.full_load == "B"
     classes = _tiles(t.m, t.n, t.base_m, t.base_n)

@@ -14,7 +14,7 @@ def _iter(t: IterBatchTiling, p: Problem, chip: Chip) -> _Work:
     slabs per batch in HOLD_PIECES loads (a ring of HOLD_STAGES slots), the other side streamed per tile."""
     from .iter_batch import params_for
     from pyto.errors import PlanError
-    w = _Work(p, chip, t.cores_used)
+    w = _Work(p, chip, t.cores_used, l0_buffers=t.l0_buffers)
     isz, bpc = p.isz, t.batches_per_core
     M, N, K = p.M, p.N, p.K
     try:

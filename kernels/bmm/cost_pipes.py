@@ -85,8 +85,9 @@ def b_region(chip: Chip, p: Problem, kc: float, c: float) -> float:
 class _Work:
     """The busiest core's pipes (busy cycles), the chip-wide channel bytes, and the pipeline's fill/drain."""
 
-    def __init__(self, p: Problem, chip: Chip, cores: int, write_pipe: str = "FIXPIPE"):
+    def __init__(self, p: Problem, chip: Chip, cores: int, write_pipe: str = "FIXPIPE", l0_buffers: int = 2):
         self.p, self.chip, self.cores, self.write_pipe = p, chip, max(1, cores), write_pipe
+        self.l0_single = l0_buffers == 1    # one L0A/L0B copy: each MTE1 load and its MMAD run one after the other
         self.cyc = dict.fromkeys(TERMS, 0.0)
         self.gm_read = self.gm_write = self.l2_read = 0.0
         self.core_gm = self.core_l2 = 0.0   # the busiest core's own charged bytes from GM / from L2

@@ -14,7 +14,7 @@ def _stream(t: StreamKTiling, p: Problem, chip: Chip) -> _Work:
     block to the workspace (or atomically added); then, after sync_all, the AIVs sum the partials."""
     from .asw_basic import l1_pieces_for
     from .stream_k import params_of, part_buffers, reduce_chunk
-    w = _Work(p, chip, t.cores_used)
+    w = _Work(p, chip, t.cores_used, l0_buffers=t.l0_buffers)
     isz, M, N, K = p.isz, p.M, p.N, p.K
     sm, sn, sck = t.single_m, t.single_n, t.single_core_k
     pieces = l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, p.dtype, chip)

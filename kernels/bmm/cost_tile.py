@@ -41,7 +41,8 @@ class _Tile:
     store: float = 0.0        # charged bytes of the store
     store_cyc: float = 0.0    # Fixpipe cycles of the store
     steps: float = 0.0        # L1 steps (each a slot of the streamed ring)
-    cons: float = 0.0         # the cube's time on each step, summed (max of its MTE1 and MMAD)
+    cons: float = 0.0         # the cube's time on each step, summed (max of its MTE1 and MMAD; their sum with one
+                              # L0A/L0B copy)
 
     def add(self, o: "_Tile", n: float) -> None:
         for f in ("xfers", "mte2", "a_bytes", "b_bytes", "mte1", "mmad", "store", "store_cyc", "steps", "cons"):
@@ -97,7 +98,7 @@ def _acc_tile(w: _Work, rows: int, cols: int, k_len: int, *, base_m: int, base_n
         t.mte1 += cnt * m1
         t.mmad += cnt * mm
         t.steps += cnt
-        t.cons += cnt * max(m1, mm)
+        t.cons += cnt * (m1 + mm if w.l0_single else max(m1, mm))
         if si == 0:
             t.first_in = first_cyc or 0.0
             kt0 = l0[0][0]
@@ -132,6 +133,8 @@ def _finish_tiles(w: _Work, per_core: float, avg: _Tile, last: _Tile, sync: floa
     w.cyc["MTE1"] += per_core * avg.mte1
     w.cyc["MMAD"] += per_core * avg.mmad
     w.cyc["FIXPIPE"] += per_core * avg.store_cyc
+    if w.l0_single:
+        w.l0_chain = per_core * (avg.mmad + avg.mte1)
     store_lat = w.lat("L0C", "GM")
     w.tail_fix = store_lat
     w.tail_mmad = sync + last.store_cyc + store_lat
