@@ -37,7 +37,9 @@ FIXED: dict = {
     SpecialTiling: dict(mode=_PROBLEM, units="set rows / cols", units_per_aiv="set rows / cols"),
 }
 ENUMS = dict(reduce=REDUCE_MODES, full_load=("", "A", "B"), resident=("AB", "A", "B", ""))
-ZERO_OK = {"stream_buffers"}          # IterBatch: 0 when nothing streams
+# IterBatch's streamed slices: the planner budgets stream_buffers copies, the kernel runs max(2, stream_buffers)
+# (fewer if L1 is short), so a caller's value below 2 would change nothing
+LOWEST = {"stream_buffers": 2}
 
 
 def retile(t: Tiling, p: Problem, chip: Chip, changes: dict) -> Tiling:
@@ -73,7 +75,7 @@ def _check(t: Tiling, changes: dict, chip: Chip) -> None:
             if not isinstance(v, bool):
                 raise PlanError(f"{kind}.{k} must be True or False, got {v!r}")
         elif isinstance(old, int):
-            low = 0 if k in ZERO_OK else 1
+            low = LOWEST.get(k, 1)
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise PlanError(f"{kind}.{k} must be an int >= {low}, got {v!r}")
     new = {f: changes.get(f, getattr(t, f, None)) for f in ("base_k", "k_l1", "cores_used")}

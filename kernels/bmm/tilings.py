@@ -133,7 +133,8 @@ class IterBatchTiling:
     base_n: int = doc("BaseN")
     base_k: int = doc("BaseK (divides the split side's K depth)")
     l1_buffers: int = doc("copies of the resident side(s): 2 when consecutive batches ping-pong in L1 (b, d), else 1")
-    stream_buffers: int = doc("copies of the streamed K slices (c, d, e; 0 when nothing streams)")
+    stream_buffers: int = doc("copies of the streamed K slices the planner budgets (c, d, e; 0 when nothing streams); "
+                              "the kernel runs max(2, this) when L1 has room")
     l0_buffers: int = doc("L0A/L0B copies")
     l0c_buffers: int = doc("L0C copies")
     unit_flag: bool = doc("Fixpipe uses unit_flag (seed case c asks for it; every case uses it: an L0C slot is "
