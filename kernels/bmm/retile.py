@@ -60,7 +60,7 @@ def _names(t: Tiling) -> set:
 
 def _check(t: Tiling, changes: dict, chip: Chip) -> None:
     kind = type(t).__name__
-    names = _names(t) | (_names(t.matmul) if isinstance(t, ToMatmulTiling) else set())
+    names = _names(t)
     unknown = sorted(set(changes) - names)
     if unknown:
         raise PlanError(f"{kind} has no field(s) {', '.join(unknown)}; its fields: {', '.join(sorted(names))}")

@@ -90,12 +90,12 @@ def _unit_flag_left(enc: Encoded, flags, end) -> str:
     """A launch that ran to the end with an L0C unit_flag at 1: a matmul's AccPhase.Final result that no
     STPhase.Final read; the next matmul on that buffer waits for 0 forever (seeds/001: the last write of an L0C
     buffer uses AccPhase.Final, the last read STPhase.Final). The last instruction that set it, named, or ''."""
-    left = np.flatnonzero(flags[:enc.n_flags] != 0)
-    if not len(left):
+    left = flags[:enc.n_flags] != 0
+    if not left.any():
         return ""
     a = enc.arrays
-    setters = [i for i in np.flatnonzero(a["uf_set"] == 1) if np.isin(left, _region_blocks(a, a["uf_rid"][i])).any()]
-    i = max(setters, key=lambda j: end[j])
+    setters = _touching(enc, np.flatnonzero(a["uf_set"] == 1), left)
+    i = int(setters[np.argmax(end[setters])])
     return (f"{enc.locs[enc.loc_i[i]]}: {enc.names[enc.name_i[i]]} with AccPhase.Final on {enc.cores[enc.core_i[i]]} "
             f"leaves unit_flag({enc.region_names[a['uf_rid'][i]]}) at 1 when the kernel ends: no store/move with "
             f"STPhase.Final read that result after it, and the next matmul on this L0C would wait for 0 forever "
@@ -171,18 +171,21 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
 def _first_release(enc: Encoded, i: int, val: int, started) -> "int | None":
     """The first instruction not yet started on i's core that sets unit_flag `val` on a block i waits for."""
     a = enc.arrays
-    cand = np.flatnonzero((a["uf_set"] == val) & ~started & (enc.core_i == enc.core_i[i]))
-    if not len(cand):
-        return None
     mine = np.zeros(enc.n_flags, bool)
     mine[_region_blocks(a, a["uf_rid"][i])] = True
+    cand = _touching(enc, np.flatnonzero((a["uf_set"] == val) & ~started & (enc.core_i == enc.core_i[i])), mine)
+    return int(cand[0]) if len(cand) else None
+
+
+def _touching(enc: Encoded, cand: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+    """The phased instructions of `cand` (ascending) whose unit_flag region has a block marked in `blocks`."""
+    a = enc.arrays
     lo, hi = a["rg_ptr"][a["uf_rid"][cand]], a["rg_ptr"][a["uf_rid"][cand] + 1]
     lens = hi - lo
     # every candidate's blocks, flattened: position k of candidate c is rg_blk[lo[c] + k]
     within = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
-    touches = mine[a["rg_blk"][np.repeat(lo, lens) + within]]
-    owners = np.repeat(np.arange(len(cand)), lens)[touches]
-    return int(cand[owners.min()]) if len(owners) else None
+    touches = blocks[a["rg_blk"][np.repeat(lo, lens) + within]]
+    return cand[np.unique(np.repeat(np.arange(len(cand)), lens)[touches])]
 
 
 def _pipe_of(enc: Encoded, j: int) -> str:
