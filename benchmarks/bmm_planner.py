@@ -84,11 +84,12 @@ def roofline_cycles(a_shape, b_shape, dtype, chip) -> float:
 
 def latency_floor_cycles(chip) -> float:
     """The latency no kernel hides: its first GM read must land before any compute, its last GM write
-    lands after all of it (the fastest read and write paths of the chip, GM latency each)."""
+    lands after all of it (the fastest read and write paths of the chip; a read misses L2, a write lands
+    in it)."""
     c = pyto.load_chip(chip)
     read = min(c.path("GM", dst).latency for dst in ("L1", "UB") if c.has_path("GM", dst))
     write = min(c.path(src, "GM").latency for src in ("L0C", "UB") if c.has_path(src, "GM"))
-    return read + write + 2 * (c.dma_setup_cycles + c.gm_latency_cycles)
+    return read + write + 2 * c.dma_setup_cycles + c.gm_latency_cycles + c.l2_write_latency_cycles
 
 
 def held_out(n: int, seed: int) -> list:

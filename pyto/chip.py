@@ -50,6 +50,7 @@ class Chip:
     l2_line_bytes: int
     gm_latency_cycles: float
     l2_latency_cycles: float
+    l2_write_latency_cycles: float
     burst_min_bytes: int
     dma_setup_cycles: float
     paths: Mapping[str, PathSpec]
@@ -142,6 +143,7 @@ _SCALARS: dict[str, tuple[str, type]] = {
     "gm_bandwidth_gbs": ("memory", float), "gm_bytes": ("memory", int), "l2_bytes": ("memory", int),
     "l2_bandwidth_gbs": ("memory", float), "l2_line_bytes": ("memory", int),
     "gm_latency_cycles": ("memory", float), "l2_latency_cycles": ("memory", float),
+    "l2_write_latency_cycles": ("memory", float),
     "burst_min_bytes": ("memory", int), "dma_setup_cycles": ("memory", float),
     "mmad_head_cycles": ("cube", float), "vector_bytes_per_cycle": ("cube", float),
     "vector_head_cycles": ("cube", float), "scalar_cycles": ("cube", float),

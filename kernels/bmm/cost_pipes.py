@@ -126,6 +126,8 @@ class _Work:
 
     def lat(self, src: str = "GM", dst: str = "L1", l2: bool = False) -> float:
         """Completion latency of a GM transfer after it leaves its pipe."""
+        if dst == "GM":      # a write lands in L2 (write-back)
+            return self.chip.path(src, dst).latency + self.chip.l2_write_latency_cycles
         far = self.chip.l2_latency_cycles if l2 else self.chip.gm_latency_cycles
         return self.chip.path(src, dst).latency + far
 

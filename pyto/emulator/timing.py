@@ -43,7 +43,10 @@ def _transfer(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
     if "GM" in (src, dst):
         nbytes = burst_bytes(chip, ins.attrs)
         hit = min(l2_hit, nbytes)
-        lat = path.latency + (chip.l2_latency_cycles if hit >= nbytes else chip.gm_latency_cycles)
+        if dst == "GM":      # a write lands in L2 (write-back): L2's write latency
+            lat = path.latency + chip.l2_write_latency_cycles
+        else:
+            lat = path.latency + (chip.l2_latency_cycles if hit >= nbytes else chip.gm_latency_cycles)
         return Cost(chip.dma_setup_cycles + nbytes / path.bytes_per_cycle, lat, nbytes - hit, hit)
     return Cost(ins.attrs["bytes"] / path.bytes_per_cycle, path.latency, 0.0, 0.0)
 
