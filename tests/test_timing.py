@@ -136,6 +136,34 @@ def test_second_read_of_a_gm_tile_hits_l2():
 
 
 @pl.kernel
+def ub_round_trip(x, out):
+    """An AIV writes a [16, 64] tile to GM, sync_all, then every AIV reads one row of it back."""
+    t = pl.alloc(pl.UB, [16, 64], x.dtype)
+    r = pl.alloc(pl.UB, [1, 64], x.dtype)
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            pl.load(t, x)
+            pl.store(out, t, [0, 0])
+    pl.sync_all()
+    with pl.section_vector():
+        pl.load(r, out, [pl.subblock_idx(), 0])
+
+
+def test_a_gm_write_lands_in_l2_and_reads_of_its_rows_after_sync_all_hit():
+    """A write completes L2's write latency after it leaves its pipe (L2 is write-back, REFERENCE: CAModel 96
+    cycles), not GM's; a read of part of a region written before a pl.sync_all is served by L2, though the
+    readers' first GM access comes before the writer's second in program order."""
+    x = np.ones((16, 64), np.float16)
+    rep = pyto.run(ub_round_trip, x, np.zeros_like(x))
+    names = rep.events[2]
+    pipe_i, name_i, loc_i, begin, end, lat = (rep.events[k] for k in (5, 6, 7, 8, 9, 10))
+    stores = [i for i in range(len(name_i)) if names[name_i[i]] == "pl.store"]
+    assert len(stores) == 1
+    assert lat[stores[0]] == pytest.approx(CHIP.path("UB", "GM").latency + CHIP.l2_write_latency_cycles)
+    assert rep.l2_hit_bytes == 2 * 64 * 2         # both rows read back, not the input's first read
+
+
+@pl.kernel
 def k_loop_unit_flag(a, b, out, *, TK):
     """seeds/001's K loop: operands double-buffered in L0, AccPhase Partial.../Final, STPhase.Final."""
     M, K = a.shape

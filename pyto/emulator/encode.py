@@ -173,14 +173,14 @@ def _gm_side(ins: Instr):
     return None
 
 
-def _gm_key(ins: Instr) -> int:
-    """The L2 region of a GM transfer: tensor, batch and rectangle of its GM side."""
+def _gm_key(ins: Instr):
+    """The L2 region of a GM transfer: (tensor uid, batch, rectangle) of its GM side, or a hash of several."""
     key = []
     for group in (ins.srcs, ins.dsts):
         for acc in group:
             if isinstance(acc.obj, GMTensor):
                 key.append((acc.obj.uid, acc.batch, acc.rect))
-    return hash(tuple(key))
+    return key[0] if len(key) == 1 else hash(tuple(key))
 
 
 class Encoder:
@@ -221,6 +221,7 @@ class Encoder:
                 check_flag_pairs(prog)
             participants += Op.SYNC_ALL in ops
             io = []
+            phase = 0          # sync_all phase: the L2 replay orders GM accesses by it (l2.py)
             for j, ins in enumerate(prog.instrs):
                 assert ins.index == n0 + i, "instructions must be encoded in index order"
                 op, pipe = ins.op, ins.pipe
@@ -241,6 +242,8 @@ class Encoder:
                     fkey = 0
                 if k >= 2:
                     waits[i] = _wait_text(ins)
+                    if k == 3:
+                        phase += 1
                 if op is Op.MMAD:
                     flops += 2.0 * ins.attrs["m"] * ins.attrs["n"] * ins.attrs["k"]
                     cube_dtype = ins.attrs["dtype"]
@@ -248,7 +251,7 @@ class Encoder:
                     read = _gm_side(ins)
                     if read is not None:
                         nbytes = burst_bytes(chip, ins.attrs)
-                        io.append((j, i, nbytes, read))
+                        io.append((j, i, nbytes, read, phase))
                         if read:
                             gm_read += nbytes
                         else:
@@ -274,7 +277,8 @@ class Encoder:
         self.cores.extend(str(prog) for prog in programs)
         for prog, io in zip(programs, code.gm_io):
             instrs = prog.instrs
-            self.streams.append([(base + i, _gm_key(instrs[j]), nbytes, read) for j, i, nbytes, read in io])
+            self.streams.append([(base + i, _gm_key(instrs[j]), nbytes, read, phase)
+                                 for j, i, nbytes, read, phase in io])
         self.chunks.append((code, base, len(self.slots), self.n_regions, self.n_ufblocks, self.n_fkeys, core_base))
         self.slots.extend((str(programs[pos]), pipe) for pos, pipe in code.slots)
         self.n += code.n

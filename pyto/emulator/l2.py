@@ -1,38 +1,83 @@
 """L2 cache model: which GM reads are served by L2 (capacity and LRU from the chip table).
 
-GM accesses of all programs are replayed in an approximate global order (programs advance in
-step: each program's k-th GM access before anyone's (k+1)-th), which stands for cores running
-concurrently. A read hits when the same region (tensor, batch, rectangle) is resident; writes
-allocate too (write-back), so data stored and read back hits. Partial overlaps count as misses: a
-simplification that only understates hits.
+GM accesses of all programs are replayed in an approximate global order: sync_all phase by phase
+(every access before a pl.sync_all comes before every access after it), and within a phase the
+programs advance in step (each program's k-th GM access of the phase before anyone's (k+1)-th), which
+stands for cores running concurrently. A read hits when the same region (tensor, batch, rectangle) is resident; writes
+allocate too (write-back), so data stored and read back hits, also when the read is a part of a
+written region (a reduction reading rows of the blocks Fixpipe wrote). Other partial overlaps count as
+misses: a simplification that only understates hits.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 
+WRITTEN_SCAN = 64     # written regions of one tensor and batch a read looks inside, most recent first
+
+
+def _inside(written: OrderedDict, rect: tuple):
+    """The key of a recently written region containing `rect`, or None."""
+    r0, r1, c0, c1 = rect
+    for n, (w0, w1, v0, v1) in enumerate(reversed(written)):
+        if w0 <= r0 and r1 <= w1 and v0 <= c0 and c1 <= v1:
+            return written[(w0, w1, v0, v1)]
+        if n + 1 >= WRITTEN_SCAN:
+            return None
+    return None
+
 
 def l2_hits(streams: list, capacity: int) -> dict:
     """Instruction index -> bytes of its GM read served by L2.
 
-    `streams`: per program, its GM accesses in program order as (index, region key, bytes, is_read).
+    `streams`: per program, its GM accesses in program order as (index, region key, bytes, is_read, sync_all
+    phase); a key is (tensor uid, batch, rectangle) for a transfer of one region, any other hashable for more.
     """
     lru: OrderedDict = OrderedDict()
+    written: dict = {}      # (tensor uid, batch) -> {rectangle: key} of the written regions resident
     used = 0
     hits: dict = {}
-    depth = max((len(s) for s in streams), default=0)
-    for k in range(depth):
-        for s in streams:
-            if k >= len(s):
+    for index, key, nbytes, read, _ in _in_step(streams):
+        if key in lru:
+            lru.move_to_end(key)
+            if read:
+                hits[index] = nbytes
+            continue
+        region = type(key) is tuple
+        if read and region:
+            host = written.get(key[:2])
+            host = _inside(host, key[2]) if host else None
+            if host is not None:
+                lru.move_to_end(host)
+                hits[index] = nbytes
                 continue
-            index, key, nbytes, read = s[k]
-            if key in lru:
-                lru.move_to_end(key)
-                if read:
-                    hits[index] = nbytes
-                continue
-            lru[key] = nbytes
-            used += nbytes
-            while used > capacity and lru:
-                _, b = lru.popitem(last=False)
-                used -= b
+        lru[key] = nbytes
+        used += nbytes
+        if region and not read:
+            written.setdefault(key[:2], OrderedDict())[key[2]] = key
+        while used > capacity and lru:
+            old, b = lru.popitem(last=False)
+            used -= b
+            if type(old) is tuple and old[:2] in written:
+                written[old[:2]].pop(old[2], None)
     return hits
+
+
+def _in_step(streams: list):
+    """The accesses of all streams, phase by phase, the streams in step within a phase."""
+    pos = [0] * len(streams)
+    phase = 0
+    while True:
+        ends = []
+        for s, p in zip(streams, pos):
+            e = p
+            while e < len(s) and s[e][4] == phase:
+                e += 1
+            ends.append(e)
+        for k in range(max((e - p for p, e in zip(pos, ends)), default=0)):
+            for s, p, e in zip(streams, pos, ends):
+                if p + k < e:
+                    yield s[p + k]
+        pos = ends
+        if all(p >= len(s) for s, p in zip(streams, pos)):
+            return
+        phase = min(s[p][4] for s, p in zip(streams, pos) if p < len(s))
