@@ -199,7 +199,7 @@ def _stream_l1(bufs: Buffers, slot, src, batch: list, pos: int, k1: int, k_len: 
 def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], K: int, rows: int, cols: int, *,
                k_start: int = 0, a_l1=None, b_l1=None, bias=None, bias_off: Optional[Sequence[int]] = None,
                transpose_a: bool = False, transpose_b: bool = False, use_unit_flag: bool = True,
-               l1_pieces: int = 0):
+               l1_pieces: int = 0, tail_pieces: bool = False):
     """The K loop of one tile: returns the L0C view holding A[m0:, k_start:k_start+K] @ B[.., n0:] (+ bias).
 
     a_off = [*batch, m0], b_off = [*batch, n0] (GM offsets of the tile's origin, K apart); rows/cols: the
@@ -208,6 +208,9 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
     [0, ..., 0, n0]), added by the first MMAD. With use_unit_flag the last MMAD carries AccPhase.Final;
     store the result with `store_tile` (STPhase.Final). l1_pieces: how streamed L1 slots are filled
     (`_stream_l1`: 0 = one load of the whole slot; n >= 1 = the tile's own extent in n pieces along K).
+    tail_pieces: the last L1 step in one piece per base_k, so that after its last byte lands only one
+    MTE1 + MMAD step is left (for a core's only tile, as StreamK's units are; where tiles follow each other
+    the next tile's loads hide the drain, and the extra transfers cost more than they win).
     """
     base_m, base_n, base_k, k_l1 = bufs.base_m, bufs.base_n, bufs.base_k, bufs.k_l1
     assert 0 < rows <= base_m and 0 < cols <= base_n and K > 0, f"tile {rows}x{cols}, K={K}"
@@ -227,12 +230,15 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
         a1, b1 = a_l1, b_l1
         k_len = min(k_l1, k_end - k1)
         a_loads = b_loads = []
+        pieces = l1_pieces
+        if tail_pieces and k1 + k_len >= k_end:     # the last step: one piece per base_k, a short drain
+            pieces = max(1, l1_pieces, -(-k_len // base_k))
         if a_l1 is None:
             a1 = bufs.a_l1.next()
-            a_loads = _stream_l1(bufs, a1, a, a_batch, m0, k1, k_len, mt, l1_pieces, transpose_a, True)
+            a_loads = _stream_l1(bufs, a1, a, a_batch, m0, k1, k_len, mt, pieces, transpose_a, True)
         if b_l1 is None:
             b1 = bufs.b_l1.next()
-            b_loads = _stream_l1(bufs, b1, b, b_batch, n0, k1, k_len, nt, l1_pieces, transpose_b, False)
+            b_loads = _stream_l1(bufs, b1, b, b_batch, n0, k1, k_len, nt, pieces, transpose_b, False)
         for i in range(max(len(a_loads), len(b_loads))):        # A and B pieces interleaved: K order
             if i < len(a_loads):
                 pl.load(a_loads[i][0], a, a_loads[i][1], transpose=transpose_a)

@@ -69,12 +69,14 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
                     SINGLE_K: int, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, STAGES: int = 2,
                     L0_STAGES: int = 2, L0C_STAGES: int = 2, ATOMIC: bool = False, RED_ROWS: int = 16,
                     RED_COLS: int = 16, PART_BUFS: int = 2, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
-                    BIAS: bool = False, L1_PIECES: int = 1):
+                    BIAS: bool = False, L1_PIECES: int = 1, TAIL_PIECES: bool = True):
     """out [*batch, M, N] = a @ b (+ bias) with K split GRID_K ways (shapes as asw_basic_kernel).
 
     RED_ROWS x RED_COLS: the UB chunk one AIV reduces (or zeroes / casts) at a time, RED_COLS a multiple of 16.
     PART_BUFS: UB slots for partial chunks (grid_K - 1 lets every partial of a chunk be in flight at once).
     L1_PIECES (>= 1): GM->L1 pieces per L1 step; a unit loads only its own rows, columns and K segment.
+    TAIL_PIECES: the unit's last L1 step in one piece per base_k (block.accumulate's tail_pieces): the
+    reduction waits for every segment's end, so the drain after the last load is on the critical path.
     """
     M, K = (a.shape[-1], a.shape[-2]) if TRANSPOSE_A else (a.shape[-2], a.shape[-1])
     N, Kb = (b.shape[-2], b.shape[-1]) if TRANSPOSE_B else (b.shape[-1], b.shape[-2])
@@ -130,7 +132,8 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
                                        min(BASE_M, rows_blk - m0), min(BASE_N, cols_blk - n0), k_start=k_start,
                                        bias=bias if with_bias else None,
                                        bias_off=[*batch_offsets(f, out_b, bias_b), 0, n_abs] if with_bias else None,
-                                       transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, l1_pieces=L1_PIECES)
+                                       transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, l1_pieces=L1_PIECES,
+                                       tail_pieces=TAIL_PIECES)
                     if ATOMIC:
                         t_off = [f] if cast_out else batch_offsets(f, out_b, out_b)
                         store_tile(target, c_l0c, [*t_off, m_abs, n_abs], atomic="add")
