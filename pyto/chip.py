@@ -20,6 +20,14 @@ else:  # pragma: no cover
 
 BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB", "BT", "FB")
 FORMATS = ("ND", "DN", "NZ", "ZZ", "ZN", "NN")
+# Allocation alignment in bytes per buffer (REFERENCE: L0A/L0B 512B, L0C 64B, L1/UB 32B): a capacity is a multiple
+BUFFER_ALIGN = {"L1": 32, "L0A": 512, "L0B": 512, "L0C": 64, "UB": 32, "BT": 64, "FB": 64}
+# The formats the emulator models per buffer (seeds/004); only L0A's differs between chips (Zz on A2/A3, Nz on 950)
+MODELLED_FORMATS = {"L1": ("NZ",), "L0A": ("NZ", "ZZ"), "L0B": ("ZN",), "L0C": ("NZ",), "UB": ("ND",)}
+AIV_PER_AIC = 2        # the emulator traces two AIVs per block (AIV0, AIV1)
+# Keys that may be 0 (a what-if without a latency or an overhead); every other number must be positive
+_ZERO_OK = {"gm_latency_cycles", "l2_latency_cycles", "l2_write_latency_cycles", "dma_setup_cycles",
+            "mmad_head_cycles", "vector_head_cycles", "flag_latency_cycles", "latency"}
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,18 @@ class Chip:
     streamk_theta: float
     streamk_workspace_per_core: int
     streamk_workspace_extra: int
+
+    def __post_init__(self):
+        # a Chip made by dataclasses.replace skips the loader: the figures the emulator divides by
+        if not isinstance(self.aic, int) or self.aic < 1:
+            raise ChipError(f"chip {self.name}: aic must be a positive int, got {self.aic!r}")
+        if self.aiv_per_aic != AIV_PER_AIC:
+            raise ChipError(f"chip {self.name}: aiv_per_aic must be {AIV_PER_AIC} (the emulator runs two AIVs per AI core, "
+                            f"pl.subblock_idx() 0 and 1), got {self.aiv_per_aic!r}")
+        for key in ("clock_ghz", "gm_bandwidth_gbs", "l2_bandwidth_gbs", "vector_bytes_per_cycle"):
+            v = getattr(self, key)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ChipError(f"chip {self.name}: {key} must be a positive finite number, got {v!r}")
 
     # ---- derived figures -------------------------------------------------------------------
     @property
@@ -180,9 +200,18 @@ class _Reader:
         if not ok:
             raise ChipError(f"chip table {self.file}: key '{full}' must be {typ.__name__}, "
                             f"got {type(val).__name__} {val!r}")
-        if typ in (int, float) and val <= 0 and key not in ("gm_latency_cycles",):
-            raise ChipError(f"chip table {self.file}: key '{full}' must be positive, got {val!r}")
+        if typ is float and not math.isfinite(val):
+            raise ChipError(f"chip table {self.file}: key '{full}' must be a finite number, got {val!r}")
+        if typ in (int, float) and (val < 0 or (val == 0 and key not in _ZERO_OK)):
+            raise ChipError(f"chip table {self.file}: key '{full}' must be "
+                            f"{'>= 0' if key in _ZERO_OK else 'positive'}, got {val!r}")
         return val
+
+    def only(self, section: str, known) -> None:
+        """A ChipError for a key of [section] that is not one of `known` (a misspelt name is otherwise ignored)."""
+        extra = [k for k in self.table(section) if k not in known]
+        if extra:
+            raise ChipError(f"chip table {self.file}: unknown key '{section}.{extra[0]}' (known: {', '.join(known)})")
 
     def table(self, key: str) -> dict:
         val = self.doc.get(key)
@@ -194,16 +223,36 @@ class _Reader:
 def _parse(doc: dict, file: str) -> Chip:
     r = _Reader(doc, file)
     kw = {k: r.get(sec, k, t) for k, (sec, t) in _SCALARS.items()}
-    kw["buffers"] = MappingProxyType({b: r.get("buffers", b, int) for b in BUFFERS})
+    if kw["aiv_per_aic"] != AIV_PER_AIC:
+        raise ChipError(f"chip table {file}: key 'cores.aiv_per_aic' must be {AIV_PER_AIC} (the emulator runs two AIVs "
+                        f"per AI core, pl.subblock_idx() 0 and 1), got {kw['aiv_per_aic']}")
+    if kw["min_core_ratio"] > 1:
+        raise ChipError(f"chip table {file}: key 'planner.min_core_ratio' is a share of the cores (<= 1), got "
+                        f"{kw['min_core_ratio']}")
+    r.only("buffers", BUFFERS)
+    buffers = {}
+    for b in BUFFERS:
+        buffers[b] = r.get("buffers", b, int)
+        if buffers[b] % BUFFER_ALIGN[b]:
+            raise ChipError(f"chip table {file}: key 'buffers.{b}' must be a multiple of {BUFFER_ALIGN[b]} B (its "
+                            f"allocation alignment), got {buffers[b]}")
+    kw["buffers"] = MappingProxyType(buffers)
+    r.only("formats", tuple(MODELLED_FORMATS))
     formats = {}
-    for b in ("L1", "L0A", "L0B", "L0C", "UB"):
+    for b, modelled in MODELLED_FORMATS.items():
         f = r.get("formats", b, str).upper()
-        if f not in FORMATS:
-            raise ChipError(f"chip table {file}: key 'formats.{b}' must be one of {FORMATS}, got {f!r}")
+        if f not in modelled:
+            raise ChipError(f"chip table {file}: key 'formats.{b}': the emulator models {b} as "
+                            f"{' or '.join(modelled)} (seeds/004), got {f!r}")
         formats[b] = f
     kw["formats"] = MappingProxyType(formats)
     paths = {}
+    ends = ("GM",) + BUFFERS
     for name in r.table("paths"):
+        src, _, dst = name.partition("->")
+        if src not in ends or dst not in ends or src == dst:
+            raise ChipError(f"chip table {file}: key 'paths.\"{name}\"' is not a data path 'SRC->DST' between "
+                            f"{', '.join(ends)}")
         paths[name] = PathSpec(r.get(f"paths.{name}", "bytes_per_cycle", float),
                                r.get(f"paths.{name}", "latency", float))
     for name in _REQUIRED_PATHS:
@@ -217,22 +266,24 @@ def _parse(doc: dict, file: str) -> Chip:
     return Chip(**kw)
 
 
-_CACHE: dict[str, Chip] = {}
+_CACHE: dict[tuple, Chip] = {}
 
 
 def load_chip(name: "str | Path | Chip" = "ascend950pr") -> Chip:
-    """Load a bundled chip by name ('ascend950pr', 'atlas-a2', 'atlas-a3') or a .toml path."""
+    """Load a bundled chip by name ('ascend950pr', 'atlas-a2', 'atlas-a3') or a .toml path. Tables are cached
+    per file and read again when the file changes (a what-if edit is seen by the next load)."""
     if isinstance(name, Chip):
         return name
-    key = str(name)
-    if key in _CACHE:
-        return _CACHE[key]
-    path = Path(key)
+    path = Path(str(name))
     if not (path.suffix == ".toml" or path.exists()):
-        path = _chips.chip_path(key)
+        path = _chips.chip_path(str(name))
         if not path.exists():
-            raise ChipError(f"unknown chip {key!r}; known chips: {', '.join(list_chips())} (or give a .toml path)")
+            raise ChipError(f"unknown chip {str(name)!r}; known chips: {', '.join(list_chips())} (or give a .toml path)")
     try:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+        if key in _CACHE:
+            return _CACHE[key]
         with open(path, "rb") as fh:
             doc = tomllib.load(fh)
     except OSError as e:

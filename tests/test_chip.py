@@ -87,3 +87,44 @@ def test_cli_chips_table(capsys):
     assert main(["chips"]) == 0
     out = capsys.readouterr().out
     assert "ascend950pr" in out and "atlas-a2" in out and "256KB" in out and "128KB" in out
+
+
+@pytest.mark.parametrize("line,new,match", [
+    ("gm_bandwidth_gbs = 1600", "gm_bandwidth_gbs = nan", r"memory\.gm_bandwidth_gbs.*finite"),
+    ("gm_bandwidth_gbs = 1600", "gm_bandwidth_gbs = inf", r"memory\.gm_bandwidth_gbs.*finite"),
+    ("gm_latency_cycles = 400", "gm_latency_cycles = -500", r"memory\.gm_latency_cycles.*>= 0"),
+    ("aiv_per_aic = 2", "aiv_per_aic = 4", r"cores\.aiv_per_aic.*two AIVs"),
+    ("min_core_ratio = 0.8", "min_core_ratio = 2.0", r"planner\.min_core_ratio"),
+    ("L0C = 262144", "L0C = 262144\nL0c = 1", r"unknown key 'buffers\.L0c'"),
+    ("L0C = 262144", "L0C = 1000", r"buffers\.L0C.*multiple of 64"),
+    ('L0C = "NZ"', 'L0C = "ND"', r"formats\.L0C.*models L0C as NZ"),
+    ('[paths."L1->BT"]', '[paths."L1->Bt"]', r'paths\."L1->Bt"'),
+])
+def test_values_the_emulator_cannot_honour_fail_at_load(tmp_path, line, new, match):
+    """Non-finite or negative numbers, a vector core count the emulator does not run, misspelt or misaligned
+    buffers, unmodelled formats and unknown data paths are ChipErrors naming the key, not a result later."""
+    with pytest.raises(pyto.ChipError, match=match):
+        pyto.load_chip(_table_without(tmp_path, line, new))
+
+
+def test_what_if_zeros_are_accepted(tmp_path):
+    """A latency or an overhead may be 0 (a what-if without it); capacities and rates may not."""
+    p = _table_without(tmp_path, "dma_setup_cycles = 16", "dma_setup_cycles = 0")
+    assert pyto.load_chip(p).dma_setup_cycles == 0
+    with pytest.raises(pyto.ChipError, match="positive"):
+        pyto.load_chip(_table_without(tmp_path, "aic = 32", "aic = 0"))
+
+
+def test_an_edited_table_is_read_again(tmp_path):
+    """The cache is per file and its modification: an edit is seen by the next load in the same process."""
+    p = _table_without(tmp_path, "aic = 32", "aic = 32")
+    assert pyto.load_chip(p).aic == 32
+    text = p.read_text().replace("aic = 32", "aic = 8", 1)
+    p.write_text(text + "\n")        # a different size, whatever the file system's time resolution
+    assert pyto.load_chip(p).aic == 8
+
+
+def test_replace_cannot_build_a_chip_the_emulator_divides_by_zero_with():
+    import dataclasses
+    with pytest.raises(pyto.ChipError, match="aic"):
+        dataclasses.replace(pyto.load_chip("ascend950pr"), aic=0)

@@ -14,7 +14,7 @@ import re
 import sys
 from typing import Any, Callable, Optional
 
-from ..chip import Chip
+from ..chip import BUFFER_ALIGN, Chip
 from ..errors import CapacityError, KernelError, PytoError
 from ..ir import Buf, GMTensor, Instr, Loc, Pipe, Role
 
@@ -32,8 +32,8 @@ _WORKSPACE_NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.workspace\b") 
 # Which role owns each buffer: its capacity is charged on that role's core.
 OWNER = {Buf.L1: Role.AIC, Buf.L0A: Role.AIC, Buf.L0B: Role.AIC, Buf.L0C: Role.AIC, Buf.BT: Role.AIC,
          Buf.FB: Role.AIC, Buf.UB: Role.AIV0}
-# Allocation alignment in bytes per buffer (REFERENCE: L0A/L0B 512B, L0C 64B, L1/UB 32B).
-ALIGN = {Buf.L1: 32, Buf.L0A: 512, Buf.L0B: 512, Buf.L0C: 64, Buf.UB: 32, Buf.BT: 64, Buf.FB: 64}
+# Allocation alignment in bytes per buffer (chip.BUFFER_ALIGN).
+ALIGN = {Buf[name]: align for name, align in BUFFER_ALIGN.items()}
 
 
 def caller_loc() -> Loc:
