@@ -3,7 +3,9 @@
 Tolerances are justified by the arithmetic: a result rounded to the output dtype is off by at most
 half an ulp (u = 2^-11 fp16, 2^-8 bf16, 2^-24 fp32) of its value, or half the smallest subnormal
 near zero, and fp32 accumulation of K products is off by at most K * 2^-24 * sum|a_i b_i| (the
-standard worst-case summation bound).
+standard worst-case summation bound; `matmul_bound`). Integer results (int8 matmuls accumulate in
+int32) are exact. `assert_matches`' default is one rounding to the output dtype (a kernel that
+computes in fp32 and rounds once); a matmul passes `bound=` (its accumulation is not one rounding).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from .dtypes import DType, as_dtype
-from .emulator import run
+from .emulator import CompiledKernel, run
 from .errors import DeadlockError, PytoError, RaceError
 from .report import Report
 
@@ -22,6 +24,10 @@ __all__ = ["UNIT_ROUNDOFF", "assert_close", "assert_deadlock", "assert_matches",
 
 UNIT_ROUNDOFF = {DType.fp16: 2.0 ** -11, DType.bf16: 2.0 ** -8, DType.fp32: 2.0 ** -24, DType.int32: 0.0,
                  DType.int8: 0.0}
+
+
+def _bytes(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
 
 
 def _expect(cls, kernel, arrays, match: Optional[str], kwargs) -> PytoError:
@@ -33,10 +39,14 @@ def _expect(cls, kernel, arrays, match: Optional[str], kwargs) -> PytoError:
             raise AssertionError(f"{cls.__name__} raised, but its message lacks {match!r}:\n{e}") from e
         after = [a for a in arrays if isinstance(a, np.ndarray)]
         for before, now in zip(snapshot, after):
-            if not np.array_equal(before.view(np.uint8), now.view(np.uint8)):
+            if not np.array_equal(_bytes(before), _bytes(now)):     # bitwise: NaNs and -0.0 included
                 raise AssertionError("a failed run changed the caller's arrays") from e
         return e
-    raise AssertionError(f"expected {cls.__name__} from kernel '{kernel.name}', but it ran to completion")
+    hint = ""
+    if cls is RaceError and kwargs.get("auto_sync", True):
+        hint = (" (with auto_sync=True the framework orders the pipes itself; a kernel synchronised by hand is "
+                "checked with auto_sync=False)")
+    raise AssertionError(f"expected {cls.__name__} from kernel '{kernel.name}', but it ran to completion{hint}")
 
 
 def assert_deadlock(kernel, *arrays, match: Optional[str] = None, **kwargs) -> DeadlockError:
@@ -49,14 +59,23 @@ def assert_race(kernel, *arrays, match: Optional[str] = None, **kwargs) -> RaceE
     return _expect(RaceError, kernel, arrays, match, kwargs)
 
 
-def matmul_bound(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
-    """Per-element error bound of a cube matmul a @ b with fp32 accumulation, rounded to `out_dtype`: half an
-    ulp of the result, plus K * 2^-24 * sum|a_i b_i| for the accumulation (any order of the K additions)."""
+def matmul_bound(a: np.ndarray, b: np.ndarray, out_dtype, bias: Optional[np.ndarray] = None) -> np.ndarray:
+    """Per-element error bound of a cube matmul a @ b (+ bias, added in L0C) with fp32 accumulation, rounded
+    to `out_dtype`: half an ulp of the result, plus (K + 1 with a bias) * 2^-24 * (sum|a_i b_i| + |bias|) for
+    the accumulation (any order of the additions). Integer outputs (int8 inputs accumulate in int32) are
+    exact: the bound is 0. A worst case: a dropped K step can hide in it at very large K, where its
+    magnitude is below K * 2^-24 * sum|a_i b_i|; test long K with a few K steps' worth of data too."""
     a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
     ref = a64 @ b64
     absprod = np.abs(a64) @ np.abs(b64)
-    u = UNIT_ROUNDOFF[as_dtype(out_dtype)]
     k = a64.shape[-1]
+    if bias is not None:
+        bias64 = np.asarray(bias, np.float64)
+        ref, absprod, k = ref + bias64, absprod + np.abs(bias64), k + 1
+    dt = as_dtype(out_dtype)
+    if not dt.is_float or np.issubdtype(np.asarray(a).dtype, np.integer):
+        return np.zeros_like(ref)
+    u = UNIT_ROUNDOFF[dt]
     acc = k * 2.0 ** -24 * absprod
     # half the output dtype's smallest subnormal: rounding near zero is absolute, not relative
     dt = as_dtype(out_dtype)
@@ -68,6 +87,9 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, bound: np.ndarray, wh
     """Require |actual - expected| <= bound elementwise (a NaN never passes; an infinity only where
     expected holds the same one); report the worst element otherwise."""
     act = np.asarray(actual, np.float64)
+    if act.shape != np.shape(expected):
+        raise AssertionError(f"{what}: shape {act.shape}, expected {np.shape(expected)} (no broadcasting: "
+                             f"reshape the reference if a [R, 1] reduction is meant)")
     with np.errstate(invalid="ignore"):
         err = np.abs(act - expected)
         bad = ~((err <= bound) | (act == expected))
@@ -75,37 +97,63 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, bound: np.ndarray, wh
         worst = np.argmax(np.where(bad, np.nan_to_num(err - bound, nan=np.inf), -np.inf))
         i = tuple(int(x) for x in np.unravel_index(worst, err.shape))
         want, limit = float(np.asarray(expected)[i]), float(np.broadcast_to(bound, err.shape)[i])
-        raise AssertionError(f"{what}: {int(bad.sum())} of {err.size} elements beyond the bound; worst at {i}: "
+        span = ""
+        if bad.ndim >= 2:
+            rows = np.flatnonzero(bad.any(axis=tuple(x for x in range(bad.ndim) if x != bad.ndim - 2)))
+            cols = np.flatnonzero(bad.any(axis=tuple(x for x in range(bad.ndim) if x != bad.ndim - 1)))
+            span = f" (rows {rows[0]}..{rows[-1]}, columns {cols[0]}..{cols[-1]})"
+        raise AssertionError(f"{what}: {int(bad.sum())} of {err.size} elements beyond the bound{span}; worst at {i}: "
                              f"got {float(act[i])!r}, expected {want!r}, |error| {err[i]:.3g} > bound {limit:.3g}")
 
 
 def assert_matches(kernel, reference_fn: Callable, *arrays, outputs: Sequence[int] = (-1,),
-                   rtol: Optional[float] = None, atol: Optional[float] = None, **kwargs) -> Report:
-    """Run `kernel`, then compare each output with `reference_fn(*inputs_as_float64)` (a tuple for several).
+                   rtol: Optional[float] = None, atol: Optional[float] = None, bound: Optional[Callable] = None,
+                   **kwargs) -> Report:
+    """Run `kernel` (a @pl.kernel, or a pyto.compile result called on `arrays`), then compare each output with
+    `reference_fn(*inputs_as_float64)` (a tuple or list for several outputs, one per index in `outputs`).
 
     `outputs` are the indices of the output arrays in `arrays` (default the last); `reference_fn` receives
-    the other arrays only, in order, as float64 (e.g. `lambda a, b: a @ b` for kernel(a, b, out)).
+    the other arrays only, in order, as float64.
 
-    Default tolerance: rtol = 4 x unit roundoff of the output dtype, atol = rtol x max|reference|
-    (integers exact). Pass rtol/atol, or compare with `matmul_bound`, when the math calls for it.
+    Default tolerance, per element: |out - ref| <= rtol * |ref| + atol with rtol = 2u of the output dtype (one
+    rounding of a value computed in fp32, with a factor 2 to spare) and atol = 4 * 2^-24 * max|ref| (fp32
+    headroom where the reference is near 0); integers exact. It suits a kernel that computes in fp32 and
+    rounds once; a chain of ops computed in fp16/bf16 passes a larger rtol. A matmul's accumulation is not
+    one rounding: pass `bound=`, a function of the same float64 inputs returning the bound (a tuple for
+    several outputs), e.g. `bound=lambda a, b: matmul_bound(a, b, np.float16)` for kernel(a, b, out).
     """
+    if bound is not None and (rtol is not None or atol is not None):
+        raise PytoError("assert_matches takes bound= or rtol/atol, not both")
     outs = [i % len(arrays) for i in outputs]
     inputs = [np.asarray(a, np.float64) for i, a in enumerate(arrays) if i not in outs]
-    rep = run(kernel, *arrays, **kwargs)
+    rep = kernel(*arrays) if isinstance(kernel, CompiledKernel) else run(kernel, *arrays, **kwargs)
+    name = kernel.kernel.name if isinstance(kernel, CompiledKernel) else kernel.name
     refs = reference_fn(*inputs)
-    refs = refs if isinstance(refs, tuple) else (refs,)
-    for i, ref in zip(outs, refs):
-        out = arrays[i]
-        dt = as_dtype(out.dtype)
-        r = 4 * UNIT_ROUNDOFF[dt] if rtol is None else rtol
-        a = r * float(np.max(np.abs(ref), initial=0.0)) if atol is None else atol
-        assert_close(out, np.asarray(ref, np.float64), a + r * np.abs(ref), f"output {i} of {kernel.name}")
+    refs = tuple(refs) if isinstance(refs, (tuple, list)) else (refs,)
+    bounds = None
+    if bound is not None:
+        bounds = bound(*inputs)
+        bounds = tuple(bounds) if isinstance(bounds, (tuple, list)) else (bounds,)
+    if len(refs) != len(outs) or (bounds is not None and len(bounds) != len(outs)):
+        raise AssertionError(f"assert_matches: {len(outs)} output(s) (outputs={list(outputs)}) but the reference "
+                             f"gave {len(refs)}" + ("" if bounds is None else f" and the bound {len(bounds)}"))
+    for j, (i, ref) in enumerate(zip(outs, refs)):
+        out, ref = arrays[i], np.asarray(ref, np.float64)
+        if bounds is not None:
+            lim = bounds[j]
+        else:
+            dt = as_dtype(out.dtype)
+            r = 2 * UNIT_ROUNDOFF[dt] if rtol is None else rtol
+            floor = 4 * 2.0 ** -24 * float(np.max(np.abs(ref), initial=0.0)) if dt.is_float else 0.0
+            lim = (floor if atol is None else atol) + r * np.abs(ref)
+        assert_close(out, ref, lim, f"output {i} of {name}")
     return rep
 
 
 # ---- hypothesis strategies (imported lazily: hypothesis is a test dependency) --------------------
 def cube_dtypes():
-    """A hypothesis strategy: fp16, bf16, fp32, int8 as DType (needs the [test] extra: hypothesis)."""
+    """A hypothesis strategy: fp16, bf16, fp32, int8 as DType (needs the [test] extra: hypothesis). `d.np` is
+    the numpy dtype, `d.acc` the L0C accumulation type (int8 -> int32, the output of an int8 matmul)."""
     from hypothesis import strategies as st
     return st.sampled_from([DType.fp16, DType.bf16, DType.fp32, DType.int8])
 
@@ -119,12 +167,26 @@ def matmul_shapes(max_m: int = 160, max_n: int = 160, max_k: int = 200):
 PHASES = ("none", "Partial", "Final")
 
 
-def phase_programs(max_ops: int = 6, tiles: int = 2):
+def phase_programs(max_ops: int = 6, tiles: int = 2, initialised: bool = False):
     """A hypothesis strategy of random cube programs over L0C tiles (needs hypothesis): a loop count and ops
     (kind, tile, phase).
 
-    kind is 'mm' (matmul), 'acc' (matmul_acc) or 'st' (store); phase 'none', 'Partial' or 'Final'.
+    kind is 'mm' (matmul), 'acc' (matmul_acc) or 'st' (store); phase 'none', 'Partial' or 'Final'; tile an
+    index into `tiles` L0C tiles of the kernel's choosing (the project's tests use fp32 [16, 16] tiles).
+    With `initialised`, each tile's first op is an 'mm', so no program ends in an uninitialised read and the
+    examples go to the unit_flag verdicts (ok, deadlock, race).
     """
     from hypothesis import strategies as st
     op = st.tuples(st.sampled_from(["mm", "acc", "st"]), st.integers(0, tiles - 1), st.sampled_from(PHASES))
-    return st.tuples(st.integers(1, 3), st.lists(op, min_size=1, max_size=max_ops))
+    progs = st.tuples(st.integers(1, 3), st.lists(op, min_size=1, max_size=max_ops))
+    if not initialised:
+        return progs
+
+    def first_mm(prog):
+        loops, ops = prog
+        seen, out = set(), []
+        for kind, tile, phase in ops:
+            out.append(("mm" if tile not in seen else kind, tile, phase))
+            seen.add(tile)
+        return loops, out
+    return progs.map(first_mm)
