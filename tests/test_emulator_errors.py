@@ -569,3 +569,24 @@ def test_a_kernel_installed_in_site_packages_is_named_by_its_own_line(tmp_path):
     with pytest.raises(pyto.KernelError, match=r"installed_kernel.py:6 assert a.shape\[0\] == 3, 'rows': kernel 'k' "
                                                r"raised AssertionError: rows"):
         pyto.run(mod.k, *_mm_inputs())
+
+
+@pl.kernel
+def sync_all_in_one_block(x, out):
+    t = pl.alloc(pl.UB, [16, 64], pl.fp32)
+    r = pl.block_idx() * 32 + pl.subblock_idx() * 16
+    with pl.section_vector():
+        pl.load(t, x, [r, 0])
+    if pl.block_idx() == 0:
+        pl.sync_all()
+    with pl.section_vector():
+        pl.store(out, t, [r, 0])
+
+
+def test_a_sync_all_some_cores_never_reach_is_a_deadlock():
+    """A launch-wide barrier that block 1 never calls hangs the chip (an error-message helper found it ran to
+    completion: only the cores that called it were counted)."""
+    x = np.ones((64, 64), np.float32)
+    with pytest.raises(pyto.DeadlockError, match=r"3 of 6 cores arrived; block 1 AIC, block 1 AIV0, block 1 AIV1 "
+                                                 r"never call pl.sync_all"):
+        pyto.run(sync_all_in_one_block, x, np.zeros_like(x), blocks=2)

@@ -411,11 +411,15 @@ def l0c_to_ub_shape(a, out, *, M: int, N: int, UM: int, UN: int, SPLIT_N: bool):
     (17, 32, 8, 32, False, "DualModeSplitM needs an even M"),
     (17, 32, 9, 32, False, "DualModeSplitM needs an even M"),
     (32, 32, 32, 32, False, "gives each AIV a [16, 32] tile"),
-    (32, 17, 32, 8, True, "DualModeSplitN needs an even N"),
+    (32, 17, 32, 8, True, "N/2 columns, which must sit on L0C's 16-column fractal grid"),
+    (32, 48, 32, 24, True, "has N = 48 (N/2 = 24)"),
 ])
 def test_l0c_to_ub_split_shape_errors(M, N, UM, UN, split_n, match):
+    """Halves of odd M, or of an N whose half cuts a 16-column fractal, are refused (an error-message helper
+    found N = 48 split into two 24-column halves accepted)."""
     x = np.zeros((2, 2), np.float32)
-    with pytest.raises(pyto.ShapeError, match=re.escape(match)) as ei:
+    cls = pyto.AlignmentError if split_n else pyto.ShapeError
+    with pytest.raises(cls, match=re.escape(match)) as ei:
         pyto.run(l0c_to_ub_shape, x, x.copy(), M=M, N=N, UM=UM, UN=UN, SPLIT_N=split_n)
     assert "test_vector.py:" in str(ei.value)
 
@@ -570,6 +574,17 @@ def test_int32_vector_op_is_exact(op):
     pyto.run(_KERNELS[op], a, b, out, SCALAR=scalar)
     exact = I32_OPS[op](a.astype(np.int64), b.astype(np.int64), scalar)
     assert np.array_equal(out, ((exact + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
+
+
+def test_int32_div_rounds_toward_zero():
+    """7 / 2 = 3 and -7 / 2 = -3, as C's integer division (an error-message helper found 4 and -4: the float
+    quotient was rounded to nearest); 0 / 0 = 0, x / 0 saturates (README)."""
+    a = np.tile(np.array([7, -7, 3, -3, 1, 2 ** 31 - 1, 0, 5], np.int32), (R_V, C_V // 8))
+    b = np.tile(np.array([2, 2, 2, 2, 3, 2, 0, 0], np.int32), (R_V, C_V // 8))
+    out = np.zeros_like(a)
+    pyto.run(_KERNELS["div"], a, b, out, SCALAR=0)
+    want = np.array([3, -3, 1, -1, 0, 2 ** 30 - 1, 0, 2 ** 31 - 1], np.int32)
+    assert np.array_equal(out[:, :8], np.tile(want, (R_V, 1)))
 
 
 @pytest.mark.parametrize("op,scalar,err", [("adds", 1.5, pyto.KernelError), ("duplicate", 2 ** 31, pyto.KernelError),
@@ -1197,3 +1212,17 @@ def test_a_race_report_names_the_first_hazard_in_program_order_and_the_fix(left_
     assert "fix: pl.set_flag(pl.PIPE_MTE2, pl.PIPE_V, id) after test_vector.py:" in msg, msg
     assert ("note: " in msg and f"test_vector.py:{_line(no_sync_rows, 'pl.set_flag(pl.PIPE_MTE2')}" in msg
             and "set 1 more time(s) than it is waited for" in msg) == left_set, msg
+
+
+@pl.kernel
+def ub_transposed_load(x, out):
+    t = pl.alloc(pl.UB, [16, 16], x.dtype)
+    with pl.section_vector():
+        pl.load(t, x, transpose=True)
+
+
+def test_gm_to_ub_has_no_transposing_path():
+    """Dn2Nz (transpose=True) is GM->L1's; into UB it is refused, not done silently."""
+    x = np.zeros((16, 16), np.float16)
+    with pytest.raises(pyto.UnsupportedError, match=r"test_vector\.py:\d+.*GM->UB is a plain MTE2 copy"):
+        pyto.run(ub_transposed_load, x, x.copy())

@@ -129,6 +129,8 @@ def _vector(ins: Instr, mem: Memory) -> None:
             res = _REDUCE[kind](srcs[0], axis=1, keepdims=True)
         else:
             res = _EXPAND[kind](srcs[0], srcs[1])
+    if kind == "div" and out.dtype.kind in "iu":
+        res = np.trunc(res)      # integer division rounds toward zero, as C's (the float quotient is exact enough)
     out[...] = convert(np.asarray(res), out.dtype)
     if len(ins.dsts) > 1:    # a reduction's scratch: undefined after it (NaN, the integer minimum in an int tile,
         scratch = mem.view(ins.dsts[1])          # so a kernel reading it sees garbage)

@@ -219,7 +219,7 @@ class Encoder:
             ops = set(map(_OP, prog.instrs))
             if Op.SET_FLAG in ops:
                 check_flag_pairs(prog)
-            participants += Op.SYNC_ALL in ops
+            participants += 1      # a pl.sync_all waits for every traced core, also one that never calls it
             io = []
             phase = 0          # sync_all phase: the L2 replay orders GM accesses by it (l2.py)
             for j, ins in enumerate(prog.instrs):

@@ -158,7 +158,14 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
         return f"unit_flag({enc.region_names[r]}) == {val}, is {is_} ({phase} waits for {val}; {why})"
     cond = enc.waits.get(i, "")
     if a["kind"][i] == 3:
-        return cond.format(arrived=arrived, participants=enc.participants)
+        text = cond.format(arrived=arrived, participants=enc.participants)
+        calls = set(enc.core_i[a["kind"] == 3].tolist())
+        never = [name for c, name in enumerate(enc.cores) if c not in calls]
+        if never:
+            text += (f"; {', '.join(never[:6])}{' ...' if len(never) > 6 else ''} never call pl.sync_all (every core "
+                     f"of the launch must reach it, as often as the others: a sync_all under `if pl.block_idx()` or "
+                     f"`pl.subblock_idx()` hangs the chip)")
+        return text
     if a["kind"][i] == 2:
         queued = np.flatnonzero((a["kind"] == 1) & (a["fkey"] == a["fkey"][i]) & ~started)
         if len(queued):

@@ -160,6 +160,11 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
         return
     if transpose is not False and transpose is not True and not isinstance(transpose, np.bool_):
         raise KernelError(f"{loc}: pl.load transpose must be True or False, got {transpose!r}")
+    if transpose and type(dst) is Tile and dst.store.buf is _UB and min(dst.shape) > 1:
+        # a row into a [r, 1] column (or back) is a strided copy; a matrix would need Dn2Nz, which is GM->L1's
+        raise UnsupportedError(f"{loc}: pl.load(..., transpose=True) of a {list(dst.shape)} matrix into UB: GM->UB is "
+                               f"a plain MTE2 copy (the transposing Dn2Nz path goes to L1; a single row or column "
+                               f"may be loaded transposed); load into L1, or transpose on the vector side")
     if type(dst) is Tile and type(src) is Tile and offsets is None and nd_num == 1:
         # the K loop's L1 -> L0A/L0B load, all its checks in one go (the general path below says
         # which one fails)

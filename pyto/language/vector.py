@@ -5,7 +5,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import KernelError, ShapeError, UnsupportedError
+from ..errors import AlignmentError, KernelError, ShapeError, UnsupportedError
 from ..ir import Access, AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role, rect_overlaps
 from .tile import Tile
 from .trace import caller_loc, current
@@ -13,8 +13,8 @@ from .trace import caller_loc, current
 
 def l0c_to_ub_split(dst: Tile, src: Tile, mode: Optional[AccToVecMode], loc: Loc) -> tuple:
     """Which part of `src` each AIV receives: (rect for AIV0 or None, rect for AIV1 or None), src coords.
-    The dual modes halve M (SplitM) or N (SplitN) between the AIVs, so that side must be even (DESIGN names
-    the even M; pyto reads SplitN the same way for N)."""
+    The dual modes halve M (SplitM) or N (SplitN) between the AIVs: M must be even (DESIGN), and N/2 must sit
+    on L0C's 16-column fractal grid (a half may not cut a fractal)."""
     if not isinstance(mode, AccToVecMode):
         raise KernelError(f"{loc}: an L0C->UB move needs acc_to_vec_mode=pl.AccToVecMode.<mode>, got {mode!r}")
     (m, n), r = src.shape, src.rect
@@ -28,8 +28,10 @@ def l0c_to_ub_split(dst: Tile, src: Tile, mode: Optional[AccToVecMode], loc: Loc
         h = r[0] + m // 2
         halves = ((r[0], h, r[2], r[3]), (h, r[1], r[2], r[3]))
     else:
-        if n % 2:
-            raise ShapeError(f"{loc}: DualModeSplitN needs an even N, {src!r} has N = {n}")
+        if n % 32:
+            raise AlignmentError(f"{loc}: DualModeSplitN gives each AIV N/2 columns, which must sit on L0C's 16-column "
+                                 f"fractal grid: {src!r} has N = {n} (N/2 = {n / 2:g}); use an N that is a multiple "
+                                 f"of 32, or DualModeSplitM")
         want = (m, n // 2)
         h = r[2] + n // 2
         halves = ((r[0], r[1], r[2], h), (r[0], r[1], h, r[3]))
