@@ -590,3 +590,39 @@ def test_a_sync_all_some_cores_never_reach_is_a_deadlock():
     with pytest.raises(pyto.DeadlockError, match=r"3 of 6 cores arrived; block 1 AIC, block 1 AIV0, block 1 AIV1 "
                                                  r"never call pl.sync_all"):
         pyto.run(sync_all_in_one_block, x, np.zeros_like(x), blocks=2)
+
+
+def test_launch_argument_mistakes_say_what_to_write():
+    """An error-message helper's cases: each names the fix, not just the mistake."""
+    from kernels.examples.matmul_pingpong import matmul_pingpong
+    a = np.ones((32, 32), np.float16)
+    with pytest.raises(pyto.KernelError, match=r"static parameters are keywords: TM=32"):
+        pyto.run(matmul_pingpong, a, a, a.copy(), 32)
+    with pytest.raises(pyto.KernelError, match=r"'out' is a GM tensor: pass it positionally"):
+        pyto.run(matmul_pingpong, a, a, out=a.copy())
+    with pytest.raises(pyto.KernelError, match=r"TM=an array \[32, 32\] float16"):
+        pyto.run(matmul_pingpong, a, a, a.copy(), TM=a)
+    with pytest.raises(pyto.KernelError, match=r"blocks must be an int in 1\.\.32, got 1\.5"):
+        pyto.run(matmul_pingpong, a, a, a.copy(), blocks=1.5)
+    with pytest.raises(pyto.KernelError, match=r"auto_sync=.no."):
+        pyto.run(matmul_pingpong, a, a, a.copy(), auto_sync="no")
+
+
+@pl.kernel
+def ring_as_tile(a, out):
+    a_l1 = pl.alloc(pl.L1, [32, 32], a.dtype, buffers=2)
+    pl.load(a_l1, a)
+
+
+def test_a_ring_where_a_tile_goes_says_take_a_slot():
+    a = np.ones((32, 32), np.float16)
+    with pytest.raises(pyto.ShapeError, match=r"the ring 'a_l1' \(2 L1 tiles\): take a slot with \.next\(\)"):
+        pyto.run(ring_as_tile, a, a.copy())
+
+
+def test_run_plan_on_operands_of_another_problem():
+    from kernels.bmm import plan
+    from kernels.bmm.api import run_plan
+    p = plan((2, 256, 256), (2, 256, 256), "fp16")
+    with pytest.raises(pyto.ShapeError, match=r"the plan is for B \(2,\) M 256 .* M 128 .*make a new plan"):
+        run_plan(p, pyto.spec((2, 128, 256), "fp16"), pyto.spec((2, 256, 256), "fp16"))

@@ -31,7 +31,7 @@ from pyto.testing import assert_close, matmul_bound
 
 from .common import mode_of, operands, user_operand
 from .conditions import BRANCHES
-from .planner import Plan, plan
+from .planner import Plan, parse_problem, plan
 
 BRANCH_MODULES = {b: f"kernels.bmm.{b}" for b in BRANCHES}
 
@@ -57,6 +57,9 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
     kernel is not built). Inputs given as pyto.spec run in timing mode and return (None, report).
     Returns C, or (C, Report) with report=True.
     """
+    for flag, v in (("transpose_a", transpose_a), ("transpose_b", transpose_b), ("report", report)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise ShapeError(f"bmm: {flag} must be True or False, got {v!r}")
     a, dt = user_operand(a, "bmm", "a")
     b, dtb = user_operand(b, "bmm", "b")
     if dtb is not dt:
@@ -104,6 +107,19 @@ def promote_vectors(a, b, transpose_a: bool = False, transpose_b: bool = False):
 
 def run_plan(p: Plan, a, b, bias=None):
     """Run an existing plan (from `plan(...)`) on operands: (C or None in timing mode, Report)."""
+    pr = p.problem
+    for name, x in (("a", a), ("b", b)):
+        if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+            raise ShapeError(f"run_plan: {name} must be a numpy array or a pyto.spec, got {type(x).__name__}")
+    dt = a.dtype if isinstance(a, pyto.Spec) else as_dtype(a.dtype)
+    given = parse_problem(a.shape, b.shape, dt, False if bias is None else tuple(bias.shape), pr.transpose_a,
+                          pr.transpose_b)
+    if (given.batch_shape, given.M, given.N, given.K, given.dtype, given.bias) != \
+            (pr.batch_shape, pr.M, pr.N, pr.K, pr.dtype, pr.bias):
+        raise ShapeError(f"run_plan: the plan is for B {pr.batch_shape} M {pr.M} N {pr.N} K {pr.K} {pr.dtype}"
+                         f"{' with a bias' if pr.bias else ''}; these operands are B {given.batch_shape} M {given.M} "
+                         f"N {given.N} K {given.K} {given.dtype}{' with a bias' if given.bias else ''}: make a new "
+                         f"plan(...) for them")
     ops = operands(p.problem, a, b, bias)
     mode = mode_of(ops)
     rep = launcher(p.branch)(p, ops, mode=mode)

@@ -57,8 +57,12 @@ def _arg_names(kernel: Kernel) -> list:
 def _gm_tensors(kernel: Kernel, arrays: tuple) -> list:
     names = _arg_names(kernel)
     if len(arrays) != len(names):
+        kw = [p.name for p in kernel.signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
+        hint = ""
+        if len(arrays) > len(names) and kw and not isinstance(arrays[len(names)], (np.ndarray, Spec)):
+            hint = f"; static parameters are keywords: {kw[0]}={arrays[len(names)]!r}"
         raise KernelError(f"kernel '{kernel.name}' takes {len(names)} GM tensors ({', '.join(names)}), "
-                          f"got {len(arrays)}")
+                          f"got {len(arrays)}{hint}")
     out = []
     for i, (name, a) in enumerate(zip(names, arrays)):
         if isinstance(a, Spec):
@@ -76,11 +80,15 @@ def _gm_tensors(kernel: Kernel, arrays: tuple) -> list:
 def _check_params(kernel: Kernel, params: dict) -> None:
     kw = {p.name for p in kernel.signature.parameters.values() if p.kind is p.KEYWORD_ONLY}
     for k, v in params.items():
+        if k not in kw and k in _arg_names(kernel):
+            raise KernelError(f"kernel '{kernel.name}': '{k}' is a GM tensor: pass it positionally, in order "
+                              f"({', '.join(_arg_names(kernel))})")
         if k not in kw:
             raise KernelError(f"kernel '{kernel.name}' has no static parameter '{k}' (it has: "
                               f"{', '.join(sorted(kw)) or 'none'})")
         if not isinstance(v, (int, float, bool)) and v is not None:
-            raise KernelError(f"static parameter {k}={v!r} of kernel '{kernel.name}' must be a Python "
+            shown = f"an array {list(v.shape)} {v.dtype}" if isinstance(v, np.ndarray) else repr(v)[:80]
+            raise KernelError(f"static parameter {k}={shown} of kernel '{kernel.name}' must be a Python "
                               f"int, float or bool, got {type(v).__name__}")
     missing = [p.name for p in kernel.signature.parameters.values()
                if p.kind is p.KEYWORD_ONLY and p.default is p.empty and p.name not in params]
@@ -242,7 +250,11 @@ def _gc_paused():
 
 def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: bool, check: bool,
              params: dict) -> CompiledKernel:
-    if not isinstance(blocks, int) or not 1 <= blocks <= chip.aic:
+    if not isinstance(blocks, int) or isinstance(blocks, bool):
+        raise KernelError(f"blocks must be an int in 1..{chip.aic}, got {blocks!r} ({type(blocks).__name__})")
+    if not isinstance(auto_sync, bool) or not isinstance(check, bool):
+        raise KernelError(f"auto_sync and check must be True or False, got auto_sync={auto_sync!r}, check={check!r}")
+    if not 1 <= blocks <= chip.aic:
         raise UnsupportedError(f"blocks={blocks!r}: {chip.name} has {chip.aic} AI cores (blocks 1..{chip.aic})")
     _check_params(kernel, params)
     tensors = _gm_tensors(kernel, arrays)

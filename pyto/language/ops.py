@@ -8,7 +8,7 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, AccPhase, AccToVecMode, Buf, GMTensor, Instr, Loc, Op, Pipe, Role, STPhase
-from .tile import Tile, as_int
+from .tile import Ring, Tile, as_int
 from .trace import caller_loc, current
 
 
@@ -21,6 +21,11 @@ _CUBE_SIDE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.BT)     # a load into these is the A
 
 def _need_tile(x, what: str, bufs: tuple, loc: Loc) -> Tile:
     if not isinstance(x, Tile):
+        if isinstance(x, Ring):
+            t = x.tiles[0]
+            raise ShapeError(f"{loc}: {what} must be a tile in {'/'.join(b.name for b in bufs)}, got the ring "
+                             f"'{t.store.name.split('[')[0]}' ({len(x.tiles)} {t.buffer.name} tiles): take a slot with "
+                             f".next() (or .current())")
         raise ShapeError(f"{loc}: {what} must be a tile in {'/'.join(b.name for b in bufs)}, got {x!r}")
     if x.buffer not in bufs:
         raise ShapeError(f"{loc}: {what} must be in {'/'.join(b.name for b in bufs)}, but {x!r} is in "
