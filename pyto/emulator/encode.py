@@ -173,14 +173,15 @@ def _gm_side(ins: Instr):
     return None
 
 
-def _gm_key(ins: Instr):
-    """The L2 region of a GM transfer: (tensor uid, batch, rectangle) of its GM side, or a hash of several."""
+def _gm_key(ins: Instr) -> tuple:
+    """The L2 region of a GM transfer: (a hash of its GM side's tensor, batch and rectangle, and that
+    (tensor uid, batch, rectangle) when it is one region, else None)."""
     key = []
     for group in (ins.srcs, ins.dsts):
         for acc in group:
             if isinstance(acc.obj, GMTensor):
                 key.append((acc.obj.uid, acc.batch, acc.rect))
-    return key[0] if len(key) == 1 else hash(tuple(key))
+    return (hash(key[0]), key[0]) if len(key) == 1 else (hash(tuple(key)), None)
 
 
 class Encoder:
@@ -277,7 +278,7 @@ class Encoder:
         self.cores.extend(str(prog) for prog in programs)
         for prog, io in zip(programs, code.gm_io):
             instrs = prog.instrs
-            self.streams.append([(base + i, _gm_key(instrs[j]), nbytes, read, phase)
+            self.streams.append([(base + i, *_gm_key(instrs[j]), nbytes, read, phase)
                                  for j, i, nbytes, read, phase in io])
         self.chunks.append((code, base, len(self.slots), self.n_regions, self.n_ufblocks, self.n_fkeys, core_base))
         self.slots.extend((str(programs[pos]), pipe) for pos, pipe in code.slots)

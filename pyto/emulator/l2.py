@@ -29,48 +29,53 @@ def _inside(written: OrderedDict, rect: tuple):
 def l2_hits(streams: list, capacity: int) -> dict:
     """Instruction index -> bytes of its GM read served by L2.
 
-    `streams`: per program, its GM accesses in program order as (index, region key, bytes, is_read, sync_all
-    phase); a key is (tensor uid, batch, rectangle) for a transfer of one region, any other hashable for more.
+    `streams`: per program, its GM accesses in program order as (index, key, region, bytes, is_read, sync_all
+    phase): key an int naming the region, region its (tensor uid, batch, rectangle) or None for several.
     """
-    lru: OrderedDict = OrderedDict()
+    lru: OrderedDict = OrderedDict()       # key -> (bytes, region)
     written: dict = {}      # (tensor uid, batch) -> {rectangle: key} of the written regions resident
     used = 0
     hits: dict = {}
-    for index, key, nbytes, read, _ in _in_step(streams):
+    for index, key, region, nbytes, read, _ in _in_step(streams):
         if key in lru:
             lru.move_to_end(key)
             if read:
                 hits[index] = nbytes
             continue
-        region = type(key) is tuple
-        if read and region:
-            host = written.get(key[:2])
-            host = _inside(host, key[2]) if host else None
+        if read and region is not None and written:
+            host = written.get(region[:2])
+            host = _inside(host, region[2]) if host else None
             if host is not None:
                 lru.move_to_end(host)
                 hits[index] = nbytes
                 continue
-        lru[key] = nbytes
+        lru[key] = (nbytes, region)
         used += nbytes
-        if region and not read:
-            written.setdefault(key[:2], OrderedDict())[key[2]] = key
+        if region is not None and not read:
+            written.setdefault(region[:2], OrderedDict())[region[2]] = key
         while used > capacity and lru:
-            old, b = lru.popitem(last=False)
+            _, (b, old) = lru.popitem(last=False)
             used -= b
-            if type(old) is tuple and old[:2] in written:
+            if old is not None and old[:2] in written:
                 written[old[:2]].pop(old[2], None)
     return hits
 
 
 def _in_step(streams: list):
     """The accesses of all streams, phase by phase, the streams in step within a phase."""
+    if all(not s or s[-1][5] == 0 for s in streams):      # no pl.sync_all: one phase (phases only grow)
+        for k in range(max((len(s) for s in streams), default=0)):
+            for s in streams:
+                if k < len(s):
+                    yield s[k]
+        return
     pos = [0] * len(streams)
     phase = 0
     while True:
         ends = []
         for s, p in zip(streams, pos):
             e = p
-            while e < len(s) and s[e][4] == phase:
+            while e < len(s) and s[e][5] == phase:
                 e += 1
             ends.append(e)
         for k in range(max((e - p for p, e in zip(pos, ends)), default=0)):
@@ -80,4 +85,4 @@ def _in_step(streams: list):
         pos = ends
         if all(p >= len(s) for s, p in zip(streams, pos)):
             return
-        phase = min(s[p][4] for s, p in zip(streams, pos) if p < len(s))
+        phase = min(s[p][5] for s, p in zip(streams, pos) if p < len(s))
