@@ -67,3 +67,15 @@ def test_run_options_reach_library_calls():
             pyto.run(phases.misuse2, a, b, out, K_SQ=64, TILE_SQ=32)               # full mode always checks
     with pytest.raises(pyto.RaceError):
         pyto.run(phases.misuse2, *specs, mode="timing", K_SQ=64, TILE_SQ=32)       # default restored
+
+
+def test_run_options_outside_with_warns_and_changes_nothing():
+    """Called as a statement it cannot apply (an error-message helper's case ran 30,000 instructions past a
+    20,000 limit): it warns, and the defaults stay."""
+    from pyto.emulator.run import _OPTIONS
+    before = dict(_OPTIONS)
+    with pytest.warns(RuntimeWarning, match="outside a `with` block"):
+        pyto.run_options(max_block_instructions=20000)
+        import gc
+        gc.collect()
+    assert _OPTIONS == before

@@ -11,6 +11,7 @@ This is the only module that chains the emulator's stages.
 from __future__ import annotations
 
 import contextlib
+import warnings
 import dataclasses
 import gc
 from dataclasses import dataclass
@@ -124,25 +125,42 @@ MAX_BLOCK_INSTRUCTIONS = 4_000_000    # per traced processor: a block's trace is
 _OPTIONS: dict = {"check": True, "max_block_instructions": MAX_BLOCK_INSTRUCTIONS}
 
 
-@contextlib.contextmanager
-def run_options(*, check: bool = True, max_block_instructions: Optional[int] = None):
+class run_options:
     """Defaults for the `pyto.run` calls inside the block, including those a library (kernels.bmm)
     makes: `with pyto.run_options(check=False): bmm(spec_a, spec_b)` runs big timing-mode schedules
     without race checks and with bounded memory. `check` applies to timing mode only: full-mode runs inside
     the block are still checked (they compute data in checked order). `max_block_instructions` (default
     MAX_BLOCK_INSTRUCTIONS = 4,000,000): the most instructions one processor of one block may trace, since a block's trace is held in
-    host memory until it is encoded (a CapacityError past it, instead of exhausting the machine)."""
-    if max_block_instructions is not None and (not isinstance(max_block_instructions, int)
-                                               or max_block_instructions < 1):
-        raise KernelError(f"max_block_instructions must be a positive int, got {max_block_instructions!r}")
-    old = dict(_OPTIONS)
-    _OPTIONS["check"] = check
-    if max_block_instructions is not None:
-        _OPTIONS["max_block_instructions"] = max_block_instructions
-    try:
-        yield
-    finally:
-        _OPTIONS.update(old)
+    host memory until it is encoded (a CapacityError past it, instead of exhausting the machine). Only a
+    `with` block applies them: called alone it changes nothing and says so (a RuntimeWarning)."""
+
+    def __init__(self, *, check: bool = True, max_block_instructions: Optional[int] = None):
+        if not isinstance(check, bool):
+            raise KernelError(f"check must be True or False, got {check!r}")
+        if max_block_instructions is not None and (not isinstance(max_block_instructions, int)
+                                                   or isinstance(max_block_instructions, bool)
+                                                   or max_block_instructions < 1):
+            raise KernelError(f"max_block_instructions must be a positive int, got {max_block_instructions!r}")
+        self._set = {"check": check}
+        if max_block_instructions is not None:
+            self._set["max_block_instructions"] = max_block_instructions
+        self._old: Optional[dict] = None
+        self._entered = False
+
+    def __enter__(self) -> "run_options":
+        self._entered = True
+        self._old = dict(_OPTIONS)
+        _OPTIONS.update(self._set)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _OPTIONS.clear()
+        _OPTIONS.update(self._old)
+
+    def __del__(self) -> None:
+        if not getattr(self, "_entered", True):      # (not when __init__ refused its arguments)
+            warnings.warn("pyto.run_options(...) changes nothing outside a `with` block: write "
+                          "`with pyto.run_options(...):` around the runs", RuntimeWarning, stacklevel=2)
 
 
 def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int = 1, mode: str = "full",
