@@ -14,7 +14,7 @@ rule                 seeds/002 text                                             
 ==================== ==================================================================== ==========
 shape                m, k, n are [L0, L1] pairs of integers                                 -
 positive             "0 < mL0", "0 < kL0", "0 < nL0" (and so every L1 > 0)                  -
-option / dtype       option values (formats ND|NZ, ndim >= 2, cube input dtype)             -
+option / dtype       option values (formats ND|NZ, ndim 2..4, cube input dtype)             -
 l0_le_l1_{m,k,n}     "0 < xL0 <= xL1"                                                       -
 divisible_{m,k,n}    "xL1 % xL0 == 0"                                                       -
 split_k_ndim         "当输入矩阵维度为3维或4维时，enable_split_k参数仅支持False"             -
@@ -197,9 +197,9 @@ class CubeTileShapes:
             nd = -1 if isinstance(self.ndim, bool) else operator.index(self.ndim)
         except TypeError:
             nd = -1
-        if nd < 2:
-            raise TilingError(f"option: ndim (dimensions of the matmul inputs) must be an integer >= 2, "
-                              f"got {self.ndim!r}", rule="option")
+        if not 2 <= nd <= 4:
+            raise TilingError(f"option: ndim (dimensions of the matmul inputs) must be 2, 3 or 4 (seeds/002 names "
+                              f"2-D inputs and, for split-K, 3-D and 4-D ones), got {self.ndim!r}", rule="option")
         s(self, "ndim", nd)
 
     # ---- views ------------------------------------------------------------------------------

@@ -103,7 +103,7 @@ def test_positive_accepted():
     accepts(m=[1, 1], k=[16, 16], n=[16, 16], dtype="fp16")
 
 
-@pytest.mark.parametrize("kw", [dict(a_format="XX"), dict(out_format="DN"), dict(ndim=1), dict(ndim=2.0),
+@pytest.mark.parametrize("kw", [dict(a_format="XX"), dict(out_format="DN"), dict(ndim=1), dict(ndim=2.0), dict(ndim=7),
                                 dict(bias="yes"), dict(out_dtype="float64"), dict(chip=3)])
 def test_option_rejected(kw):
     with pytest.raises(TilingError) as ei:
