@@ -3,10 +3,10 @@
 GM accesses of all programs are replayed in an approximate global order: sync_all phase by phase
 (every access before a pl.sync_all comes before every access after it), and within a phase the
 programs advance in step (each program's k-th GM access of the phase before anyone's (k+1)-th), which
-stands for cores running concurrently. A read hits when the same region (tensor, batch, rectangle) is resident; writes
-allocate too (write-back), so data stored and read back hits, also when the read is a part of a
-written region (a reduction reading rows of the blocks Fixpipe wrote). Other partial overlaps count as
-misses: a simplification that only understates hits.
+stands for cores running concurrently. A read hits when the same region (tensor, batch, rectangle)
+is resident; writes allocate too (write-back), so data stored and read back hits, also when the read
+is a part of a written region (a reduction reading rows of the blocks Fixpipe wrote). Other partial
+overlaps count as misses: a simplification that only understates hits.
 """
 from __future__ import annotations
 
