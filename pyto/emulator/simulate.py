@@ -207,6 +207,10 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                     fq_head[k] += 1
                 join_ptr[n_order] = n_join
                 start = now
+                if kind[ii] == 2:      # a wait_flag sees its set_flag a flag latency after it (as a dependency)
+                    w = join_idx[n_join - 1]
+                    if end[w] + flag_lat > start:
+                        start = end[w] + flag_lat
                 for j in range(dep_ptr[ii], dep_ptr[ii + 1]):
                     d = dep_idx[j]
                     if pipe_of[d] != pp and end[d] + flag_lat > start:
