@@ -161,16 +161,22 @@ def cmd_bmm(args: argparse.Namespace) -> int:
     print(f"  roofline    max(FLOPs/peak, compulsory bytes/W_GM) = {roof:,.3f} us; simulated {rep.time_us:,.3f} us "
           f"= {roof / rep.time_us:.1%} of roofline speed" if rep.time_us else f"  roofline    {roof:,.3f} us")
     print(f"  estimate    {p.estimate.t_total:,.3f} us (planner, {p.branch})")
-    if args.trace:
-        rep.save_trace(args.trace)
-        print(f"  trace       written to {args.trace} (Chrome / Perfetto trace-event JSON)")
+    status = 0
     if args.timing:
         print("check: skipped (timing mode: no data)")
-        return 0
-    why = check(c, a, b, bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b)
-    what = "exact int32" if int8 else "float64 numpy within matmul_bound"
-    print(f"check: PASS ({what})" if not why else f"check: FAIL ({what}): {why}")
-    return 0 if not why else 1
+    else:
+        why = check(c, a, b, bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b)
+        what = "exact int32" if int8 else "float64 numpy within matmul_bound"
+        print(f"check: PASS ({what})" if not why else f"check: FAIL ({what}): {why}")
+        status = 0 if not why else 1
+    if args.trace:      # after the check: a trace that cannot be written does not hide its verdict
+        try:
+            rep.save_trace(args.trace)
+        except pyto.PytoError as e:
+            print(f"pyto bmm: {e}", file=sys.stderr)
+            return 2
+        print(f"trace: written to {args.trace} (Chrome / Perfetto trace-event JSON)")
+    return status
 
 
 def register_bmm(sub: argparse._SubParsersAction) -> None:

@@ -12,11 +12,13 @@ from .errors import PytoError, UnsupportedError
 class Report:
     """The result of `pyto.run` (and pyto.compile's `.report`): print `summary()`.
 
-    `cycles` is T_total, the launch's simulated time in cycles (`time_us` in microseconds); `pipe_cycles` the
-    busiest core's busy cycles per pipe (`bottleneck` the largest), `core_pipe_cycles` every core's;
-    `instructions` the instructions executed; `flops` / `achieved_flops` / `peak_flops` the cube's work and
-    rate; the GM fields below the traffic; `core_cycles` each core's last completion; `save_trace(path)` a
-    Chrome/Perfetto trace.
+    `cycles` is T_total, the launch's simulated time in cycles (`time_us` in microseconds); `pipe_cycles` per
+    pipe the largest busy cycles of any core (the scalar pipe S left out; `bottleneck` the largest of them),
+    `core_pipe_cycles` every core's; a pipe's busy cycles include waiting for the chip-wide GM channel, whose
+    own load is `gm_channel_share`; `instructions` the instructions executed; `flops` the cube's work as
+    issued (edge tiles count their fractal-padded m x n x k, as the cube computes them), `achieved_flops` its
+    rate and `peak_flops` the whole chip's (all its AI cores, whatever `blocks`); the GM fields below the
+    traffic; `core_cycles` each core's last completion; `save_trace(path)` a Chrome/Perfetto trace.
     """
 
     kernel: str
@@ -39,6 +41,15 @@ class Report:
     l2_hit_bytes: float = 0.0    # of those, bytes served by L2
     gm_write_bytes: float = 0.0  # bytes written to GM tensors
     core_cycles: dict = field(default_factory=dict)   # per core (block AIC/AIV): its last completion
+    gm_bytes_per_cycle: float = 0.0   # the chip's GM channel
+    integer: bool = False             # the cube ran int8 (its work counts operations: TOPS)
+
+    @property
+    def gm_channel_share(self) -> float:
+        """The share of T_total the chip-wide GM channel is busy (1.0: the launch is GM-bandwidth bound)."""
+        if not self.cycles or not self.gm_bytes_per_cycle:
+            return 0.0
+        return self.gm_bytes / self.gm_bytes_per_cycle / self.cycles
 
     @property
     def l2_hit_rate(self) -> float:
@@ -71,6 +82,9 @@ class Report:
         lines.append(f"  GM          read {self.gm_read_bytes / 1e6:,.3f} MB (L2 hit rate {self.l2_hit_rate:.1%}), "
                      f"written {self.gm_write_bytes / 1e6:,.3f} MB (bursts charged at least the burst minimum); "
                      f"{self.gm_bytes / 1e6:,.3f} MB over the GM channel")
+        if self.gm_bytes_per_cycle:
+            lines.append(f"  GM channel  busy {self.gm_channel_share:.1%} of T_total (chip-wide; a pipe's busy cycles "
+                         f"include waiting for it)")
         if len(self.core_cycles) > 1:
             busiest = max(self.core_cycles, key=self.core_cycles.get)
             aic = sum(1 for c in self.core_cycles if c.endswith("AIC"))
@@ -78,14 +92,18 @@ class Report:
             lines.append(f"  cores       {aic} AIC" + (f" + {aiv} AIV" if aiv else "") + f"; last to finish: "
                          f"{busiest} at {self.core_cycles[busiest]:,.0f} cycles")
         if self.flops:
-            lines.append(f"  achieved    {self.achieved_flops / 1e12:.2f} TFLOP/s of peak "
-                         f"{self.peak_flops / 1e12:.0f} ({self.achieved_flops / self.peak_flops:.1%})")
+            unit = "TOPS" if self.integer else "TFLOP/s"
+            lines.append(f"  achieved    {self.achieved_flops / 1e12:.2f} {unit} of the chip's peak "
+                         f"{self.peak_flops / 1e12:.0f} ({self.achieved_flops / self.peak_flops:.1%}; cube work as "
+                         f"issued, edge tiles padded)")
         return "\n".join(lines)
 
     def save_trace(self, path: str) -> None:
-        """Chrome/Perfetto trace-event JSON: one track per core x pipe (pid = core, tid = pipe), one
-        complete ('X') event per instruction named by op and kernel source line; times in us. Open it in
-        https://ui.perfetto.dev or chrome://tracing.
+        """Chrome/Perfetto trace-event JSON: one track per core x pipe that ran something (pid = core + 1,
+        tid = pipe + 1: Perfetto reserves pid 0), one complete ('X') event per instruction named by op and
+        kernel source line; times in us, begin and end rounded to whole ns (so that a viewer's own rounding
+        makes no overlaps). Open it in https://ui.perfetto.dev or chrome://tracing. About 250 B of JSON per
+        instruction: for schedules of millions, trace a smaller problem.
 
         An event spans the cycles its pipe is occupied (they sum to the pipe's busy cycles and never overlap
         on a track); a transfer's data lands its latency later, given in args (latency_cycles, lands_us)."""
@@ -93,17 +111,24 @@ class Report:
             raise UnsupportedError("this report carries no per-instruction times")
         cores, pipes, names, locs, core_i, pipe_i, name_i, loc_i, begin, end, lat = self.events
         scale = 1.0 / (self.clock_ghz * 1e3)
-        out = [{"name": f"{names[n]} {locs[l].split(' ', 1)[0]}", "cat": pipes[p], "ph": "X", "pid": int(c),
-                "tid": int(p), "ts": float(b) * scale, "dur": float(e - d - b) * scale,
-                "args": {"line": locs[l], "latency_cycles": float(d), "lands_us": float(e) * scale}}
-               for c, p, n, l, b, e, d in zip(core_i.tolist(), pipe_i.tolist(), name_i.tolist(), loc_i.tolist(),
-                                              begin.tolist(), end.tolist(), lat.tolist())]
+        out, used = [], set()
+        for c, p, n, l, b, e, d in zip(core_i.tolist(), pipe_i.tolist(), name_i.tolist(), loc_i.tolist(),
+                                       begin.tolist(), end.tolist(), lat.tolist()):
+            ts, te = round(b * scale, 3), round((e - d) * scale, 3)
+            out.append({"name": f"{names[n]} {locs[l].split(' ', 1)[0]}", "cat": pipes[p], "ph": "X", "pid": c + 1,
+                        "tid": p + 1, "ts": ts, "dur": round(te - ts, 3),
+                        "args": {"line": locs[l], "latency_cycles": float(d), "lands_us": round(e * scale, 3)}})
+            used.add((c, p))
         for c, cname in enumerate(cores):
-            out.append({"name": "process_name", "ph": "M", "pid": c, "args": {"name": cname}})
+            out.append({"name": "process_name", "ph": "M", "pid": c + 1, "args": {"name": cname}})
             for p, pname in enumerate(pipes):
-                out.append({"name": "thread_name", "ph": "M", "pid": c, "tid": p, "args": {"name": f"PIPE_{pname}"}})
+                if (c, p) in used:
+                    out.append({"name": "thread_name", "ph": "M", "pid": c + 1, "tid": p + 1,
+                                "args": {"name": f"PIPE_{pname}"}})
+        meta = {"kernel": self.kernel, "chip": self.chip, "blocks": self.blocks, "mode": self.mode,
+                "clock_ghz": self.clock_ghz, "cycles": self.cycles}
         try:
             with open(path, "w") as fh:
-                json.dump({"traceEvents": out, "displayTimeUnit": "ns"}, fh)
+                json.dump({"traceEvents": out, "displayTimeUnit": "ns", "otherData": meta}, fh)
         except OSError as e:
             raise PytoError(f"cannot write the trace to {path!r}: {e.strerror or e}") from e

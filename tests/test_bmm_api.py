@@ -4,6 +4,7 @@ Results are checked with kernels.bmm.api.check: int8 exactly (as int32), floats 
 within pyto.testing.matmul_bound (the bias one more exact term).
 """
 import json
+import os
 import re
 
 import ml_dtypes
@@ -294,3 +295,12 @@ def test_cli_bmm_timing_without_race_checks(capsys):
     assert "timing mode" in capsys.readouterr().out
     assert main(["bmm", "2", "16", "16", "16", "--no-race-check"]) == 2
     assert "--no-race-check applies to --timing" in capsys.readouterr().err
+
+
+def test_cli_bmm_trace_that_cannot_be_written_keeps_the_verdict(capsys):
+    """The check runs before the trace is written; a write that fails is exit 2 (as a bad path given up front)."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    assert main(["bmm", "1", "64", "64", "64", "--dtype", "fp16", "--trace", "/dev/full"]) == 2
+    captured = capsys.readouterr()
+    assert "check: PASS" in captured.out and "cannot write the trace" in captured.err

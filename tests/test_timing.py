@@ -222,11 +222,14 @@ def test_trace_file_has_a_track_per_core_and_pipe(tmp_path):
     for pid, tid in tracks:
         track = sorted((e["ts"], e["dur"]) for e in spans if (e["pid"], e["tid"]) == (pid, tid))
         busy = rep.core_pipe_cycles[core_names[pid]][pipe_names[tid]]
-        assert sum(d for _, d in track) == pytest.approx(busy * us, rel=1e-9, abs=1e-12)
-        assert all(t0 + d0 <= t1 + 1e-9 for (t0, d0), (t1, _) in zip(track, track[1:]))
-    assert max(e["args"]["lands_us"] for e in spans) == pytest.approx(rep.time_us)
+        assert sum(d for _, d in track) == pytest.approx(busy * us, abs=1e-3 * len(track))   # whole ns each
+        # in whole ns, as a viewer rounds them (Perfetto drops overlapping slices): no overlap
+        ns = [(round(t * 1000), round(d * 1000)) for t, d in track]
+        assert all(t0 + d0 <= t1 for (t0, d0), (t1, _) in zip(ns, ns[1:]))
+    assert min(pid for pid, _ in tracks) >= 1          # Perfetto reserves pid 0
+    assert max(e["args"]["lands_us"] for e in spans) == pytest.approx(rep.time_us, abs=1e-3)
     assert any("matmul_pingpong.py:" in e["name"] for e in spans)
-    assert max(e["ts"] + e["dur"] for e in spans) <= rep.time_us
+    assert max(e["ts"] + e["dur"] for e in spans) <= rep.time_us + 1e-3
     with pytest.raises(pyto.PytoError, match="cannot write the trace to .*no_such_dir"):
         rep.save_trace(str(tmp_path / "no_such_dir" / "trace.json"))
 
@@ -299,3 +302,19 @@ def test_a_hand_set_flag_reaches_its_wait_a_flag_latency_later():
     one = pyto.run(flag_ping_pong, x, x.copy(), auto_sync=False, N=1)
     many = pyto.run(flag_ping_pong, x, x.copy(), auto_sync=False, N=51)
     assert many.cycles - one.cycles >= 50 * 2 * CHIP.flag_latency_cycles
+
+
+def test_gm_channel_share_shows_a_bandwidth_bound_launch():
+    """32 blocks each loading 4 x 64 KB: the chip-wide GM channel is the limit, which the report says (the
+    MTE2 busy cycles include waiting for it), and the share is bytes / bandwidth over T_total."""
+    a = np.ones((32 * 4 * 256, 128), np.float16)
+
+    @pl.kernel
+    def copy_in(a, out):
+        t = pl.alloc(pl.L1, [256, 128], a.dtype, buffers=2)
+        for i in range(4):
+            pl.load(t.next(), a, [(pl.block_idx() * 4 + i) * 256, 0])
+
+    rep = pyto.run(copy_in, a, a[:16].copy(), blocks=32)
+    assert rep.gm_channel_share == pytest.approx(rep.gm_bytes / CHIP.gm_bytes_per_cycle / rep.cycles)
+    assert rep.gm_channel_share > 0.9 and "GM channel  busy" in rep.summary()

@@ -330,4 +330,5 @@ def _report(kernel, chip, blocks, enc, sched) -> Report:
     return Report(kernel.name, chip.name, blocks, "timing", sched.cycles, chip.clock_ghz, len(enc.core_i), pipe_cycles,
                   core_pipe, events, enc.flops, chip.peak_flops(dt) if dt is not None else 0.0,
                   gm_bytes=sched.gm_bytes, gm_read_bytes=enc.gm_read_bytes, gm_write_bytes=enc.gm_write_bytes,
-                  l2_hit_bytes=sched.l2_hit_bytes, core_cycles=core_cycles)
+                  l2_hit_bytes=sched.l2_hit_bytes, core_cycles=core_cycles, gm_bytes_per_cycle=chip.gm_bytes_per_cycle,
+                  integer=dt is not None and not dt.is_float)
