@@ -626,3 +626,36 @@ def test_run_plan_on_operands_of_another_problem():
     p = plan((2, 256, 256), (2, 256, 256), "fp16")
     with pytest.raises(pyto.ShapeError, match=r"the plan is for B \(2,\) M 256 .* M 128 .*make a new plan"):
         run_plan(p, pyto.spec((2, 128, 256), "fp16"), pyto.spec((2, 256, 256), "fp16"))
+
+
+@pl.kernel
+def workspace_handoff_without_flag(a, b, out):
+    """The AIC stores a product to a GM workspace, the AIVs read it back, and nothing orders the two cores."""
+    M, K = a.shape
+    N = b.shape[1]
+    ws = pl.workspace([M, N], pl.fp32)
+    a1, b1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
+    a0, b0 = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16)
+    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    u = pl.alloc(pl.UB, [M // 2, N], pl.fp32)
+    with pl.section_cube():
+        pl.load(a1, a)
+        pl.load(b1, b)
+        pl.load(a0, a1)
+        pl.load(b0, b1)
+        pl.matmul(c, a0, b0)
+        pl.store(ws, c)
+    with pl.section_vector():
+        r = pl.subblock_idx() * (M // 2)
+        pl.load(u, ws, [r, 0])
+        pl.store(out, u, [r, 0])
+
+
+def test_a_consumer_that_runs_ahead_of_its_producer_is_a_raw():
+    """Across cores there is no program order; the AIVs' unflagged reads run first in the schedule, but they
+    read what only the AIC's store provides: a RAW naming the store first (a fused-kernel helper found a WAR
+    whose fix ordered the read before the write)."""
+    a = np.ones((64, 64), np.float16)
+    with pytest.raises(pyto.RaceError, match=r"RAW hazard.*GM tensor 'ws'[^\n]*\n  PIPE_FIX \(AIC of block 0\) "
+                                             r"write: [^\n]*pl\.store\(ws, c\)\n  PIPE_MTE2 \(AIV0 of block 0\) read"):
+        pyto.run(workspace_handoff_without_flag, a, a.copy(), np.zeros((64, 64), np.float32), chip="atlas-a2")

@@ -95,13 +95,17 @@ def _positions(spans: list, leader: list, gm_of: list, order: np.ndarray, n: int
     return np.flatnonzero(need[order]).tolist()
 
 
-def _check_reads(ins, init: Initialised, uninit: list, gm_only: bool) -> None:
-    """Hold back an uninitialised read of `ins` (of GM only, for a follower)."""
-    for acc in ins.srcs:
+def _check_reads(ins, init: Initialised, uninit: list, gm_only: bool) -> tuple:
+    """Hold back an uninitialised read of `ins` (of GM only, for a follower); return the positions of the
+    sources read uninitialised (the sanitizer's fresh reads)."""
+    fresh = ()
+    for k, acc in enumerate(ins.srcs):
         if not gm_only or isinstance(acc.obj, GMTensor):
             err = init.check_read(acc, ins)
             if err is not None:
                 uninit.append(err)
+                fresh += (k,)
+    return fresh
 
 
 def _check_deferred(san: Sanitizer, deferred: list, block_of: list, leader: list, first: list,
@@ -110,9 +114,9 @@ def _check_deferred(san: Sanitizer, deferred: list, block_of: list, leader: list
     any of the next: accesses of two blocks are ordered only by sync_all phases, so within a phase the order
     of the checks between blocks does not matter (within a block it is the start order); checked after a
     later phase, an entry of this phase could already be covered by a later write and gone."""
-    for ins in deferred:
+    for ins, fresh in deferred:
         b = block_of[ins.index]
-        san.check_gm(ins, *clocks_of[leader[b]][ins.index - first[b]])
+        san.check_gm(ins, *clocks_of[leader[b]][ins.index - first[b]], fresh)
     deferred.clear()
 
 
@@ -163,21 +167,19 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> 
         if leader[b] != b:    # a follower: only its GM uses are its own to check
             tracked, reads_ws, _ = gm_of[b]
             rel = i - first[b]
+            fresh = _check_reads(ins, init, uninit, gm_only=True) if rel in tracked or rel in reads_ws else ()
             if rel in tracked:
-                deferred.append(ins)
-            if rel in tracked or rel in reads_ws:
-                _check_reads(ins, init, uninit, gm_only=True)
-            if rel in tracked:
+                deferred.append((ins, fresh))
                 for acc in ins.dsts:
                     init.mark_written(acc)
             continue
         joins = ins.deps
         if ptr[pos + 1] > ptr[pos]:
             joins = joins + [instrs[j] for j in idx[ptr[pos]:ptr[pos + 1]]]
-        seen = san.begin(ins, joins, i in keep)
+        fresh = _check_reads(ins, init, uninit, gm_only=False)
+        seen = san.begin(ins, joins, i in keep, fresh)
         if followed and _tracked(ins, written):
             clocks_of.setdefault(b, {})[i - first[b]] = seen
-        _check_reads(ins, init, uninit, gm_only=False)
         for acc in ins.dsts:
             init.mark_written(acc)
     _check_deferred(san, deferred, block_of, leader, first, clocks_of)

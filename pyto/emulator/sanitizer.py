@@ -28,9 +28,18 @@ def thread_of(ins: Instr) -> int:
 
 
 def _order(e: tuple, ins: Instr, write: bool) -> tuple:
-    """(first, second, hazard kind) of a history entry `e` and the access of `ins` that conflicts with it."""
-    other, owrite = e[8], e[6]
-    first, second = (other, ins) if other.index <= ins.index or other.core != ins.core else (ins, other)
+    """(first, second, hazard kind) of a history entry `e` and the access of `ins` that conflicts with it.
+
+    Within a core, program order. Across cores there is none: the replay's order stands, except that a read
+    of data nothing had written yet (`e`'s fresh) was meant to follow the write that provides it (a consumer
+    without its flag runs ahead of its producer: a RAW, not a WAR)."""
+    other, owrite, ofresh = e[8], e[6], e[9]
+    if other.core != ins.core and write and not owrite and ofresh:
+        first, second = ins, other
+    elif other.index <= ins.index or other.core != ins.core:
+        first, second = other, ins
+    else:
+        first, second = ins, other
     fw, sw = (owrite, write) if first is other else (write, owrite)
     return first, second, "WAW" if fw and sw else ("RAW" if fw else "WAR")
 
@@ -85,9 +94,10 @@ class Sanitizer:
         if self.race is None or key < self.race[0]:
             self.race = (key, (obj, acc, e, ins, write))
 
-    def begin(self, ins: Instr, joins: list, keep: bool) -> tuple:
+    def begin(self, ins: Instr, joins: list, keep: bool, fresh: tuple = ()) -> tuple:
         """`ins` starts after the instructions in `joins` (its sync sources): advance its clock, check its
-        accesses. Returns its (vector clock, sync_all phase)."""
+        accesses (`fresh`: the positions of its sources that read data nothing has written yet). Returns its
+        (vector clock, sync_all phase)."""
         b, t = ins.core // 3, thread_of(ins)
         vc = own = self.vc[b][t]
         ep = self.epoch[b][t]
@@ -105,8 +115,8 @@ class Sanitizer:
         vc[t] += 1
         self.vc[b][t] = clocks = vc
         self.epoch[b][t] = ep
-        for acc in ins.srcs:
-            self._access(ins, acc, False, b, t, clocks, ep, False)
+        for k, acc in enumerate(ins.srcs):
+            self._access(ins, acc, False, b, t, clocks, ep, False, k in fresh)
         if ins.dsts:
             atomic = ins.attrs.get("atomic") == "add"
             for acc in ins.dsts:
@@ -115,13 +125,13 @@ class Sanitizer:
             self.snap[ins.index] = (b, clocks, ep, t)
         return clocks, ep
 
-    def check_gm(self, ins: Instr, clocks: list, ep: int) -> None:
+    def check_gm(self, ins: Instr, clocks: list, ep: int, fresh: tuple = ()) -> None:
         """Check the GM accesses of `ins` as if it ran with vector clock `clocks` in phase `ep` (a block
         whose clocks are another's, see replay.py)."""
         b, t = ins.core // 3, thread_of(ins)
-        for acc in ins.srcs:
+        for k, acc in enumerate(ins.srcs):
             if isinstance(acc.obj, GMTensor):
-                self._access(ins, acc, False, b, t, clocks, ep, False)
+                self._access(ins, acc, False, b, t, clocks, ep, False, k in fresh)
         atomic = ins.attrs.get("atomic") == "add"
         for acc in ins.dsts:
             if isinstance(acc.obj, GMTensor):
@@ -132,7 +142,7 @@ class Sanitizer:
         self.epoch[ins.core // 3][thread_of(ins)] = n
 
     def _access(self, ins: Instr, acc: Access, write: bool, b: int, t: int, clocks: list, ep: int,
-                atomic: bool) -> None:
+                atomic: bool, fresh: bool = False) -> None:
         """Check one access against the object's history (clocks: this thread's vector clock, ep: its
         sync_all phase), then record it. Entries it covers and that happen before it are dropped in the
         same pass (a later access ordered after this write is ordered after them; a read of the same thread
@@ -149,7 +159,7 @@ class Sanitizer:
         r0, r1, c0, c1 = rect
         kept = None           # the entries that stay, once one is dropped
         for k, e in enumerate(hist):
-            (e0, e1, f0, f1), _, eb, et, eclock, eep, ewrite, eatomic, _ = e
+            (e0, e1, f0, f1), _, eb, et, eclock, eep, ewrite, eatomic, _, _ = e
             ordered = eb == b and eclock <= clocks[et]     # by the block's own happens-before
             if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (atomic and eatomic)
                     and eep == ep and not ordered):        # a sync_all between orders any two
@@ -167,7 +177,7 @@ class Sanitizer:
                 kept.append(e)
         if kept is not None:
             hist = self.history[key] = kept
-        hist.append((rect, batch, b, t, clocks[t], ep, write, atomic, ins))
+        hist.append((rect, batch, b, t, clocks[t], ep, write, atomic, ins, fresh))
 
     @staticmethod
     def _report(obj, acc: Access, e: tuple, ins: Instr, write: bool) -> str:
@@ -192,4 +202,8 @@ class Sanitizer:
                          "sync is inserted on the M<->FIX edge, so both sides need AccPhase/STPhase (seeds/001)")
         else:
             lines.append("  fix: " + _fix(first, second))
+            if kind == "WAR" and first.core != second.core and first.core // 3 == second.core // 3:
+                # two cores have no program order: the replay ran the read first; it may be meant to see the write
+                lines.append("  (two cores have no program order: if the read is meant to see this write, it is a "
+                             "RAW: set the flag after the write, on its pipe, and wait for it before the read)")
         return "\n".join(lines)
