@@ -259,7 +259,8 @@ class Initialised:
         if cells is not None and not cells.all():
             r0, r1, c0, c1 = acc.rect
             return UninitializedReadError(
-                f"{instr.loc}: {instr.name} on {instr.pipe.name} (PIPE_{instr.pipe.name}) reads "
+                f"{instr.loc}: {instr.name} on PIPE_{instr.pipe.name} of block {instr.core // 3} "
+                f"{('AIC', 'AIV0', 'AIV1')[instr.core % 3]} reads "
                 f"{acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
                 f"but part of it was never written ({int((~cells).sum())} of {cells.size} "
                 f"{_cell_name(acc.obj)} uninitialised)")
