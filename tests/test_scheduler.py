@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import pyto
+from pyto.testing import matmul_bound
 from kernels.examples.matmul_pingpong import matmul_pingpong
 from pyto.emulator.datapath import EFFECTS
 from pyto.ir import Op
@@ -72,10 +73,32 @@ def test_run_options_reach_library_calls():
 def test_run_options_outside_with_warns_and_changes_nothing():
     """Called as a statement it cannot apply (an error-message helper's case ran 30,000 instructions past a
     20,000 limit): it warns, and the defaults stay."""
-    from pyto.emulator.run import _OPTIONS
-    before = dict(_OPTIONS)
+    from pyto.emulator.run import _THREAD
+    before = dict(_THREAD.values)
     with pytest.warns(RuntimeWarning, match="outside a `with` block"):
         pyto.run_options(max_block_instructions=20000)
         import gc
         gc.collect()
-    assert _OPTIONS == before
+    assert _THREAD.values == before
+
+
+def test_runs_in_several_threads_at_once_do_not_mix():
+    """Each thread traces under its own tracer and run_options (a sweep with a thread pool got other threads'
+    instructions: spurious races, uninitialised reads and assertion errors)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def job(seed):
+        rng = np.random.default_rng(seed)
+        a = rng.standard_normal((256, 1024)).astype(np.float16)
+        b = rng.standard_normal((1024, 256)).astype(np.float16)
+        out = np.zeros((256, 256), np.float16)
+        with pyto.run_options(check=seed % 2 == 0):
+            spec = pyto.run(matmul_pingpong, pyto.spec(a.shape, "fp16"), pyto.spec(b.shape, "fp16"),
+                            pyto.spec(out.shape, "fp16"), mode="timing", blocks=2, TM=64, TN=64, TK=64)
+        pyto.run(matmul_pingpong, a, b, out, blocks=2, TM=64, TN=64, TK=64)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        return spec.cycles, bool(np.all(np.abs(out - ref) <= matmul_bound(a, b, np.float16)))
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(job, range(8)))
+    assert all(ok for _, ok in results) and len({c for c, _ in results}) == 1

@@ -14,6 +14,7 @@ import contextlib
 import warnings
 import dataclasses
 import gc
+import threading
 from dataclasses import dataclass
 from typing import Optional
 
@@ -101,7 +102,7 @@ def _check_params(kernel: Kernel, params: dict) -> None:
 def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int):
     """Trace the launch one block at a time: yield each block's programs (AIC, and the two AIVs when
     the kernel uses the vector side), with launch-wide instruction indices."""
-    launch = Launch(chip, blocks, tensors, _OPTIONS["max_block_instructions"])
+    launch = Launch(chip, blocks, tensors, _THREAD.values["max_block_instructions"])
     index = 0
     vector = None
     for b in range(blocks):
@@ -122,7 +123,14 @@ def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks
 
 
 MAX_BLOCK_INSTRUCTIONS = 4_000_000    # per traced processor: a block's trace is held until encoded (~1 KB each)
-_OPTIONS: dict = {"check": True, "max_block_instructions": MAX_BLOCK_INSTRUCTIONS}
+class _Options(threading.local):
+    """run_options' settings, per thread (a `with` block in one thread does not change another's runs)."""
+
+    def __init__(self):
+        self.values = {"check": True, "max_block_instructions": MAX_BLOCK_INSTRUCTIONS}
+
+
+_THREAD = _Options()
 
 
 class run_options:
@@ -149,13 +157,12 @@ class run_options:
 
     def __enter__(self) -> "run_options":
         self._entered = True
-        self._old = dict(_OPTIONS)
-        _OPTIONS.update(self._set)
+        self._old = dict(_THREAD.values)
+        _THREAD.values.update(self._set)
         return self
 
     def __exit__(self, *exc) -> None:
-        _OPTIONS.clear()
-        _OPTIONS.update(self._old)
+        _THREAD.values = self._old
 
     def __del__(self) -> None:
         if not getattr(self, "_entered", True):      # (not when __init__ refused its arguments)
@@ -188,7 +195,7 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
             if isinstance(a, Spec):
                 raise ShapeError(f"argument '{name}' is a pyto.spec: full mode needs real arrays (or mode='timing')")
     if check is None:
-        check = _OPTIONS["check"] or mode == "full"
+        check = _THREAD.values["check"] or mode == "full"
     if not check and mode == "full":
         raise KernelError("check=False is for mode='timing': full mode computes data in checked order")
     with _gc_paused():   # one pause: the collector is not switched back on while the launch's records live
@@ -256,14 +263,26 @@ class CompiledKernel:
 @contextlib.contextmanager
 def _gc_paused():
     """Tracing makes millions of small acyclic records; the cyclic collector, rescanning them at
-    every allocation threshold, would cost more than tracing itself. Reference counting frees them."""
-    was = gc.isenabled()
-    gc.disable()
+    every allocation threshold, would cost more than tracing itself. Reference counting frees them.
+    Counted across threads: the collector comes back when the last launch ends, if it was on before."""
+    global _GC_PAUSES, _GC_WAS
+    with _GC_LOCK:
+        if _GC_PAUSES == 0:
+            _GC_WAS = gc.isenabled()
+            gc.disable()
+        _GC_PAUSES += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _GC_LOCK:
+            _GC_PAUSES -= 1
+            if _GC_PAUSES == 0 and _GC_WAS:
+                gc.enable()
+
+
+_GC_LOCK = threading.Lock()
+_GC_PAUSES = 0
+_GC_WAS = True
 
 
 def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: bool, check: bool,

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import sys
+import threading
 from typing import Any, Callable, Optional
 
 from ..chip import BUFFER_ALIGN, Chip
@@ -22,7 +23,12 @@ _AIC = Role.AIC
 _CUBE_PIPE = Pipe.M
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARY_DIRS = (_PKG_DIR, os.path.dirname(os.__file__), "<")   # pyto, the standard library, <frozen ...>
-_CURRENT: Optional["Tracer"] = None
+class _Tracing(threading.local):
+    """The tracer active in this thread (pyto.run may be called from several threads at once)."""
+    tracer: Optional["Tracer"] = None
+
+
+_STATE = _Tracing()
 _LOC_CACHE: dict = {}       # (code, bytecode offset) -> Loc
 _LOC_BY_LINE: dict = {}     # (file, line) -> Loc: one Loc object per line (identity is equality)
 _IN_PYTO: dict = {}         # code object -> whether it is pyto's own
@@ -208,10 +214,11 @@ class Tracer:
 
 def current() -> Tracer:
     """The active tracer, or KernelError telling the user to trace through `pyto.run`."""
-    if _CURRENT is None:
+    tr = _STATE.tracer
+    if tr is None:
         raise KernelError("pyto.language ops can only be called inside a @pl.kernel function run by "
                           "pyto.run(kernel, ...); decorate the function with @pl.kernel and launch it")
-    return _CURRENT
+    return tr
 
 
 class Kernel:
@@ -224,15 +231,14 @@ class Kernel:
         self.name = fn.__name__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _CURRENT is None:
+        if _STATE.tracer is None:
             raise KernelError(f"kernel '{self.name}' cannot be called directly; launch it with "
                               f"pyto.run({self.name}, *arrays, **params)")
         return self.fn(*args, **kwargs)
 
     def trace(self, tracer: Tracer, args: list, params: dict) -> Program:
         """Run the kernel under `tracer` (one processor of one block): its Program (pyto.run calls this)."""
-        global _CURRENT
-        prev, _CURRENT = _CURRENT, tracer
+        prev, _STATE.tracer = _STATE.tracer, tracer
         try:
             self.fn(*args, **params)
         except PytoError:
@@ -245,7 +251,7 @@ class Kernel:
             raise KernelError(f"{_raising_line(e, self.fn)}: kernel '{self.name}' raised {type(e).__name__}: "
                               f"{e}") from e
         finally:
-            _CURRENT = prev
+            _STATE.tracer = prev
         return tracer.program
 
 
