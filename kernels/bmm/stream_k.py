@@ -75,8 +75,9 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
     RED_ROWS x RED_COLS: the UB chunk one AIV reduces (or zeroes / casts) at a time, RED_COLS a multiple of 16.
     PART_BUFS: UB slots for partial chunks (grid_K - 1 lets every partial of a chunk be in flight at once).
     L1_PIECES (>= 1): GM->L1 pieces per L1 step; a unit loads only its own rows, columns and K segment.
-    TAIL_PIECES: the unit's last L1 step in one piece per base_k (block.accumulate's tail_pieces): the
-    reduction waits for every segment's end, so the drain after the last load is on the critical path.
+    TAIL_PIECES: the unit's last tile's last L1 step in one piece per base_k (block.accumulate's tail_pieces):
+    the reduction waits for every segment's end, so the drain after the last load is on the critical path
+    (earlier tiles' drains overlap the next tile's loads).
     """
     M, K = (a.shape[-1], a.shape[-2]) if TRANSPOSE_A else (a.shape[-2], a.shape[-1])
     N, Kb = (b.shape[-2], b.shape[-1]) if TRANSPOSE_B else (b.shape[-1], b.shape[-2])
@@ -133,7 +134,7 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
                                        bias=bias if with_bias else None,
                                        bias_off=[*batch_offsets(f, out_b, bias_b), 0, n_abs] if with_bias else None,
                                        transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, l1_pieces=L1_PIECES,
-                                       tail_pieces=TAIL_PIECES)
+                                       tail_pieces=TAIL_PIECES and m0 + BASE_M >= rows_blk and n0 + BASE_N >= cols_blk)
                     if ATOMIC:
                         t_off = [f] if cast_out else batch_offsets(f, out_b, out_b)
                         store_tile(target, c_l0c, [*t_off, m_abs, n_abs], atomic="add")
@@ -218,7 +219,10 @@ def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
                   STAGES=t.l1_buffers, L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers, ATOMIC=t.reduce == "atomic",
                   RED_ROWS=rows, RED_COLS=cols, PART_BUFS=part_buffers(t.grid_k), TRANSPOSE_A=problem.transpose_a,
                   TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias),
-                  L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, problem.dtype, chip))
+                  L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, problem.dtype, chip),
+                  # base_k pieces cut K-contiguous rows (A's, or a transposed B's) to base_k elements: below the
+                  # burst minimum each row is charged the minimum (4x the bytes for 16 fp16 elements)
+                  TAIL_PIECES=t.base_k * problem.dtype.itemsize >= chip.burst_min_bytes)
     bias_dt = problem.dtype.acc if bias and params["ATOMIC"] else None
     return fit_l1_stages(params, t.single_m, t.single_n, t.single_core_k, problem.dtype, bias_dt, chip)
 
