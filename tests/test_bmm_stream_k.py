@@ -239,3 +239,13 @@ def test_tail_pieces_shorten_the_drain_and_change_no_bit():
     _, fast = _launch_tail(sa, sb, True)
     _, slow = _launch_tail(sa, sb, False)
     assert fast.cycles < slow.cycles - 200, (fast.cycles, slow.cycles)
+
+
+def test_bmm_takes_the_reduction_mode():
+    """bmm(..., reduce="atomic") runs StreamK's AtomicAdd variant, as `pyto bmm --reduce atomic` does."""
+    from kernels.bmm import bmm
+    a, b, _ = _inputs((2, 40, 300), (2, 300, 50), "fp32", seed=6)
+    c = bmm(a, b, branch="stream_k", reduce="atomic")
+    assert not check(c, a, b, None)
+    with pytest.raises(pyto.PlanError, match="reduce must be one of"):
+        bmm(a, b, reduce="tree")

@@ -50,11 +50,12 @@ def launcher(branch: str):
 
 
 def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional[str] = None,
-        transpose_a: bool = False, transpose_b: bool = False, report: bool = False):
+        transpose_a: bool = False, transpose_b: bool = False, report: bool = False, reduce: str = "workspace"):
     """C = A @ B (+ bias) with numpy.matmul semantics, run by the branch kernel the planner picks.
 
     branch forces a branch (PlanError when its structural preconditions fail; UnsupportedError when its
-    kernel is not built). Inputs given as pyto.spec run in timing mode and return (None, report).
+    kernel is not built). reduce: StreamK's reduction, "workspace" (deterministic, the default) or "atomic"
+    (AtomicAdd). Inputs given as pyto.spec run in timing mode and return (None, report).
     Returns C, or (C, Report) with report=True.
     """
     for flag, v in (("transpose_a", transpose_a), ("transpose_b", transpose_b), ("report", report)):
@@ -68,7 +69,7 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
         bias, _ = user_operand(bias, "bmm", "bias")
     a, b, squeeze = promote_vectors(a, b, transpose_a, transpose_b)
     p = plan(a.shape, b.shape, dtype=dt, chip=chip, bias=False if bias is None else tuple(bias.shape),
-             transpose_a=transpose_a, transpose_b=transpose_b, branch=branch)
+             transpose_a=transpose_a, transpose_b=transpose_b, branch=branch, reduce=reduce)
     ops = operands(p.problem, a, b, bias)
     mode = mode_of(ops)
     rep = launcher(p.branch)(p, ops, mode=mode)
