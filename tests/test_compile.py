@@ -107,3 +107,50 @@ def test_fp32_accumulation_bound_holds_per_call():
     compiled = pyto.compile(matmul_pingpong, a, b, out, **TILES)
     compiled(a, b, out)
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), matmul_bound(a, b, np.float32))
+
+
+def test_arguments_that_share_memory_with_an_output_are_refused():
+    """pyto stages each GM argument apart: an output that aliases an input (the same array, or a view of it)
+    would not behave as on the device, so it is a ShapeError naming both (a numerics helper's case); separate
+    arrays, or two reads of one array, are fine."""
+    a = np.ones((64, 64), np.float16)
+    with pytest.raises(pyto.ShapeError, match="'a' and 'out' share memory"):
+        pyto.run(matmul_pingpong, a, np.ones((64, 64), np.float16), a, TM=32, TN=32, TK=32)
+    buf = np.zeros((128, 64), np.float16)
+    with pytest.raises(pyto.ShapeError, match="share memory"):
+        pyto.run(matmul_pingpong, buf[:64], a, buf[32:96], TM=32, TN=32, TK=32)
+    out = np.zeros((64, 64), np.float16)
+    pyto.run(matmul_pingpong, a, a, out, TM=32, TN=32, TK=32)       # a read twice: no write to it
+    assert np.all(out == 64)
+
+
+def test_compiled_kernel_called_from_threads_gives_each_its_result():
+    """A CompiledKernel keeps one staged memory; calls from several threads take turns (they mixed: a numerics
+    helper saw 48 of 48 wrong)."""
+    from concurrent.futures import ThreadPoolExecutor
+    a = np.zeros((128, 512), np.float16)
+    b = np.zeros((512, 128), np.float16)
+    mm = pyto.compile(matmul_pingpong, a, b, np.zeros((128, 128), np.float16), blocks=2, TM=64, TN=64, TK=64)
+
+    def job(seed):
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal((128, 512)).astype(np.float16)
+        y = rng.standard_normal((512, 128)).astype(np.float16)
+        out = np.zeros((128, 128), np.float16)
+        mm(x, y, out)
+        return bool(np.all(np.abs(out - x.astype(np.float64) @ y.astype(np.float64)) <= matmul_bound(x, y, np.float16)))
+
+    with ThreadPoolExecutor(3) as pool:
+        assert all(pool.map(job, range(9)))
+
+
+def test_results_do_not_depend_on_the_callers_numpy_error_state():
+    """inf * 0 in a matmul is NaN on the device, with np.seterr(all='raise') too (it was a FloatingPointError
+    from inside pyto)."""
+    a = np.zeros((32, 32), np.float16)
+    a[0, 0] = np.inf
+    b = np.zeros((32, 32), np.float16)
+    out = np.zeros((32, 32), np.float16)
+    with np.errstate(all="raise"):
+        pyto.run(matmul_pingpong, a, b, out, TM=32, TN=32, TK=32)
+    assert np.isnan(out[0]).all() and not np.isnan(out[1:]).any()

@@ -97,6 +97,7 @@ class _Work:
         self.tail_mmad = 0.0                # cycles after the last MMAD until the end
         self.tail_fix = 0.0                 # cycles after the last store leaves Fixpipe
         self.serial = 0.0                   # cycles of a phase after a barrier (StreamK's reduction)
+        self.serial_gm = 0.0                # GM bytes that phase moves (in serial, not the channel terms)
         # rings of L1 slots: a slot is refilled only after the cube has read it, so each pass around a ring of
         # `stages` slots costs (transfer + latency + the cube's time on it + two sync edges) / stages per slot
         self.rings: list[tuple[float, float, float, float, int]] = []   # (slots, xfers, bytes, cube, stages)
@@ -203,7 +204,7 @@ class _Work:
     def finish(self) -> Estimate:
         p, chip, c = self.p, self.chip, self.cyc
         us = 1e6 / chip.clock_hz
-        gm_chan = (self.gm_read + self.gm_write - self.first_gm) / chip.gm_bytes_per_cycle
+        gm_chan = (self.gm_read + self.gm_write - self.first_gm - self.serial_gm) / chip.gm_bytes_per_cycle
         l2_chan = (self.l2_read - self.first_l2) / chip.l2_bytes_per_cycle
         mte2_pipe = c["MTE2"]
         t = dict.fromkeys(TERMS, 0.0)
@@ -229,7 +230,7 @@ class _Work:
             else:
                 tail = self.tail_load
             t["MTE2"] = load + tail
-            if self.gm_read >= self.gm_write:
+            if self.gm_read >= self.gm_write - self.serial_gm:
                 # the whole GM channel, its last stores included: after the last read, the last piece's latency
                 # and compute, then the stores' own latency (their channel time is in gm_chan)
                 t["MTE2"] = max(t["MTE2"], self.first_phase + gm_chan + self.tail_load - self.tail_store)
@@ -238,7 +239,7 @@ class _Work:
             t["MTE1"] = self.head + c["MTE1"] + self.tail_mmad if c["MTE1"] else 0.0
         fix = c["FIXPIPE"] if self.write_pipe == "FIXPIPE" else c["MTE3"]
         write = self.head + fix
-        if self.gm_read < self.gm_write and gm_chan > 0:
+        if self.gm_read < self.gm_write - self.serial_gm and gm_chan > 0:
             # more stores than reads: the whole GM channel, whose reads began with the first pieces of the head
             write = max(write, self.head - self.head_read + gm_chan)
         t[self.write_pipe] = write + self.tail_fix if fix or write > self.head else 0.0

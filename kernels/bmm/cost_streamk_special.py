@@ -81,6 +81,7 @@ def _stream(t: StreamKTiling, p: Problem, chip: Chip) -> _Work:
         w.gm_read += 0.0
         w.l2_read += part                                    # the partials were just written: L2 hits
         w.gm_write += out * p.out_isz
+        w.serial_gm += out * p.out_isz                       # the output leaves after sync_all, in serial
         ld = w.xfer(region(chip, rows, cols, sn, ACC_BYTES), "GM", "UB")
         stv = w.xfer(region(chip, rows, min(cols, N), N, p.out_isz), "UB", "GM")
         vec = (g - 1) * w.vec_cycles(rows * cols) + (w.vec_cycles(rows * cols) if cast else 0) + \
@@ -89,6 +90,9 @@ def _stream(t: StreamKTiling, p: Problem, chip: Chip) -> _Work:
         depth = part_buffers(t.grid_k)
         w.serial = (chip.flag_latency_cycles + per_aiv * per_chunk + w.lat("GM", "UB", l2=True) * (1 + per_aiv // max(1, depth))
                     + vec / max(1, per_aiv) + stv + w.lat("UB", "GM"))
+        # ... or the chip-wide channels: the output over GM, the partials over L2
+        chan = max(out * p.out_isz / chip.gm_bytes_per_cycle, part / chip.l2_bytes_per_cycle)
+        w.serial = max(w.serial, chip.flag_latency_cycles + w.lat("GM", "UB", l2=True) + chan + w.lat("UB", "GM"))
     return w
 
 

@@ -5,25 +5,34 @@ GM accesses of all programs are replayed in an approximate global order: sync_al
 programs advance in step (each program's k-th GM access of the phase before anyone's (k+1)-th), which
 stands for cores running concurrently. A read hits when the same region (tensor, batch, rectangle)
 is resident; writes allocate too (write-back), so data stored and read back hits, also when the read
-is a part of a written region (a reduction reading rows of the blocks Fixpipe wrote). Other partial
-overlaps count as misses: a simplification that only understates hits.
+is inside written regions (a reduction reading rows of the blocks Fixpipe wrote, across blocks too).
+Other partial overlaps count as misses: a simplification that only understates hits.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 
-WRITTEN_SCAN = 64     # written regions of one tensor and batch a read looks inside, most recent first
+WRITTEN_SCAN = 64     # written regions of one tensor and batch a read looks among, most recent first
 
 
-def _inside(written: OrderedDict, rect: tuple):
-    """The key of a recently written region containing `rect`, or None."""
+def _inside(written: OrderedDict, rect: tuple) -> list:
+    """The keys of recently written regions that together contain `rect` (disjoint pieces of it), or []."""
     r0, r1, c0, c1 = rect
-    for n, (w0, w1, v0, v1) in enumerate(reversed(written)):
+    need = (r1 - r0) * (c1 - c0)
+    pieces = []
+    for n, w in enumerate(reversed(written)):
+        if n >= WRITTEN_SCAN:
+            break
+        w0, w1, v0, v1 = w
         if w0 <= r0 and r1 <= w1 and v0 <= c0 and c1 <= v1:
-            return written[(w0, w1, v0, v1)]
-        if n + 1 >= WRITTEN_SCAN:
-            return None
-    return None
+            return [written[w]]
+        a0, a1, b0, b1 = max(r0, w0), min(r1, w1), max(c0, v0), min(c1, v1)
+        if a0 < a1 and b0 < b1 and all(a1 <= p0 or p1 <= a0 or b1 <= q0 or q1 <= b0 for p0, p1, q0, q1, _ in pieces):
+            pieces.append((a0, a1, b0, b1, written[w]))
+            need -= (a1 - a0) * (b1 - b0)
+            if need == 0:
+                return [key for *_, key in pieces]
+    return []
 
 
 def l2_hits(streams: list, capacity: int) -> dict:
@@ -43,10 +52,11 @@ def l2_hits(streams: list, capacity: int) -> dict:
                 hits[index] = nbytes
             continue
         if read and region is not None and written:
-            host = written.get(region[:2])
-            host = _inside(host, region[2]) if host else None
-            if host is not None:
-                lru.move_to_end(host)
+            hosts = written.get(region[:2])
+            hosts = _inside(hosts, region[2]) if hosts else ()
+            if hosts:
+                for host in hosts:
+                    lru.move_to_end(host)
                 hits[index] = nbytes
                 continue
         lru[key] = (nbytes, region)

@@ -220,12 +220,14 @@ def compile(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks:
 class CompiledKernel:
     """A checked launch configuration (pyto.compile): `.report` (timing mode's Report) and, when compiled with
     checks, `__call__(*arrays)`, the data pass on new inputs of the compiled shapes and dtypes. After the first
-    call it keeps the pass's arrays (a staged copy of each GM tensor, the tiles) for the next calls."""
+    call it keeps the pass's arrays (a staged copy of each GM tensor, the tiles) for the next calls, so calls
+    from several threads take turns (a lock)."""
 
     def __init__(self, kernel: Kernel, tensors: list, report: Report, instrs: Optional[list], order, written: set):
         self.kernel, self.tensors, self.report = kernel, tensors, report
         self._instrs, self._order, self._written = instrs, order, written
         self._data: Optional[DataPass] = None       # bound on the first call
+        self._lock = threading.Lock()
 
     def __call__(self, *arrays) -> Report:
         """Compute the kernel on `arrays` (numpy arrays of the compiled shapes and dtypes); outputs are written
@@ -234,7 +236,8 @@ class CompiledKernel:
             raise KernelError(f"kernel '{self.kernel.name}' was compiled with check=False (timing only); compile "
                               f"with checks to compute data")
         self._check_arrays(arrays)
-        with _gc_paused():
+        # the device's IEEE results (inf, NaN, subnormals) whatever the caller's np.seterr
+        with self._lock, _gc_paused(), np.errstate(all="ignore"):
             if self._data is None:     # bind once; the instructions are not needed after
                 self._data = DataPass(self._instrs, self._order, self.tensors, self._written)
                 self._instrs = self._order = None
@@ -254,10 +257,31 @@ class CompiledKernel:
             if id(t) in self._written and not a.flags.writeable:
                 raise ShapeError(f"argument '{t.name}' is read-only, but the kernel writes it (pyto writes "
                                  f"outputs in place)")
+            if isinstance(a, np.ma.MaskedArray):
+                raise ShapeError(f"argument '{t.name}' is a masked array: the kernel would read the data under its "
+                                 f"mask and leave the mask as it is; pass a plain array (a.filled(...))")
+        for i, (t, a) in enumerate(zip(self.tensors, arrays)):
+            for u, b in zip(self.tensors[i + 1:], arrays[i + 1:]):
+                if (id(t) in self._written or id(u) in self._written) and _overlap(a, b):
+                    raise ShapeError(
+                        f"arguments '{t.name}' and '{u.name}' share memory and the kernel writes "
+                        f"'{t.name if id(t) in self._written else u.name}': pyto stages each GM argument apart, so "
+                        f"reads of one would not see writes to the other as on the device; pass separate arrays "
+                        f"(e.g. a copy of the input)")
 
     def __repr__(self) -> str:
         args = ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in self.tensors)
         return f"<compiled {self.kernel.name}({args}) on {self.report.chip}, {self.report.blocks} block(s)>"
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays share an element (a strided pair too hard to decide counts as sharing)."""
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=100_000))
+    except Exception:       # numpy's TooHardError
+        return True
 
 
 @contextlib.contextmanager
