@@ -1226,3 +1226,20 @@ def test_gm_to_ub_has_no_transposing_path():
     x = np.zeros((16, 16), np.float16)
     with pytest.raises(pyto.UnsupportedError, match=r"test_vector\.py:\d+.*GM->UB is a plain MTE2 copy"):
         pyto.run(ub_transposed_load, x, x.copy())
+
+
+def test_a_float_scalar_is_rounded_once_to_the_tiles_dtype():
+    """An Ascend C scalar argument has the tensor's type: pl.duplicate(fp16, 65519.999) is 65504 (it was inf,
+    rounded through fp32 first), and pl.muls(fp16, 0.1) multiplies by half(0.1) (a numerics helper's cases);
+    a bf16 scalar is rounded once too (1 + 2^-8 + 2^-30 -> 1 + 2^-7, not 1.0)."""
+    x = np.full((R_V, C_V), 3.0, np.float16)
+    out = np.zeros_like(x)
+    pyto.run(_KERNELS["duplicate"], x, x, out, SCALAR=65519.999)
+    assert np.all(out == np.float16(65504))
+    pyto.run(_KERNELS["muls"], x, x, out, SCALAR=0.1)
+    want = (np.float32(3.0) * np.float32(np.float16(0.1))).astype(np.float16)
+    assert np.all(out == want)
+    xb = np.zeros((R_V, C_V), ml_dtypes.bfloat16)
+    ob = np.zeros_like(xb)
+    pyto.run(_KERNELS["duplicate"], xb, xb, ob, SCALAR=1 + 2 ** -8 + 2 ** -30)
+    assert np.all(ob.astype(np.float64) == 1 + 2 ** -7)

@@ -5,6 +5,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..dtypes import DType
 from ..errors import AlignmentError, KernelError, ShapeError, UnsupportedError
 from ..ir import Access, AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role, rect_overlaps
 from .tile import Tile
@@ -166,14 +167,30 @@ expand_add, expand_sub, expand_mul, expand_div = (_expand(k) for k in ("add", "s
 
 
 
+def _round_scalar(value: float, dtype: DType) -> float:
+    """`value` rounded once, to nearest even, to a float dtype (as the kernel's scalar argument of type T is):
+    through fp32 rounded to odd, which keeps the one rounding to bf16 exact (a plain float64 -> bf16 cast rounds
+    twice)."""
+    if dtype is DType.fp32 or dtype is DType.fp16:
+        return float(np.array(value, np.float64).astype(dtype.np))
+    with np.errstate(over="ignore"):
+        f = np.float32(value)
+    if np.isfinite(f) and float(f) != value:
+        if (float(f) > value) == (value > 0):     # truncate toward zero, then set the last bit: round to odd
+            f = np.nextafter(f, np.float32(0))
+        f = np.array(f.view(np.uint32) | np.uint32(1), np.uint32).view(np.float32)
+    return float(np.array(f, np.float32).astype(dtype.np))
+
+
 def _scalar_of(dst: Tile, value, what: str, loc: Loc):
-    """A scalar operand in dst's type: a float for fp16/bf16/fp32 tiles (the vector unit computes in fp32),
-    an int in the range of an int32 / int8 tile's dtype (the result wraps like the hardware's int adds; the
-    scalar itself must be a value of the dtype)."""
+    """A scalar operand in dst's type: for fp16/bf16/fp32 tiles the value rounded once to the tile's dtype (an
+    Ascend C scalar argument has the tensor's type T; the vector unit then computes in fp32), for an int32 /
+    int8 tile an int in the dtype's range (the result wraps like the hardware's int adds; the scalar itself
+    must be a value of the dtype)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise KernelError(f"{loc}: {what} takes a Python number, got {value!r}")
     if dst.dtype.is_float:
-        return float(value)
+        return _round_scalar(float(value), dst.dtype)
     info = np.iinfo(dst.dtype.np)
     if value != int(value) or not info.min <= value <= info.max:
         raise KernelError(f"{loc}: {what} on {dst.dtype} tile {dst!r} takes an integer in {dst.dtype} range "
