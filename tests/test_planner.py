@@ -515,3 +515,36 @@ def test_with_tiling_takes_choices_only_checks_values_and_keeps_the_plan_consist
         with pytest.raises(PlanError, match=text):
             asw.with_tiling(**bad)
     assert "the planner's derivation, before the caller set cores_used" in q.explain()
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: plan((100, 1000, 256), (100, 1000, 17), "int8", transpose_a=True).with_tiling(full_load="A"),
+     "only a side without batches"),
+    (lambda: plan((2, 1, 262144), (1, 262144, 100), "bf16", bias=True).with_tiling(m_cnt=2),
+     "leaves an output block empty"),
+    (lambda: plan((64, 16, 15), (64, 15, 48), "fp32", chip="atlas-a2").with_tiling(base_n=24),
+     "base_n must be a multiple of 16"),
+    (lambda: plan((512, 17, 15), (512, 17, 16), "fp16", chip="atlas-a3", transpose_a=True).with_tiling(b=8),
+     "b_l1 = 21 must be a multiple of b = 8"),
+])
+def test_with_tiling_refuses_what_the_kernels_cannot_run(call, match):
+    """An explain-audit helper's cases: each was accepted and its estimate beat the roofline or counted work
+    the kernel would not do."""
+    with pytest.raises(pyto.PlanError, match=match):
+        call()
+
+
+def test_special_with_tiling_recounts_its_tiles():
+    q = plan((256, 16, 1), (1, 1, 48), "fp16", bias=(48,)).with_tiling(rows=1)
+    assert (q.tiling.units, q.tiling.aiv_used, q.tiling.units_per_aiv) == (256 * 16, 64, 64)
+    assert q.estimate.t_total >= roofline_us(q.problem, pyto.load_chip("ascend950pr"))
+
+
+def test_a_stream_k_outside_condition_2_says_so():
+    """blocksPerBatch = 0 (B > C): the override's grid_K = 2 is named a departure, with units, cores and rounds."""
+    p = plan((1, 100, 12000), (31, 12000, 48), "fp32", chip="atlas-a3")
+    text = p.explain()
+    if p.branch == "stream_k":
+        assert "no power of two in 2..blocksPerBatch = floor(24/31) = 0 meets condition 2" in text
+        assert f"on {p.tiling.cores_used} cores in {p.tiling.rounds} rounds" in text
+    assert "(forced)" not in text

@@ -34,8 +34,9 @@ FIXED: dict = {
                         single_core_k="set grid_k", units="set grid_k / m_cnt / n_cnt",
                         rounds="set grid_k / m_cnt / n_cnt", workspace_bytes="set reduce",
                         reduce_chunk="follows from the block and UB"),
-    SpecialTiling: dict(mode=_PROBLEM, units="set rows / cols", units_per_aiv="set rows / cols"),
+    SpecialTiling: dict(mode=_PROBLEM, units="set rows / cols", units_per_aiv="set rows / cols / aiv_used"),
 }
+ALIGNED = ("base_m", "base_n")     # multiples of 16 (32 for int8): tilings.py's convention, the kernels' fractals
 ENUMS = dict(reduce=REDUCE_MODES, full_load=("", "A", "B"), resident=("AB", "A", "B", ""))
 # IterBatch's streamed slices: the planner budgets stream_buffers copies, the kernel runs max(2, stream_buffers)
 # (fewer if L1 is short), so a caller's value below 2 would change nothing
@@ -46,19 +47,21 @@ def retile(t: Tiling, p: Problem, chip: Chip, changes: dict) -> Tiling:
     """`t` with `changes` (choices only), checked and with what follows recomputed; PlanError naming the field."""
     if isinstance(t, ToMatmulTiling):
         mine = {k: v for k, v in changes.items() if k in _names(t)}
-        _check(t, mine, chip)
+        _check(t, mine, chip, p)
         inner = {k: v for k, v in changes.items() if k not in mine}
         return replace(t, **mine, matmul=retile(t.matmul, p, chip, inner)) if inner else replace(t, **mine)
-    _check(t, changes, chip)
+    _check(t, changes, chip, p)
     out = replace(t, **changes)
-    return out.rederived(p, chip, set(changes)) if hasattr(out, "rederived") else out
+    out = out.rederived(p, chip, set(changes)) if hasattr(out, "rederived") else out
+    _check_result(out, p, chip)
+    return out
 
 
 def _names(t: Tiling) -> set:
     return {f.name for f in fields(t)} - {"derivation"}
 
 
-def _check(t: Tiling, changes: dict, chip: Chip) -> None:
+def _check(t: Tiling, changes: dict, chip: Chip, p: Problem) -> None:
     kind = type(t).__name__
     names = _names(t)
     unknown = sorted(set(changes) - names)
@@ -78,9 +81,29 @@ def _check(t: Tiling, changes: dict, chip: Chip) -> None:
             low = LOWEST.get(k, 1)
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise PlanError(f"{kind}.{k} must be an int >= {low}, got {v!r}")
+    for k in ALIGNED:
+        if k in changes and changes[k] % p.mn_align:
+            raise PlanError(f"{kind}.{k} must be a multiple of {p.mn_align} ({p.dtype}'s fractal), got {changes[k]}")
+    side = changes.get("full_load")
+    if side and (p.batch_a if side == "A" else p.batch_b) != 1:
+        raise PlanError(f"{kind}.full_load = {side!r}: only a side without batches is loaded into L1 once "
+                        f"(seeds/000: 单边无 batch); {side} has {p.batch_a if side == 'A' else p.batch_b} batches")
     new = {f: changes.get(f, getattr(t, f, None)) for f in ("base_k", "k_l1", "cores_used")}
     if new["base_k"] and new["k_l1"] and new["k_l1"] % new["base_k"]:
         raise PlanError(f"{kind}: k_l1 = {new['k_l1']} must be a multiple of base_k = {new['base_k']} (one L1 slot "
                         f"feeds whole MMADs)")
     if new["cores_used"] and new["cores_used"] > chip.aic:
         raise PlanError(f"{kind}: cores_used = {new['cores_used']} exceeds the {chip.aic} AI cores of {chip.name}")
+
+
+def _check_result(t: Tiling, p: Problem, chip: Chip) -> None:
+    """What only the recomputed tiling shows: MergeBatch's b_L1 a multiple of b, no empty StreamK block,
+    Special's AIVs within the chip."""
+    kind = type(t).__name__
+    if isinstance(t, MergeBatchTiling) and t.b_l1 % t.b:
+        raise PlanError(f"{kind}: b_l1 = {t.b_l1} must be a multiple of b = {t.b} (seeds/000 step 3); set b_l1 too")
+    if isinstance(t, StreamKTiling) and ((t.m_cnt - 1) * t.single_m >= p.M or (t.n_cnt - 1) * t.single_n >= p.N):
+        raise PlanError(f"{kind}: m_cnt x n_cnt = {t.m_cnt} x {t.n_cnt} leaves an output block empty (blocks of "
+                        f"{t.single_m} x {t.single_n}, aligned, on M = {p.M}, N = {p.N}); use fewer")
+    if isinstance(t, SpecialTiling) and not 1 <= t.aiv_used <= chip.aiv:
+        raise PlanError(f"{kind}: aiv_used = {t.aiv_used} must be 1..{chip.aiv} (the AIVs of {chip.name})")

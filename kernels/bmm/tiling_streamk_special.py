@@ -34,7 +34,8 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
     while g <= bpb:
         g_max = g if grid_k_ok(p, chip, g, theta) else g_max
         g *= 2
-    if not g_max:
+    fallback = not g_max
+    if fallback:
         if not forced:
             raise PlanError(f"stream_k: no grid_K in 2..blocksPerBatch = {bpb} meets condition 2")
         g_max = 2
@@ -61,7 +62,7 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
     # factor preference, then square blocks
     best, best_key = None, None
     for mc, nc, gg in cands:
-        t = _stream_of(p, chip, mc, nc, gg, g_max, bpb, reduce, forced, theta)
+        t = _stream_of(p, chip, mc, nc, gg, g_max, bpb, reduce, fallback, theta)
         sm, sn = t.single_m, t.single_n
         key = (round(estimate(p, t, chip).t_total, 6), -t.units, bpb % (mc * nc) != 0, -mc * nc,
                abs(math.log(sm / sn)))
@@ -71,19 +72,25 @@ def stream_tiling(p: Problem, chip: Chip, reduce: str = "workspace", forced: boo
 
 
 def _stream_of(p: Problem, chip: Chip, mc: int, nc: int, g: int, g_max: int, bpb: int, reduce: str,
-               forced: bool, theta: bool = True) -> StreamKTiling:
+               fallback: bool, theta: bool = True) -> StreamKTiling:
     C = chip.aic
     n = stream_counts(p, chip, mc, nc, g, reduce)
     sm, sn, sck, units = n["single_m"], n["single_n"], n["single_core_k"], n["units"]
     bm, bn, bk, k_l1, nbuf = cube_tiles(sm, sn, sck, 1, p, chip, cores=1)
-    cap = (f"grid_K: largest power of two <= blocksPerBatch = floor({C}/{p.batch}) = {bpb} with K/grid_K >= "
-           f"{chip.streamk_min_k_per_core} and K >= grid_K^2*theta: {g_max}" + (" (forced)" if forced else "")
-           if theta else
-           f"grid_K beyond the seed: K >= grid_K^2*theta dropped, K/grid_K >= {chip.streamk_min_k_per_core} kept: "
-           f"powers of two up to {g_max} (<= blocksPerBatch = floor({C}/{p.batch}) = {bpb}) are candidates")
+    if fallback:    # seeds/000: then "该 case 不宜 StreamK"; a forced or overriding plan splits K in two anyway
+        cap = (f"grid_K: no power of two in 2..blocksPerBatch = floor({C}/{p.batch}) = {bpb} meets condition 2 "
+               f"(seeds/000: not a StreamK case); this plan (forced, or the override's) takes the smallest split, 2")
+    elif theta:
+        cap = (f"grid_K: largest power of two <= blocksPerBatch = floor({C}/{p.batch}) = {bpb} with K/grid_K >= "
+               f"{chip.streamk_min_k_per_core} and K >= grid_K^2*theta: {g_max}")
+    else:
+        cap = (f"grid_K beyond the seed: K >= grid_K^2*theta dropped, K/grid_K >= {chip.streamk_min_k_per_core} kept: "
+               f"powers of two up to {g_max} (<= blocksPerBatch = floor({C}/{p.batch}) = {bpb}) are candidates")
+    rounds = n["rounds"]
     notes = (cap,
              f"mCnt x nCnt = {mc} x {nc} (of the splits leaving grid_K >= 2 and no empty block, the fastest by "
-             f"T_total; B*grid_K*mCnt*nCnt = {units} cores) -> grid_K = {g}, singleCoreK = ceil(K/grid_K) "
+             f"T_total; B*grid_K*mCnt*nCnt = {units} units on {n['cores_used']} cores"
+             + (f" in {rounds} rounds" if rounds > 1 else "") + f") -> grid_K = {g}, singleCoreK = ceil(K/grid_K) "
              f"aligned = {sck}",
              f"per-core block {sm}x{sn}, base tiles {bm}x{bn}x{bk}, k_L1 = {k_l1}; reduce = {reduce}")
     return StreamKTiling(g, mc, nc, bpb, sm, sn, sck, bm, bn, bk, k_l1, nbuf, 2, 2, reduce, units, n["cores_used"],

@@ -14,7 +14,7 @@ from typing import Union
 from pyto.chip import Chip
 from pyto.errors import PlanError
 
-from .conditions import ACC_BYTES, FRACTAL, FRACTAL_BYTES, Problem, align_down, align_up
+from .conditions import ACC_BYTES, FRACTAL, FRACTAL_BYTES, Problem, align_down, align_up, cdiv
 
 
 def doc(text: str):
@@ -230,6 +230,14 @@ class SpecialTiling:
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
         return {"UB": self.ub_buffers * _special_ub(self.mode, self.rows, self.cols, p)}
+
+    def rederived(self, p: Problem, chip: Chip, given: set) -> "SpecialTiling":
+        """The tile count from rows / cols, and each AIV's share (aiv_used as given, else min(units, AIVs))."""
+        if self.mode == "empty":
+            return self
+        units = p.batch * cdiv(p.M, self.rows) * cdiv(p.N, self.cols)
+        used = self.aiv_used if "aiv_used" in given else min(units, chip.aiv)
+        return replace(self, units=units, aiv_used=used, units_per_aiv=cdiv(units, max(1, used)))
 
 
 Tiling = Union[AswTiling, MergeBatchTiling, IterBatchTiling, StreamKTiling, ToMatmulTiling, SpecialTiling]
