@@ -659,3 +659,28 @@ def test_a_consumer_that_runs_ahead_of_its_producer_is_a_raw():
     with pytest.raises(pyto.RaceError, match=r"RAW hazard.*GM tensor 'ws'[^\n]*\n  PIPE_FIX \(AIC of block 0\) "
                                              r"write: [^\n]*pl\.store\(ws, c\)\n  PIPE_MTE2 \(AIV0 of block 0\) read"):
         pyto.run(workspace_handoff_without_flag, a, a.copy(), np.zeros((64, 64), np.float32), chip="atlas-a2")
+
+
+@pl.kernel
+def grouped_rows(x, out, *, GROUPS: tuple):
+    """Each group of rows (sizes from a static tuple, multiples of 16) copied through UB by one block."""
+    t = pl.alloc(pl.UB, [16, 32], x.dtype)
+    start = sum(GROUPS[:pl.block_idx()])
+    with pl.section_vector():
+        if pl.subblock_idx() == 0:
+            for r in range(start, start + GROUPS[pl.block_idx()], 16):
+                pl.load(t, x, [r, 0])
+                pl.store(out, t, [r, 0])
+
+
+def test_a_tuple_of_scalars_is_a_static_parameter():
+    """Grouped kernels take their group sizes as a tuple (a fused-kernel helper had to build a closure); a list
+    or a tuple holding an array is still refused."""
+    x = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
+    out = np.zeros_like(x)
+    pyto.run(grouped_rows, x, out, blocks=2, GROUPS=(16, 48))
+    assert np.array_equal(out, x)
+    with pytest.raises(pyto.KernelError, match="or a tuple of them"):
+        pyto.run(grouped_rows, x, out, blocks=2, GROUPS=[16, 48])
+    with pytest.raises(pyto.KernelError, match="or a tuple of them"):
+        pyto.run(grouped_rows, x, out, blocks=2, GROUPS=(16, np.int64(48)))
