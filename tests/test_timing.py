@@ -318,3 +318,21 @@ def test_gm_channel_share_shows_a_bandwidth_bound_launch():
     rep = pyto.run(copy_in, a, a[:16].copy(), blocks=32)
     assert rep.gm_channel_share == pytest.approx(rep.gm_bytes / CHIP.gm_bytes_per_cycle / rep.cycles)
     assert rep.gm_channel_share > 0.9 and "GM channel  busy" in rep.summary()
+
+
+@pl.kernel
+def everyone_loads_one_tile(a, out):
+    t = pl.alloc(pl.L1, [64, 64], a.dtype)
+    pl.load(t, a)
+
+
+def test_reads_of_a_tile_whose_fill_is_in_flight_land_with_the_fill():
+    """32 blocks read one tile at cycle 0: one miss, 31 L2 hits that merge into its fill, so none lands before
+    the miss does (a report helper saw hits land 159 cycles before the data reached L2)."""
+    a = np.ones((64, 64), np.float16)
+    rep = pyto.run(everyone_loads_one_tile, a, a.copy(), blocks=32)
+    assert rep.l2_hit_bytes == 31 * 64 * 64 * 2
+    path = CHIP.path("GM", "L1")
+    miss_lands = CHIP.dma_setup_cycles + 64 * 64 * 2 / path.bytes_per_cycle + path.latency + CHIP.gm_latency_cycles
+    end = np.asarray(rep.events[9])
+    assert end.min() >= miss_lands - 1e-9

@@ -320,19 +320,21 @@ class Encoder:
                else np.zeros(0, _COLUMNS.get(k, np.int64)) for k, v in parts.items()}
         gmb, l2b, lat = cat["gmb"], cat["l2b"], cat["lat"]
         hits = l2_hits(self.streams, self.chip.l2_bytes)     # re-reads served by L2
+        fill = np.full(len(lat), -1, np.int64)                # a hit's filler: it completes no earlier
         if hits:
             idx = np.fromiter(hits.keys(), np.int64, len(hits))    # distinct: in-place fancy updates are exact
-            hit = np.fromiter(hits.values(), np.float64, len(hits))
+            hit = np.fromiter((h for h, _ in hits.values()), np.float64, len(hits))
             gmb[idx] -= hit
             l2b[idx] += hit
             lat[idx] += self.chip.l2_latency_cycles - self.chip.gm_latency_cycles
+            fill[idx] = np.fromiter((f for _, f in hits.values()), np.int64, len(hits))
         q_ptr = np.zeros(len(q_len) + 1, np.int64)
         np.cumsum(q_len, out=q_ptr[1:])
         arrays = dict(pipe_of=cat["pipe_of"], q_ptr=q_ptr, q_idx=cat["q_idx"],
                       dep_ptr=np.concatenate([np.zeros(1, np.int64), cat["dep_ptr"]]), dep_idx=cat["dep_idx"],
                       uf_rid=cat["uf_rid"], rg_ptr=np.concatenate([np.zeros(1, np.int64), cat["rg_ptr"]]),
                       rg_blk=cat["rg_blk"], uf_wait=cat["uf_wait"], uf_set=cat["uf_set"], kind=cat["kind"],
-                      fkey=cat["fkey"], occ=cat["occ"], lat=lat, gm_bytes=gmb, l2_bytes=l2b)
+                      fkey=cat["fkey"], occ=cat["occ"], lat=lat, gm_bytes=gmb, l2_bytes=l2b, fill=fill)
         return Encoded(arrays, self.n_ufblocks, self.n_fkeys, self.participants, self.slots, self.cores,
                        list(self.names), [str(x) for x in self.locs], cat["core_i"], cat["pipe_i"], cat["name_i"],
                        cat["loc_i"], waits, region_names, self.gm_read, self.gm_write, self.flops, self.cube_dtype)

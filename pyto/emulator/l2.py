@@ -36,12 +36,13 @@ def _inside(written: OrderedDict, rect: tuple) -> list:
 
 
 def l2_hits(streams: list, capacity: int) -> dict:
-    """Instruction index -> bytes of its GM read served by L2.
+    """Instruction index -> (bytes of its GM read served by L2, the index of the access that brought the data
+    into L2: the hit completes no earlier than it, as a request merged into a fill in flight does).
 
     `streams`: per program, its GM accesses in program order as (index, key, region, bytes, is_read, sync_all
     phase): key an int naming the region, region its (tensor uid, batch, rectangle) or None for several.
     """
-    lru: OrderedDict = OrderedDict()       # key -> (bytes, region)
+    lru: OrderedDict = OrderedDict()       # key -> (bytes, region, the index of the access that allocated it)
     written: dict = {}      # (tensor uid, batch) -> {rectangle: key} of the written regions resident
     used = 0
     hits: dict = {}
@@ -49,7 +50,7 @@ def l2_hits(streams: list, capacity: int) -> dict:
         if key in lru:
             lru.move_to_end(key)
             if read:
-                hits[index] = nbytes
+                hits[index] = (nbytes, lru[key][2])
             continue
         if read and region is not None and written:
             hosts = written.get(region[:2])
@@ -57,14 +58,14 @@ def l2_hits(streams: list, capacity: int) -> dict:
             if hosts:
                 for host in hosts:
                     lru.move_to_end(host)
-                hits[index] = nbytes
+                hits[index] = (nbytes, max(lru[h][2] for h in hosts))
                 continue
-        lru[key] = (nbytes, region)
+        lru[key] = (nbytes, region, index)
         used += nbytes
         if region is not None and not read:
             written.setdefault(region[:2], OrderedDict())[region[2]] = key
         while used > capacity and lru:
-            _, (b, old) = lru.popitem(last=False)
+            _, (b, old, _) = lru.popitem(last=False)
             used -= b
             if old is not None and old[:2] in written:
                 written[old[:2]].pop(old[2], None)

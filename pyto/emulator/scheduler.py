@@ -43,8 +43,8 @@ def schedule(enc: Encoded, chip: Chip) -> Schedule:
         a["pipe_of"], a["q_ptr"], a["q_idx"], a["dep_ptr"], a["dep_idx"], a["uf_rid"], a["rg_ptr"], a["rg_blk"],
         a["uf_wait"],
         a["uf_set"], enc.n_flags, a["kind"], a["fkey"], enc.n_fkeys, enc.participants, a["occ"], a["lat"],
-        a["gm_bytes"], a["l2_bytes"], chip.gm_bytes_per_cycle, chip.l2_bytes_per_cycle,
-        float(chip.flag_latency_cycles))
+        a["gm_bytes"], a["l2_bytes"], a["fill"], chip.gm_bytes_per_cycle, chip.l2_bytes_per_cycle,
+        float(chip.flag_latency_cycles), float(chip.gm_latency_cycles - chip.l2_latency_cycles))
     why = "" if status == 0 else _deadlock_report(enc, qpos, order, flags, now)
     left = "" if why else (_left_set(enc) or _unit_flag_left(enc, flags, end))
     busy_by = {key: float(busy[s]) for s, key in enumerate(enc.slots)}

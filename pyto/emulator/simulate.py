@@ -5,7 +5,9 @@ pipe is free and its waits hold: auto-sync dependencies (completion), unit_flag 
 expert flags, sync_all. It holds its pipe for `occ` cycles (longer if the shared GM/L2 channel is
 busy) and completes `lat` cycles after leaving it. At equal times completions come first, so a pipe
 issuing again sees the flags they set. unit_flag and flag updates happen when an instruction leaves
-its pipe. When nothing runs and nothing can start, the loop stops and the caller reports a deadlock.
+its pipe. An L2 hit (l2.py decides them before the schedule) lands no earlier than the access that brought
+its data into L2 (a request merged into a fill in flight), and with a miss's latency if that access has not
+begun yet. When nothing runs and nothing can start, the loop stops and the caller reports a deadlock.
 
 `simulate.py_func` is the same loop in plain Python: the reference (PYTO_NUMBA=0 selects it).
 """
@@ -70,8 +72,8 @@ def _wake(head, nxt, waiting, work, nw, t):
 
 @njit(cache=True)
 def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf_wait, uf_set, n_flags,
-             kind, fkey, n_fkeys, n_participants, occ, lat, gm_bytes, l2_bytes,
-             gm_per_cycle, l2_per_cycle, flag_lat):
+             kind, fkey, n_fkeys, n_participants, occ, lat, gm_bytes, l2_bytes, fill,
+             gm_per_cycle, l2_per_cycle, flag_lat, miss_extra):
     """Run every pipe to the end or to a deadlock.
 
     kind: 0 plain, 1 set_flag, 2 wait_flag, 3 sync_all. A phased instruction's unit_flag blocks are
@@ -90,6 +92,7 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
     busy = np.zeros(n_pipes, np.bool_)
     busy_cycles = np.zeros(n_pipes, np.float64)
     done = np.zeros(n, np.bool_)
+    started = np.zeros(n, np.bool_)
     begin = np.zeros(n, np.float64)
     end = np.zeros(n, np.float64)
     order = np.empty(n, np.int64)
@@ -228,6 +231,13 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                         free = l2_free
                 begin[ii] = start
                 end[ii] = free + lat[ii]
+                started[ii] = True
+                f = fill[ii]
+                if f >= 0:      # an L2 hit: on data whose fill is in flight it lands with the fill; before the
+                    land = end[f] if started[f] else end[ii] + miss_extra    # fill has begun, it misses itself
+                    if land > end[ii]:
+                        end[ii] = land
+                        lat[ii] = land - free     # (the landing the trace shows)
                 busy_cycles[pp] += free - start
                 seq += 1
                 nh = _push(ht, hp, hs, hi, nh, free, 1, seq, ii)
