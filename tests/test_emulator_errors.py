@@ -9,6 +9,8 @@ import pyto
 import pyto.language as pl
 from pyto.testing import assert_close, assert_race, matmul_bound
 
+from dsl_helpers import matmul_from_gm, matmul_tiles
+
 
 def _mm_inputs(M=32, N=32, K=32):
     return (np.ones((M, K), np.float16), np.ones((K, N), np.float16), np.zeros((M, N), np.float32))
@@ -634,17 +636,11 @@ def workspace_handoff_without_flag(a, b, out):
     M, K = a.shape
     N = b.shape[1]
     ws = pl.workspace([M, N], pl.fp32)
-    a1, b1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
-    a0, b0 = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16)
-    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    tiles = matmul_tiles(M, K, N, pl.fp16)
     u = pl.alloc(pl.UB, [M // 2, N], pl.fp32)
     with pl.section_cube():
-        pl.load(a1, a)
-        pl.load(b1, b)
-        pl.load(a0, a1)
-        pl.load(b0, b1)
-        pl.matmul(c, a0, b0)
-        pl.store(ws, c)
+        matmul_from_gm(tiles, a, [0, 0], b, [0, 0])
+        pl.store(ws, tiles[-1])
     with pl.section_vector():
         r = pl.subblock_idx() * (M // 2)
         pl.load(u, ws, [r, 0])
@@ -657,7 +653,7 @@ def test_a_consumer_that_runs_ahead_of_its_producer_is_a_raw():
     whose fix ordered the read before the write)."""
     a = np.ones((64, 64), np.float16)
     with pytest.raises(pyto.RaceError, match=r"RAW hazard.*GM tensor 'ws'[^\n]*\n  PIPE_FIX \(AIC of block 0\) "
-                                             r"write: [^\n]*pl\.store\(ws, c\)\n  PIPE_MTE2 \(AIV0 of block 0\) read"):
+                                             r"write: [^\n]*pl\.store\(ws, tiles\[-1\]\)\n  PIPE_MTE2 \(AIV0 of block 0\) read"):
         pyto.run(workspace_handoff_without_flag, a, a.copy(), np.zeros((64, 64), np.float32), chip="atlas-a2")
 
 
