@@ -91,8 +91,8 @@ class Chip:
         if not isinstance(self.aic, int) or self.aic < 1:
             raise ChipError(f"chip {self.name}: aic must be a positive int, got {self.aic!r}")
         if self.aiv_per_aic != AIV_PER_AIC:
-            raise ChipError(f"chip {self.name}: aiv_per_aic must be {AIV_PER_AIC} (the emulator runs two AIVs per AI core, "
-                            f"pl.subblock_idx() 0 and 1), got {self.aiv_per_aic!r}")
+            raise ChipError(f"chip table {self.source}: key 'cores.aiv_per_aic' must be {AIV_PER_AIC} (the emulator "
+                            f"runs two AIVs per AI core, pl.subblock_idx() 0 and 1), got {self.aiv_per_aic!r}")
         for key in ("clock_ghz", "gm_bandwidth_gbs", "l2_bandwidth_gbs", "vector_bytes_per_cycle"):
             v = getattr(self, key)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
@@ -177,6 +177,9 @@ _SCALARS: dict[str, tuple[str, type]] = {
     "streamk_theta": ("planner", float), "streamk_workspace_per_core": ("planner", int),
     "streamk_workspace_extra": ("planner", int),
 }
+# keys added after tables were written: absent, they take another key's value (l2_write_latency_cycles: a table
+# from before writes landed in L2 had one L2 latency)
+_OPTIONAL = {"l2_write_latency_cycles": "l2_latency_cycles"}
 _REQUIRED_PATHS = ("GM->L1", "L1->L0A", "L1->L0B", "L0C->GM", "L0C->L1", "GM->UB", "UB->GM")
 
 
@@ -222,10 +225,10 @@ class _Reader:
 
 def _parse(doc: dict, file: str) -> Chip:
     r = _Reader(doc, file)
-    kw = {k: r.get(sec, k, t) for k, (sec, t) in _SCALARS.items()}
-    if kw["aiv_per_aic"] != AIV_PER_AIC:
-        raise ChipError(f"chip table {file}: key 'cores.aiv_per_aic' must be {AIV_PER_AIC} (the emulator runs two AIVs "
-                        f"per AI core, pl.subblock_idx() 0 and 1), got {kw['aiv_per_aic']}")
+    kw = {k: r.get(sec, k, t) for k, (sec, t) in _SCALARS.items() if k not in _OPTIONAL}
+    for k, fallback in _OPTIONAL.items():
+        sec, t = _SCALARS[k]
+        kw[k] = r.get(sec, k, t) if k in (r.doc.get(sec) or {}) else kw[fallback]
     if kw["min_core_ratio"] > 1:
         raise ChipError(f"chip table {file}: key 'planner.min_core_ratio' is a share of the cores (<= 1), got "
                         f"{kw['min_core_ratio']}")
@@ -284,6 +287,8 @@ def load_chip(name: "str | Path | Chip" = "ascend950pr") -> Chip:
         key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
         if key in _CACHE:
             return _CACHE[key]
+        for old in [k for k in _CACHE if k[0] == key[0]]:      # an edited table's earlier versions
+            del _CACHE[old]
         with open(path, "rb") as fh:
             doc = tomllib.load(fh)
     except OSError as e:

@@ -77,10 +77,12 @@ def matmul_bound(a: np.ndarray, b: np.ndarray, out_dtype, bias: Optional[np.ndar
         return np.zeros_like(ref)
     u = UNIT_ROUNDOFF[dt]
     acc = k * 2.0 ** -24 * absprod
-    # half the output dtype's smallest subnormal: rounding near zero is absolute, not relative
-    dt = as_dtype(out_dtype)
-    sub = float(ml_dtypes.finfo(dt.np).smallest_subnormal) / 2 if dt.is_float else 0.0
-    return u * np.abs(ref) + (1 + u) * acc + max(sub, float(np.finfo(np.float32).tiny))
+    return u * np.abs(ref) + (1 + u) * acc + max(_half_subnormal(dt), float(np.finfo(np.float32).tiny))
+
+
+def _half_subnormal(dt: DType) -> float:
+    """Half the smallest subnormal of a float dtype: rounding near zero is absolute, not relative."""
+    return float(ml_dtypes.finfo(dt.np).smallest_subnormal) / 2
 
 
 def assert_close(actual: np.ndarray, expected: np.ndarray, bound: np.ndarray, what: str = "result") -> None:
@@ -124,6 +126,9 @@ def assert_matches(kernel, reference_fn: Callable, *arrays, outputs: Sequence[in
     """
     if bound is not None and (rtol is not None or atol is not None):
         raise PytoError("assert_matches takes bound= or rtol/atol, not both")
+    if isinstance(kernel, CompiledKernel) and kwargs:
+        raise PytoError(f"assert_matches: a compiled kernel's launch options are fixed by pyto.compile; got "
+                        f"{', '.join(sorted(kwargs))}")
     outs = [i % len(arrays) for i in outputs]
     inputs = [np.asarray(a, np.float64) for i, a in enumerate(arrays) if i not in outs]
     rep = kernel(*arrays) if isinstance(kernel, CompiledKernel) else run(kernel, *arrays, **kwargs)
@@ -144,7 +149,9 @@ def assert_matches(kernel, reference_fn: Callable, *arrays, outputs: Sequence[in
         else:
             dt = as_dtype(out.dtype)
             r = 2 * UNIT_ROUNDOFF[dt] if rtol is None else rtol
-            floor = 4 * 2.0 ** -24 * float(np.max(np.abs(ref), initial=0.0)) if dt.is_float else 0.0
+            floor = 0.0
+            if dt.is_float:     # fp32 headroom near 0, and half the output's subnormal spacing (rounding there)
+                floor = 4 * 2.0 ** -24 * float(np.max(np.abs(ref), initial=0.0)) + _half_subnormal(dt)
             lim = (floor if atol is None else atol) + r * np.abs(ref)
         assert_close(out, ref, lim, f"output {i} of {name}")
     return rep

@@ -60,6 +60,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import operator
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -388,8 +389,18 @@ class CubeTileShapes:
         return terms
 
 
-# ---- the current default (module-level, as pypto) -----------------------------------------------
+# ---- the current default (module-level, as pypto; a `with cube_tile_shapes(...)` block is its thread's) ----
 _current: CubeTileShapes | None = None
+
+
+class _Scoped(threading.local):
+    """The tile shapes of the `with cube_tile_shapes(...)` blocks open in this thread (innermost last)."""
+
+    def __init__(self):
+        self.stack: list = []
+
+
+_SCOPED = _Scoped()
 
 
 def set_cube_tile_shapes(m: Sequence[int], k: Sequence[int], n: Sequence[int], enable_split_k: bool = False,
@@ -405,18 +416,23 @@ def set_cube_tile_shapes(m: Sequence[int], k: Sequence[int], n: Sequence[int], e
     the broken rule; on error the current default is left unchanged.
     """
     global _current
-    ts = CubeTileShapes.from_pairs(m, k, n, enable_split_k, dtype=dtype, chip=chip, bias=bias,
-                                   transpose_a=transpose_a, transpose_b=transpose_b, a_format=a_format,
-                                   b_format=b_format, out_format=out_format, scale=scale, out_dtype=out_dtype,
-                                   ndim=ndim)
-    ts.check()
+    ts = _checked(m, k, n, enable_split_k, dtype=dtype, chip=chip, bias=bias, transpose_a=transpose_a,
+                  transpose_b=transpose_b, a_format=a_format, b_format=b_format, out_format=out_format, scale=scale,
+                  out_dtype=out_dtype, ndim=ndim)
     _current = ts
     return ts
 
 
+def _checked(m, k, n, enable_split_k: bool, **kwargs: Any) -> CubeTileShapes:
+    ts = CubeTileShapes.from_pairs(m, k, n, enable_split_k, **kwargs)
+    ts.check()
+    return ts
+
+
 def get_cube_tile_shapes() -> CubeTileShapes | None:
-    """The current default tile shapes (the last successful ``set_cube_tile_shapes``), or None."""
-    return _current
+    """The current default tile shapes: the innermost ``with cube_tile_shapes(...)`` of this thread, else the
+    last successful ``set_cube_tile_shapes`` (process-wide), or None."""
+    return _SCOPED.stack[-1] if _SCOPED.stack else _current
 
 
 def reset_cube_tile_shapes() -> None:
@@ -428,14 +444,13 @@ def reset_cube_tile_shapes() -> None:
 @contextlib.contextmanager
 def cube_tile_shapes(m: Sequence[int], k: Sequence[int], n: Sequence[int], enable_split_k: bool = False,
                      **kwargs: Any) -> Iterator[CubeTileShapes]:
-    """``with cube_tile_shapes([..], [..], [..]) as ts:`` sets the default inside, restores it after."""
-    global _current
-    previous = _current
-    ts = set_cube_tile_shapes(m, k, n, enable_split_k, **kwargs)
+    """``with cube_tile_shapes([..], [..], [..]) as ts:`` the default inside the block, in this thread only."""
+    ts = _checked(m, k, n, enable_split_k, **kwargs)
+    _SCOPED.stack.append(ts)
     try:
         yield ts
     finally:
-        _current = previous
+        _SCOPED.stack.pop()
 
 
 __all__ = ["CubeTileShapes", "set_cube_tile_shapes", "get_cube_tile_shapes", "reset_cube_tile_shapes",

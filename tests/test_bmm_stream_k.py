@@ -245,7 +245,10 @@ def test_bmm_takes_the_reduction_mode():
     """bmm(..., reduce="atomic") runs StreamK's AtomicAdd variant, as `pyto bmm --reduce atomic` does."""
     from kernels.bmm import bmm
     a, b, _ = _inputs((2, 40, 300), (2, 300, 50), "fp32", seed=6)
-    c = bmm(a, b, branch="stream_k", reduce="atomic")
+    c, atomic = bmm(a, b, branch="stream_k", reduce="atomic", report=True)
     assert not check(c, a, b, None)
+    _, workspace = bmm(a, b, branch="stream_k", report=True)
+    # fp32 out: the atomic variant adds straight into C after zeroing it (no workspace reduction pass)
+    assert atomic.instructions != workspace.instructions and atomic.gm_write_bytes != workspace.gm_write_bytes
     with pytest.raises(pyto.PlanError, match="reduce must be one of"):
         bmm(a, b, reduce="tree")

@@ -128,3 +128,13 @@ def test_replace_cannot_build_a_chip_the_emulator_divides_by_zero_with():
     import dataclasses
     with pytest.raises(pyto.ChipError, match="aic"):
         dataclasses.replace(pyto.load_chip("ascend950pr"), aic=0)
+
+
+def test_a_table_from_before_the_write_latency_key_still_loads(tmp_path):
+    """l2_write_latency_cycles came later: a table without it takes its L2 latency (one L2 latency then)."""
+    src = pyto.load_chip("ascend950pr").source
+    text = "\n".join(ln for ln in open(src).read().splitlines() if not ln.startswith("l2_write_latency_cycles"))
+    p = tmp_path / "older.toml"
+    p.write_text(text)
+    c = pyto.load_chip(p)
+    assert c.l2_write_latency_cycles == c.l2_latency_cycles

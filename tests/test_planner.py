@@ -548,3 +548,19 @@ def test_a_stream_k_outside_condition_2_says_so():
         assert "no power of two in 2..blocksPerBatch = floor(24/31) = 0 meets condition 2" in text
         assert f"on {p.tiling.cores_used} cores in {p.tiling.rounds} rounds" in text
     assert "(forced)" not in text
+
+
+def test_with_tiling_full_load_follows_the_fold():
+    """fold_m views A [B, M, K] as one [B*M, K] matrix: its full load is legal (a review found the batch check
+    refusing it by the outer problem's batches)."""
+    q = plan((8, 64, 256), (1, 256, 128), "fp16", branch="to_matmul")
+    assert q.tiling.fold == "fold_m" and q.with_tiling(full_load="A").tiling.matmul.full_load == "A"
+
+
+def test_planning_from_threads_shares_the_memo_safely():
+    from concurrent.futures import ThreadPoolExecutor
+    import kernels.bmm.planner as planner
+    shapes = [((b, 64, 256), (b, 256, 64)) for b in range(1, 41)]
+    with ThreadPoolExecutor(4) as pool:
+        branches = list(pool.map(lambda ab: plan(*ab, "bf16").branch, shapes))
+    assert branches == [plan(*ab, "bf16").branch for ab in shapes] and len(planner._BUILT) <= planner._BUILT_MAX

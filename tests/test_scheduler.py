@@ -102,3 +102,30 @@ def test_runs_in_several_threads_at_once_do_not_mix():
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(job, range(8)))
     assert all(ok for _, ok in results) and len({c for c, _ in results}) == 1
+
+
+def test_run_options_can_be_entered_again():
+    """One run_options object used twice, nested: each exit restores what its enter replaced (a review found
+    the outer settings leaked)."""
+    from pyto.emulator.run import _THREAD
+    before = dict(_THREAD.values)
+    opts = pyto.run_options(check=False)
+    with opts:
+        with opts:
+            assert _THREAD.values["check"] is False
+        assert _THREAD.values["check"] is False
+    assert _THREAD.values == before
+
+
+def test_cube_tile_shapes_blocks_are_per_thread():
+    """A `with cube_tile_shapes(...)` block sets this thread's default only; other threads see the process-wide
+    one (set_cube_tile_shapes), and this thread sees it again after the block."""
+    import threading
+    seen = []
+    outside = pyto.get_cube_tile_shapes()
+    with pyto.tiling.cube_tile_shapes([16, 16], [16, 16], [16, 16]) as ts:
+        t = threading.Thread(target=lambda: seen.append(pyto.get_cube_tile_shapes()))
+        t.start()
+        t.join()
+        assert pyto.get_cube_tile_shapes() is ts
+    assert seen == [outside] and pyto.get_cube_tile_shapes() is outside and ts is not outside

@@ -26,7 +26,7 @@ import numpy as np
 import pyto
 from pyto.chip import Chip
 from pyto.dtypes import DType, as_dtype
-from pyto.errors import ShapeError, UnsupportedError
+from pyto.errors import KernelError, ShapeError, UnsupportedError
 from pyto.testing import assert_close, matmul_bound
 
 from .common import mode_of, operands, user_operand
@@ -60,7 +60,7 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
     """
     for flag, v in (("transpose_a", transpose_a), ("transpose_b", transpose_b), ("report", report)):
         if not isinstance(v, (bool, np.bool_)):
-            raise ShapeError(f"bmm: {flag} must be True or False, got {v!r}")
+            raise KernelError(f"bmm: {flag} must be True or False, got {v!r}")
     a, dt = user_operand(a, "bmm", "a")
     b, dtb = user_operand(b, "bmm", "b")
     if dtb is not dt:
@@ -113,6 +113,9 @@ def run_plan(p: Plan, a, b, bias=None):
         if not hasattr(x, "shape") or not hasattr(x, "dtype"):
             raise ShapeError(f"run_plan: {name} must be a numpy array or a pyto.spec, got {type(x).__name__}")
     dt = a.dtype if isinstance(a, pyto.Spec) else as_dtype(a.dtype)
+    dtb = b.dtype if isinstance(b, pyto.Spec) else as_dtype(b.dtype)
+    if dtb is not dt:
+        raise ShapeError(f"run_plan: a and b must have one dtype, got {dt} and {dtb}")
     given = parse_problem(a.shape, b.shape, dt, False if bias is None else tuple(bias.shape), pr.transpose_a,
                           pr.transpose_b)
     if (given.batch_shape, given.M, given.N, given.K, given.dtype, given.bias) != \

@@ -98,6 +98,7 @@ class _Work:
         self.tail_fix = 0.0                 # cycles after the last store leaves Fixpipe
         self.serial = 0.0                   # cycles of a phase after a barrier (StreamK's reduction)
         self.serial_gm = 0.0                # GM bytes that phase moves (in serial, not the channel terms)
+        self.serial_l2 = 0.0                # L2 bytes that phase reads (likewise)
         # rings of L1 slots: a slot is refilled only after the cube has read it, so each pass around a ring of
         # `stages` slots costs (transfer + latency + the cube's time on it + two sync edges) / stages per slot
         self.rings: list[tuple[float, float, float, float, int]] = []   # (slots, xfers, bytes, cube, stages)
@@ -205,7 +206,7 @@ class _Work:
         p, chip, c = self.p, self.chip, self.cyc
         us = 1e6 / chip.clock_hz
         gm_chan = (self.gm_read + self.gm_write - self.first_gm - self.serial_gm) / chip.gm_bytes_per_cycle
-        l2_chan = (self.l2_read - self.first_l2) / chip.l2_bytes_per_cycle
+        l2_chan = (self.l2_read - self.first_l2 - self.serial_l2) / chip.l2_bytes_per_cycle
         mte2_pipe = c["MTE2"]
         t = dict.fromkeys(TERMS, 0.0)
         if c["MMAD"] > 0 or mte2_pipe > 0:

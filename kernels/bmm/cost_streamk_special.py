@@ -69,6 +69,7 @@ def _stream(t: StreamKTiling, p: Problem, chip: Chip) -> _Work:
         if cast:
             w.gm_read += out * ACC_BYTES
             w.gm_write += out * p.out_isz
+            w.serial_gm += out * (ACC_BYTES + p.out_isz)     # the cast pass after the second sync_all
             ld = w.xfer(region(chip, rows, cols, N, ACC_BYTES), "GM", "UB")
             stv = w.xfer(region(chip, rows, cols, N, p.out_isz), "UB", "GM")
             serial += per_aiv * max(ld, stv, w.vec_cycles(rows * cols)) + w.lat("GM", "UB", l2=True) \
@@ -81,7 +82,8 @@ def _stream(t: StreamKTiling, p: Problem, chip: Chip) -> _Work:
         w.gm_read += 0.0
         w.l2_read += part                                    # the partials were just written: L2 hits
         w.gm_write += out * p.out_isz
-        w.serial_gm += out * p.out_isz                       # the output leaves after sync_all, in serial
+        w.serial_l2 += part                                  # both after sync_all: in serial, below
+        w.serial_gm += out * p.out_isz
         ld = w.xfer(region(chip, rows, cols, sn, ACC_BYTES), "GM", "UB")
         stv = w.xfer(region(chip, rows, min(cols, N), N, p.out_isz), "UB", "GM")
         vec = (g - 1) * w.vec_cycles(rows * cols) + (w.vec_cycles(rows * cols) if cast else 0) + \

@@ -56,6 +56,7 @@ only StreamK's grid_K: none slower when emulated, geomean 1.51x (grid_K alone 1.
 from __future__ import annotations
 
 import numbers
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Sequence
@@ -151,6 +152,7 @@ def _structural(branch: str, p: Problem, chip: Chip) -> None:
 
 _BUILT: OrderedDict = OrderedDict()    # (branch, problem, chip, forced, reduce, theta) -> (tiling or PlanError, chip)
 _BUILT_MAX = 4096
+_BUILT_LOCK = threading.Lock()
 
 
 def _build(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: str = "workspace",
@@ -161,17 +163,19 @@ def _build(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: str = "
     sweep (every branch forced on every shape, each forced plan re-deciding and estimating the others) asks for
     the same ones many times. Chips are keyed by identity (load_chip returns one object per name)."""
     key = (branch, p, id(chip), forced, reduce, theta)
-    hit = _BUILT.get(key)
+    with _BUILT_LOCK:          # planning from several threads: one thread's eviction between another's steps
+        hit = _BUILT.get(key)
+        if hit is not None:
+            _BUILT.move_to_end(key)
     if hit is None:
         try:
             hit = (_build_tiling(branch, p, chip, forced=forced, reduce=reduce, theta=theta), chip)
         except PlanError as e:
             hit = (e, chip)
-        _BUILT[key] = hit
-        if len(_BUILT) > _BUILT_MAX:
-            _BUILT.popitem(last=False)
-    else:
-        _BUILT.move_to_end(key)
+        with _BUILT_LOCK:
+            _BUILT[key] = hit
+            if len(_BUILT) > _BUILT_MAX:
+                _BUILT.popitem(last=False)
     if isinstance(hit[0], PlanError):
         raise PlanError(str(hit[0]))
     return hit[0]

@@ -9,6 +9,7 @@ bad one is a PlanError naming the field rather than an error deep inside the ker
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from typing import Optional
 
 from pyto.chip import Chip
 from pyto.errors import PlanError
@@ -43,14 +44,17 @@ ENUMS = dict(reduce=REDUCE_MODES, full_load=("", "A", "B"), resident=("AB", "A",
 LOWEST = {"stream_buffers": 2}
 
 
-def retile(t: Tiling, p: Problem, chip: Chip, changes: dict) -> Tiling:
-    """`t` with `changes` (choices only), checked and with what follows recomputed; PlanError naming the field."""
+def retile(t: Tiling, p: Problem, chip: Chip, changes: dict, batches: Optional[dict] = None) -> Tiling:
+    """`t` with `changes` (choices only), checked and with what follows recomputed; PlanError naming the field.
+    `batches`: each side's batch count as the kernel sees it (ToMatmul's folds view a batched A as one matrix)."""
     if isinstance(t, ToMatmulTiling):
         mine = {k: v for k, v in changes.items() if k in _names(t)}
         _check(t, mine, chip, p)
         inner = {k: v for k, v in changes.items() if k not in mine}
-        return replace(t, **mine, matmul=retile(t.matmul, p, chip, inner)) if inner else replace(t, **mine)
-    _check(t, changes, chip, p)
+        one = t.fold in ("plain", "fold_m")         # fold_m: A [B, M, K] is one [B*M, K] matrix, B has no batch
+        seen = {"A": 1, "B": 1 if one else t.mm_batch}
+        return replace(t, **mine, matmul=retile(t.matmul, p, chip, inner, seen)) if inner else replace(t, **mine)
+    _check(t, changes, chip, p, batches)
     out = replace(t, **changes)
     out = out.rederived(p, chip, set(changes)) if hasattr(out, "rederived") else out
     _check_result(out, p, chip)
@@ -61,7 +65,7 @@ def _names(t: Tiling) -> set:
     return {f.name for f in fields(t)} - {"derivation"}
 
 
-def _check(t: Tiling, changes: dict, chip: Chip, p: Problem) -> None:
+def _check(t: Tiling, changes: dict, chip: Chip, p: Problem, batches: Optional[dict] = None) -> None:
     kind = type(t).__name__
     names = _names(t)
     unknown = sorted(set(changes) - names)
@@ -85,9 +89,10 @@ def _check(t: Tiling, changes: dict, chip: Chip, p: Problem) -> None:
         if k in changes and changes[k] % p.mn_align:
             raise PlanError(f"{kind}.{k} must be a multiple of {p.mn_align} ({p.dtype}'s fractal), got {changes[k]}")
     side = changes.get("full_load")
-    if side and (p.batch_a if side == "A" else p.batch_b) != 1:
+    count = (batches or {"A": p.batch_a, "B": p.batch_b}).get(side, 1) if side else 1
+    if count != 1:
         raise PlanError(f"{kind}.full_load = {side!r}: only a side without batches is loaded into L1 once "
-                        f"(seeds/000: 单边无 batch); {side} has {p.batch_a if side == 'A' else p.batch_b} batches")
+                        f"(seeds/000: 单边无 batch); {side} has {count} batches")
     new = {f: changes.get(f, getattr(t, f, None)) for f in ("base_k", "k_l1", "cores_used")}
     if new["base_k"] and new["k_l1"] and new["k_l1"] % new["base_k"]:
         raise PlanError(f"{kind}: k_l1 = {new['k_l1']} must be a multiple of base_k = {new['base_k']} (one L1 slot "

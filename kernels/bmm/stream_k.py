@@ -220,9 +220,10 @@ def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
                   RED_ROWS=rows, RED_COLS=cols, PART_BUFS=part_buffers(t.grid_k), TRANSPOSE_A=problem.transpose_a,
                   TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias),
                   L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, problem.dtype, chip),
-                  # base_k pieces cut K-contiguous rows (A's, or a transposed B's) to base_k elements: below the
+                  # base_k pieces cut K-contiguous rows (A's ND rows, or a DN B's) to base_k elements: below the
                   # burst minimum each row is charged the minimum (4x the bytes for 16 fp16 elements)
-                  TAIL_PIECES=t.base_k * problem.dtype.itemsize >= chip.burst_min_bytes)
+                  TAIL_PIECES=(problem.transpose_a and not problem.transpose_b)
+                  or t.base_k * problem.dtype.itemsize >= chip.burst_min_bytes)
     bias_dt = problem.dtype.acc if bias and params["ATOMIC"] else None
     return fit_l1_stages(params, t.single_m, t.single_n, t.single_core_k, problem.dtype, bias_dt, chip)
 

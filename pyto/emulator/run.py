@@ -11,10 +11,10 @@ This is the only module that chains the emulator's stages.
 from __future__ import annotations
 
 import contextlib
-import warnings
 import dataclasses
 import gc
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
@@ -131,6 +131,8 @@ def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks
 
 
 MAX_BLOCK_INSTRUCTIONS = 4_000_000    # per traced processor: a block's trace is held until encoded (~1 KB each)
+
+
 class _Options(threading.local):
     """run_options' settings, per thread (a `with` block in one thread does not change another's runs)."""
 
@@ -160,22 +162,22 @@ class run_options:
         self._set = {"check": check}
         if max_block_instructions is not None:
             self._set["max_block_instructions"] = max_block_instructions
-        self._old: Optional[dict] = None
+        self._saved: list = []       # the settings each open `with` of this object replaced (re-entrant)
         self._entered = False
 
     def __enter__(self) -> "run_options":
         self._entered = True
-        self._old = dict(_THREAD.values)
+        self._saved.append(dict(_THREAD.values))
         _THREAD.values.update(self._set)
         return self
 
     def __exit__(self, *exc) -> None:
-        _THREAD.values = self._old
+        _THREAD.values = self._saved.pop()
 
     def __del__(self) -> None:
         if not getattr(self, "_entered", True):      # (not when __init__ refused its arguments)
             warnings.warn("pyto.run_options(...) changes nothing outside a `with` block: write "
-                          "`with pyto.run_options(...):` around the runs", RuntimeWarning, stacklevel=2)
+                          "`with pyto.run_options(...):` around the runs", RuntimeWarning)
 
 
 def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int = 1, mode: str = "full",

@@ -202,8 +202,10 @@ class Sanitizer:
                          "sync is inserted on the M<->FIX edge, so both sides need AccPhase/STPhase (seeds/001)")
         else:
             lines.append("  fix: " + _fix(first, second))
-            if kind == "WAR" and first.core != second.core and first.core // 3 == second.core // 3:
+            if kind == "WAR" and first.core != second.core:
                 # two cores have no program order: the replay ran the read first; it may be meant to see the write
-                lines.append("  (two cores have no program order: if the read is meant to see this write, it is a "
-                             "RAW: set the flag after the write, on its pipe, and wait for it before the read)")
+                how = ("a pl.sync_all() after the write and before the read" if first.core // 3 != second.core // 3
+                       else "set the flag after the write, on its pipe, and wait for it before the read")
+                lines.append(f"  (two cores have no program order: if the read is meant to see this write, it is a "
+                             f"RAW: {how})")
         return "\n".join(lines)

@@ -159,12 +159,13 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
     cond = enc.waits.get(i, "")
     if a["kind"][i] == 3:
         text = cond.format(arrived=arrived, participants=enc.participants)
-        calls = set(enc.core_i[a["kind"] == 3].tolist())
-        never = [name for c, name in enumerate(enc.cores) if c not in calls]
-        if never:
-            text += (f"; {', '.join(never[:6])}{' ...' if len(never) > 6 else ''} never call pl.sync_all (every core "
-                     f"of the launch must reach it, as often as the others: a sync_all under `if pl.block_idx()` or "
-                     f"`pl.subblock_idx()` hangs the chip)")
+        calls = np.bincount(enc.core_i[a["kind"] == 3], minlength=len(enc.cores))
+        most = int(calls.max())
+        short = [f"{name} ({int(calls[c])})" for c, name in enumerate(enc.cores) if calls[c] < most]
+        if short:
+            text += (f"; calls of pl.sync_all per core differ: {most} on most, fewer on {', '.join(short[:6])}"
+                     f"{' ...' if len(short) > 6 else ''} (every core of the launch must reach each one: a sync_all "
+                     f"under `if pl.block_idx()` or `pl.subblock_idx()` hangs the chip)")
         return text
     if a["kind"][i] == 2:
         queued = np.flatnonzero((a["kind"] == 1) & (a["fkey"] == a["fkey"][i]) & ~started)

@@ -23,12 +23,15 @@ _AIC = Role.AIC
 _CUBE_PIPE = Pipe.M
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARY_DIRS = (_PKG_DIR, os.path.dirname(os.__file__), "<")   # pyto, the standard library, <frozen ...>
+
+
 class _Tracing(threading.local):
     """The tracer active in this thread (pyto.run may be called from several threads at once)."""
     tracer: Optional["Tracer"] = None
 
 
 _STATE = _Tracing()
+
 _LOC_CACHE: dict = {}       # (code, bytecode offset) -> Loc
 _LOC_BY_LINE: dict = {}     # (file, line) -> Loc: one Loc object per line (identity is equality)
 _IN_PYTO: dict = {}         # code object -> whether it is pyto's own

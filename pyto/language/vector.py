@@ -171,15 +171,15 @@ def _round_scalar(value: float, dtype: DType) -> float:
     """`value` rounded once, to nearest even, to a float dtype (as the kernel's scalar argument of type T is):
     through fp32 rounded to odd, which keeps the one rounding to bf16 exact (a plain float64 -> bf16 cast rounds
     twice)."""
-    if dtype is DType.fp32 or dtype is DType.fp16:
-        return float(np.array(value, np.float64).astype(dtype.np))
-    with np.errstate(over="ignore"):
+    with np.errstate(all="ignore"):      # beyond the dtype's range is its infinity, whatever np.seterr says
+        if dtype is DType.fp32 or dtype is DType.fp16:
+            return float(np.array(value, np.float64).astype(dtype.np))
         f = np.float32(value)
-    if np.isfinite(f) and float(f) != value:
-        if (float(f) > value) == (value > 0):     # truncate toward zero, then set the last bit: round to odd
-            f = np.nextafter(f, np.float32(0))
-        f = np.array(f.view(np.uint32) | np.uint32(1), np.uint32).view(np.float32)
-    return float(np.array(f, np.float32).astype(dtype.np))
+        if np.isfinite(f) and float(f) != value:
+            if (float(f) > value) == (value > 0):     # truncate toward zero, then set the last bit: round to odd
+                f = np.nextafter(f, np.float32(0))
+            f = np.array(f.view(np.uint32) | np.uint32(1), np.uint32).view(np.float32)
+        return float(np.array(f, np.float32).astype(dtype.np))
 
 
 def _scalar_of(dst: Tile, value, what: str, loc: Loc):
