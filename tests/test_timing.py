@@ -337,3 +337,25 @@ def test_reads_of_a_tile_whose_fill_is_in_flight_land_with_the_fill():
     miss_lands = CHIP.dma_setup_cycles + 64 * 64 * 2 / path.bytes_per_cycle + path.latency + CHIP.gm_latency_cycles
     end = np.asarray(rep.events[9])
     assert end.min() >= miss_lands - 1e-9
+
+
+def test_l2_reads_inside_written_regions():
+    """l2_hits directly: a region read, written back, then read in part hits; so does a part of a region
+    rewritten after 64 others; a read of rows nothing wrote misses; overlapping written pieces do not count."""
+    from pyto.emulator.l2 import l2_hits
+
+    def acc(i, rect, read):
+        region = (7, 0, rect)
+        return (i, hash(region), region, (rect[1] - rect[0]) * (rect[3] - rect[2]) * 4, read, 0)
+
+    cap = 1 << 30
+    s = [acc(0, (0, 16, 0, 64), True), acc(1, (0, 16, 0, 64), False), acc(2, (0, 8, 0, 64), True)]
+    assert 2 in l2_hits([s], cap)
+    s = [acc(0, (0, 16, 0, 64), False)] + [acc(1 + j, (16 * (j + 1), 16 * (j + 2), 0, 64), False) for j in range(64)]
+    s += [acc(100, (0, 16, 0, 64), False), acc(101, (0, 8, 0, 64), True), acc(102, (2000, 2016, 0, 64), True)]
+    hits = l2_hits([s], cap)
+    assert 101 in hits and 102 not in hits
+    s = [acc(0, (0, 16, 0, 32), False), acc(1, (0, 16, 32, 64), False), acc(2, (0, 16, 16, 48), True),
+         acc(3, (0, 16, 0, 40), False), acc(4, (0, 16, 8, 48), True)]
+    hits = l2_hits([s], cap)
+    assert hits[2] == (16 * 32 * 4, 1)       # two disjoint written pieces; lands with the later writer

@@ -12,27 +12,56 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-WRITTEN_SCAN = 64     # written regions of one tensor and batch a read looks among, most recent first
+WRITTEN_SCAN = 64     # written regions a read looks among (those on its rows), most recent first
+BAND = 16             # rows of one band of the written-region index
 
 
-def _inside(written: OrderedDict, rect: tuple) -> list:
-    """The keys of recently written regions that together contain `rect` (disjoint pieces of it), or []."""
-    r0, r1, c0, c1 = rect
-    need = (r1 - r0) * (c1 - c0)
-    pieces = []
-    for n, w in enumerate(reversed(written)):
-        if n >= WRITTEN_SCAN:
-            break
-        w0, w1, v0, v1 = w
-        if w0 <= r0 and r1 <= w1 and v0 <= c0 and c1 <= v1:
-            return [written[w]]
-        a0, a1, b0, b1 = max(r0, w0), min(r1, w1), max(c0, v0), min(c1, v1)
-        if a0 < a1 and b0 < b1 and all(a1 <= p0 or p1 <= a0 or b1 <= q0 or q1 <= b0 for p0, p1, q0, q1, _ in pieces):
-            pieces.append((a0, a1, b0, b1, written[w]))
-            need -= (a1 - a0) * (b1 - b0)
-            if need == 0:
-                return [key for *_, key in pieces]
-    return []
+class _Written:
+    """The written regions of one tensor and batch still in L2, indexed by 16-row band: a read looks only at
+    regions on its own rows (a tensor updated in place reads rows nothing has written yet: no scan)."""
+
+    __slots__ = ("rects", "bands", "seq")
+
+    def __init__(self):
+        self.rects: dict = {}   # rectangle -> (key, write sequence number)
+        self.bands: dict = {}   # band -> set of rectangles on it
+        self.seq = 0
+
+    def add(self, rect: tuple, key: int) -> None:
+        self.seq += 1
+        self.rects[rect] = (key, self.seq)
+        for band in range(rect[0] // BAND, (rect[1] - 1) // BAND + 1):
+            self.bands.setdefault(band, set()).add(rect)
+
+    def drop(self, rect: tuple) -> None:
+        if self.rects.pop(rect, None) is not None:
+            for band in range(rect[0] // BAND, (rect[1] - 1) // BAND + 1):
+                self.bands[band].discard(rect)
+
+    def inside(self, rect: tuple) -> list:
+        """The keys of written regions that together contain `rect` (disjoint pieces of it), or []."""
+        r0, r1, c0, c1 = rect
+        near = set()
+        for band in range(r0 // BAND, (r1 - 1) // BAND + 1):
+            on = self.bands.get(band)
+            if not on:
+                return []           # a band of the read's rows holds nothing written: not covered
+            near |= on
+        cands = sorted(near, key=lambda w: -self.rects[w][1])[:WRITTEN_SCAN]
+        need = (r1 - r0) * (c1 - c0)
+        pieces = []
+        for w in cands:
+            w0, w1, v0, v1 = w
+            if w0 <= r0 and r1 <= w1 and v0 <= c0 and c1 <= v1:
+                return [self.rects[w][0]]
+            a0, a1, b0, b1 = max(r0, w0), min(r1, w1), max(c0, v0), min(c1, v1)
+            if a0 < a1 and b0 < b1 and all(a1 <= p0 or p1 <= a0 or b1 <= q0 or q1 <= b0
+                                           for p0, p1, q0, q1, _ in pieces):
+                pieces.append((a0, a1, b0, b1, self.rects[w][0]))
+                need -= (a1 - a0) * (b1 - b0)
+                if need == 0:
+                    return [key for *_, key in pieces]
+        return []
 
 
 def l2_hits(streams: list, capacity: int) -> dict:
@@ -43,7 +72,7 @@ def l2_hits(streams: list, capacity: int) -> dict:
     phase): key an int naming the region, region its (tensor uid, batch, rectangle) or None for several.
     """
     lru: OrderedDict = OrderedDict()       # key -> (bytes, region, the index of the access that allocated it)
-    written: dict = {}      # (tensor uid, batch) -> {rectangle: key} of the written regions resident
+    written: dict = {}      # (tensor uid, batch) -> _Written: the written regions resident
     used = 0
     hits: dict = {}
     for index, key, region, nbytes, read, _ in _in_step(streams):
@@ -51,10 +80,12 @@ def l2_hits(streams: list, capacity: int) -> dict:
             lru.move_to_end(key)
             if read:
                 hits[index] = (nbytes, lru[key][2])
+            elif region is not None:       # (re)written: the latest write of the region, also after a read of it
+                written.setdefault(region[:2], _Written()).add(region[2], key)
             continue
         if read and region is not None and written:
-            hosts = written.get(region[:2])
-            hosts = _inside(hosts, region[2]) if hosts else ()
+            book = written.get(region[:2])
+            hosts = book.inside(region[2]) if book else ()
             if hosts:
                 for host in hosts:
                     lru.move_to_end(host)
@@ -63,12 +94,12 @@ def l2_hits(streams: list, capacity: int) -> dict:
         lru[key] = (nbytes, region, index)
         used += nbytes
         if region is not None and not read:
-            written.setdefault(region[:2], OrderedDict())[region[2]] = key
+            written.setdefault(region[:2], _Written()).add(region[2], key)
         while used > capacity and lru:
             _, (b, old, _) = lru.popitem(last=False)
             used -= b
             if old is not None and old[:2] in written:
-                written[old[:2]].pop(old[2], None)
+                written[old[:2]].drop(old[2])
     return hits
 
 
