@@ -122,3 +122,27 @@ def test_a_tile_overwritten_after_its_gm_copy_is_read_as_overwritten(X):
     scaled = a.copy()
     scaled[:16] = (a[:16].astype(np.float32) * np.float32(X)).astype(np.float16)
     assert_close(out, _f64(scaled) @ _f64(b), matmul_bound(scaled, b, np.float32))
+
+
+@pl.kernel
+def split_k_atomic(a, b, out):
+    """Block j: out += a[:, 32j:32j+32] @ b[32j:32j+32, :] by Fixpipe's atomic add (out starts at zero)."""
+    from dsl_helpers import matmul_from_gm, matmul_tiles
+    tiles = matmul_tiles(16, 32, 16, a.dtype)
+    k0 = 32 * pl.block_idx()
+    matmul_from_gm(tiles, a, [0, k0], b, [k0, 0])
+    pl.store(out, tiles[-1], [0, 0], atomic="add")
+
+
+def test_an_fp16_atomic_add_rounds_the_incoming_block_first():
+    """Fixpipe converts the fp32 partial to fp16 before the atomic unit adds it in fp16: partials 2079 and 2083
+    (exact in fp32) arrive as 2080 and 2084 and sum to 4164; one rounding of 4162 would give 4160 (a kernel-author
+    helper's split-K case)."""
+    a = np.ones((16, 64), np.float16)
+    b = np.full((64, 16), 65, np.float16)
+    b[0, :] = 64                      # segment 0: 31 * 65 + 64 = 2079
+    b[32:, :] = 65
+    b[32, :] = 68                     # segment 1: 31 * 65 + 68 = 2083
+    out = np.zeros((16, 16), np.float16)
+    pyto.run(split_k_atomic, a, b, out, blocks=2)
+    assert np.all(out == np.float16(4164))

@@ -18,8 +18,8 @@ Reduction, tiling.reduce:
 * "atomic" (AtomicAdd, not deterministic on hardware: the order the adds land in is timing's): the AIVs
   first zero the target, `pl.sync_all()`, then every unit's Fixpipe adds its partial into it with
   atomic="add" (the bias comes in once, through BT on segment 0). The target is the output itself for
-  fp32 and int32 (int8 inputs) outputs. fp16/bf16 outputs would be rounded on every add (grid_k roundings,
-  and an fp16 atomic add is not offered by our Fixpipe model), so for them the target is an fp32 GM
+  fp32 and int32 (int8 inputs) outputs. fp16/bf16 outputs would be rounded on every add (each partial and
+  each sum in the output's type: 2 x grid_k roundings), so for them the target is an fp32 GM
   workspace [B, M, N] and, after a second `pl.sync_all()`, the AIVs cast it to the output: one rounding,
   as in workspace mode, for one more pass over the output in fp32.
 

@@ -59,8 +59,11 @@ def _store(ins: Instr, mem: Memory) -> None:
         block = np.maximum(block, 0)
     region = gm[a["batch"], a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
     if a.get("atomic") == "add":
+        # Fixpipe converts to the destination's type first; the atomic unit adds in that type (an fp16 or bf16
+        # sum rounds the incoming block, then the sum: two roundings, as on the device)
         acc = np.float32 if _floating(region.dtype) else np.int64
-        region[...] = convert(region.astype(acc) + block.astype(acc), region.dtype)
+        incoming = convert(block, region.dtype).astype(acc) if _floating(region.dtype) else block.astype(acc)
+        region[...] = convert(region.astype(acc) + incoming, region.dtype)
     else:
         region[...] = convert(block, region.dtype)
 
