@@ -80,8 +80,8 @@ def _gm_tensors(kernel: Kernel, arrays: tuple) -> list:
 
 
 def _static(v) -> bool:
-    """A static parameter: a Python scalar (int, float, bool, None) or a tuple of static parameters."""
-    if v is None or isinstance(v, (int, float, bool)):
+    """A static parameter: a Python scalar (int, float, bool, str, None) or a tuple of static parameters."""
+    if v is None or isinstance(v, (int, float, bool, str)):
         return True
     return type(v) is tuple and all(_static(x) for x in v)
 
@@ -98,7 +98,7 @@ def _check_params(kernel: Kernel, params: dict) -> None:
         if not _static(v):
             shown = f"an array {list(v.shape)} {v.dtype}" if isinstance(v, np.ndarray) else repr(v)[:80]
             raise KernelError(f"static parameter {k}={shown} of kernel '{kernel.name}' must be a Python "
-                              f"int, float, bool or None, or a tuple of them (e.g. group sizes), got "
+                              f"int, float, bool, str or None, or a tuple of them (e.g. group sizes), got "
                               f"{type(v).__name__}")
     missing = [p.name for p in kernel.signature.parameters.values()
                if p.kind is p.KEYWORD_ONLY and p.default is p.empty and p.name not in params]
@@ -193,8 +193,8 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     takes pyto.run_options' setting in timing mode and is always on in full mode; `check=False` (timing
     mode only; a KernelError in full mode) skips the race and uninitialised-read checks and encodes each block
     as soon as it is traced, keeping memory small for schedules of millions of instructions; capacity,
-    alignment and deadlock are still checked. Static parameters are Python int, float or bool, None (read
-    by kernels as 'not given'), or tuples of them (a grouped GEMM's sizes). Running one configuration many
+    alignment and deadlock are still checked. Static parameters are Python int, float, bool or str, None
+    (read by kernels as 'not given'), or tuples of them (a grouped GEMM's sizes). Running one configuration many
     times: `pyto.compile`.
     """
     if not isinstance(kernel, Kernel):
