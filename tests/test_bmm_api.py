@@ -4,7 +4,6 @@ Results are checked with kernels.bmm.api.check: int8 exactly (as int32), floats 
 within pyto.testing.matmul_bound (the bias one more exact term).
 """
 import json
-import os
 import re
 
 import ml_dtypes
@@ -297,10 +296,13 @@ def test_cli_bmm_timing_without_race_checks(capsys):
     assert "--no-race-check applies to --timing" in capsys.readouterr().err
 
 
-def test_cli_bmm_trace_that_cannot_be_written_keeps_the_verdict(capsys):
-    """The check runs before the trace is written; a write that fails is exit 2 (as a bad path given up front)."""
-    if not os.path.exists("/dev/full"):
-        pytest.skip("needs /dev/full")
-    assert main(["bmm", "1", "64", "64", "64", "--dtype", "fp16", "--trace", "/dev/full"]) == 2
+def test_cli_bmm_trace_that_cannot_be_written_keeps_the_verdict(capsys, monkeypatch, tmp_path):
+    """The check runs before the trace is written; a write that fails then (a full disk) is exit 2, as a bad
+    path given up front is."""
+    def full_disk(self, path):
+        raise pyto.PytoError(f"cannot write the trace to {path!r}: No space left on device")
+
+    monkeypatch.setattr(pyto.Report, "save_trace", full_disk)
+    assert main(["bmm", "1", "64", "64", "64", "--dtype", "fp16", "--trace", str(tmp_path / "t.json")]) == 2
     captured = capsys.readouterr()
     assert "check: PASS" in captured.out and "cannot write the trace" in captured.err

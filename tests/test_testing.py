@@ -53,20 +53,10 @@ def test_small_elements_are_checked_beside_large_ones():
 def test_default_tolerance_takes_correctly_rounded_subnormals():
     """fp16 results near 1e-6 are subnormal: a correct rounding there is off by up to half the subnormal
     spacing, absolute (a review found them failing the relative default)."""
+    from test_vector import cast_kernel
     x = np.random.default_rng(2).uniform(-2e-6, 2e-6, (16, 64)).astype(np.float32)
     out = np.zeros((16, 64), np.float16)
-    assert_matches(cast_down, lambda v: v, x, out)
-
-
-@pl.kernel
-def cast_down(x, out):
-    t = pl.alloc(pl.UB, list(x.shape), x.dtype)
-    o = pl.alloc(pl.UB, list(x.shape), out.dtype)
-    with pl.section_vector():
-        if pl.subblock_idx() == 0:
-            pl.load(t, x)
-            pl.cast(o, t)
-            pl.store(out, o)
+    assert_matches(cast_kernel, lambda v: v, x, out)
 
 
 def test_matmul_bound_is_exact_for_integers_and_takes_a_bias():
