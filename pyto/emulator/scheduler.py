@@ -46,7 +46,7 @@ def schedule(enc: Encoded, chip: Chip) -> Schedule:
         a["gm_bytes"], a["l2_bytes"], a["fill"], chip.gm_bytes_per_cycle, chip.l2_bytes_per_cycle,
         float(chip.flag_latency_cycles), float(chip.gm_latency_cycles - chip.l2_latency_cycles))
     why = "" if status == 0 else _deadlock_report(enc, qpos, order, flags, now)
-    left = "" if why else (_left_set(enc) or _unit_flag_left(enc, flags, end))
+    left = "" if why else (_left_set(enc) or _unit_flag_left(enc, flags, begin, end))
     busy_by = {key: float(busy[s]) for s, key in enumerate(enc.slots)}
     return Schedule(float(now), order, begin, end, join_ptr, join_idx, busy_by, float(a["gm_bytes"].sum()),
                     float(a["l2_bytes"].sum()), why, _cross_core_overflow(enc, begin, end, chip), left)
@@ -86,7 +86,7 @@ def _region_blocks(a: dict, r: int):
     return a["rg_blk"][a["rg_ptr"][r]:a["rg_ptr"][r + 1]]
 
 
-def _unit_flag_left(enc: Encoded, flags, end) -> str:
+def _unit_flag_left(enc: Encoded, flags, begin, end) -> str:
     """A launch that ran to the end with an L0C unit_flag at 1: a matmul's AccPhase.Final result that no
     STPhase.Final read; the next matmul on that buffer waits for 0 forever (seeds/001: the last write of an L0C
     buffer uses AccPhase.Final, the last read STPhase.Final). The last instruction that set it, named, or ''."""
@@ -96,10 +96,22 @@ def _unit_flag_left(enc: Encoded, flags, end) -> str:
     a = enc.arrays
     setters = _touching(enc, np.flatnonzero(a["uf_set"] == 1), left)
     i = int(setters[np.argmax(end[setters])])
-    return (f"{enc.locs[enc.loc_i[i]]}: {enc.names[enc.name_i[i]]} with AccPhase.Final on {enc.cores[enc.core_i[i]]} "
+    text = (f"{enc.locs[enc.loc_i[i]]}: {enc.names[enc.name_i[i]]} with AccPhase.Final on {enc.cores[enc.core_i[i]]} "
             f"leaves unit_flag({enc.region_names[a['uf_rid'][i]]}) at 1 when the kernel ends: no store/move with "
             f"STPhase.Final read that result after it, and the next matmul on this L0C would wait for 0 forever "
             f"(seeds/001: the last read of an L0C buffer uses STPhase.Final)")
+    # a Final read later in program order that ran before this matmul: the flag was still 1 from an earlier Final
+    # result that only STPhase.Partial reads took, so it read that one
+    blocks = np.zeros_like(left)
+    blocks[_region_blocks(a, a["uf_rid"][i])] = True
+    readers = _touching(enc, np.flatnonzero(a["uf_set"] == 0), blocks)
+    early = readers[(readers > i) & (enc.core_i[readers] == enc.core_i[i]) & (begin[readers] < begin[i])]
+    if len(early):
+        j = int(early[0])
+        text += (f"; the {enc.names[enc.name_i[j]]} with STPhase.Final at {enc.locs[enc.loc_i[j]]}, after it in program "
+                 f"order, ran before it: the flag was still 1 from an earlier AccPhase.Final result that only "
+                 f"STPhase.Partial reads took (give the last read of that result STPhase.Final)")
+    return text
 
 
 def _cross_core_overflow(enc: Encoded, begin, end, chip: Chip) -> str:
