@@ -418,3 +418,32 @@ def test_a_final_read_that_ran_early_is_named():
     with pytest.raises(pyto.SyncError, match=r"ran before it: the flag was still 1 from an earlier AccPhase\.Final "
                                              r"result that only STPhase\.Partial reads took"):
         pyto.run(final_read_runs_early, a, a.copy(), *outs)
+
+
+@pl.kernel
+def half_cleared(a, b, o1, o2):
+    """Final result stored whole with Partial, then only the top half with Final: the next matmul waits on the
+    bottom half forever."""
+    al1, bl1 = pl.alloc(pl.L1, [32, 32], pl.fp16), pl.alloc(pl.L1, [32, 32], pl.fp16)
+    a0, b0 = pl.alloc(pl.L0A, [32, 32], pl.fp16), pl.alloc(pl.L0B, [32, 32], pl.fp16)
+    c = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    with pl.section_cube():
+        pl.load(al1, a)
+        pl.load(bl1, b)
+        pl.load(a0, al1)
+        pl.load(b0, bl1)
+        pl.matmul(c, a0, b0, phase=pl.AccPhase.Final)
+        pl.store(o1, c, [0, 0], phase=pl.STPhase.Partial)
+        pl.store(o1, c[0:16, :], [0, 0], phase=pl.STPhase.Final)
+        pl.matmul(c, a0, b0, phase=pl.AccPhase.Final)
+        pl.store(o2, c, [0, 0], phase=pl.STPhase.Final)
+
+
+def test_a_partly_cleared_region_names_the_last_read_of_what_is_still_set():
+    """The deadlock says which read left the still-set blocks (the Partial store of the whole tile), not only the
+    queued store after the blocked matmul (a kernel-author helper's circular report)."""
+    a = np.ones((32, 32), np.float16)
+    line = line_of(half_cleared, "pl.store(o1, c, [0, 0], phase=pl.STPhase.Partial)")
+    with pytest.raises(pyto.DeadlockError, match=rf"the blocks still set were last read by the pl.store at "
+                                                 rf"test_emulator_phases.py:{line} .*STPhase.Partial: a Final read"):
+        pyto.run(half_cleared, a, a.copy(), np.zeros((32, 32), np.float32), np.zeros((32, 32), np.float32))

@@ -167,6 +167,18 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
                    f"instruction")
         else:
             why = "no matmul with AccPhase.Final set it" if val == 1 else "no store/move with STPhase.Final cleared it"
+        if val == 0 and not (vals == vals[0]).all():
+            # part of the region still holds a result: name the last read of those blocks that ran, a Partial one
+            still = np.zeros(len(flags), bool)
+            blk = a["rg_blk"][a["rg_ptr"][r]:a["rg_ptr"][r + 1]]
+            still[blk[vals != 0]] = True
+            reads = _touching(enc, np.flatnonzero((a["uf_wait"] == 1) & started), still)
+            reads = reads[enc.core_i[reads] == enc.core_i[i]]
+            if len(reads):
+                k = int(reads[-1])
+                why += (f"; the blocks still set were last read by the {enc.names[enc.name_i[k]]} at "
+                        f"{enc.locs[enc.loc_i[k]]}, with STPhase.{'Final' if a['uf_set'][k] == 0 else 'Partial'}: "
+                        f"a Final read must cover the whole region the next matmul writes")
         return f"unit_flag({enc.region_names[r]}) == {val}, is {is_} ({phase} waits for {val}; {why})"
     cond = enc.waits.get(i, "")
     if a["kind"][i] == 3:
