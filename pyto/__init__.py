@@ -12,11 +12,12 @@ from .errors import (AlignmentError, CapacityError, ChipError, DeadlockError, Ou
                      KernelError, SyncError)
 from .emulator import CompiledKernel, Spec, compile, run, run_options, spec
 from .report import Report
-from .tiling import CubeTileShapes, set_cube_tile_shapes, get_cube_tile_shapes
+from .tiling import CubeTileShapes, set_cube_tile_shapes, get_cube_tile_shapes, reset_cube_tile_shapes
 
 __version__ = "0.1.0"
 
 __all__ = ["layout", "Chip", "load_chip", "list_chips", "DType", "PytoError", "AlignmentError", "CapacityError",
            "DeadlockError", "OutOfBoundsError", "PlanError", "RaceError", "ShapeError", "TilingError",
            "UninitializedReadError", "UnsupportedError", "KernelError", "SyncError", "ChipError", "Spec", "run", "compile", "CompiledKernel",
-           "run_options", "spec", "Report", "CubeTileShapes", "set_cube_tile_shapes", "get_cube_tile_shapes"]
+           "run_options", "spec", "Report", "CubeTileShapes", "set_cube_tile_shapes", "get_cube_tile_shapes",
+           "reset_cube_tile_shapes"]

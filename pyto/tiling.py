@@ -324,7 +324,7 @@ class CubeTileShapes:
             bad("split_k_out_dtype", f"enable_split_k=True with out_dtype {od.name}: no split-K input gives it "
                                      f"({_SEED}: {allowed})")
         # -- buffer capacities --------------------------------------------------------------------
-        # (without a dtype only BT and FB, which do not depend on it)
+        # (without a dtype only L0C, BT and FB, which do not depend on it)
         for buf, (used, cap, formula) in ts._usage_terms(d, c).items():
             if used > cap:
                 bad(f"{buf.lower()}_capacity", f"{formula} = {used} B > {buf} {cap} B on {c.name}")
@@ -382,6 +382,10 @@ class CubeTileShapes:
                             f"{tm0}*{tn0}*sizeof({cd.name})={cd.itemsize}B")
             terms["L1"] = (m1 * k1 * a + n1 * k1 * b, c.buffers["L1"],
                            f"{tm1}*{tk1}*{a}B + {tn1}*{tk1}*{b}B")
+        else:   # L0C accumulates 4-byte values whatever the input: checkable now (16-alignment, the least)
+            m0, n0 = ceil_align(self.mL0, 16), ceil_align(self.nL0, 16)
+            terms["L0C"] = (m0 * n0 * 4, c.buffers["L0C"], f"CeilAlign(mL0={self.mL0},16)*CeilAlign(nL0={self.nL0},16)"
+                                                           f"*4B (fp32/int32 accumulators, any input dtype)")
         if self.bias:
             terms["BT"] = (self.nL0 * 4, c.buffers["BT"], f"bias nL0={self.nL0}*4B (fp32)")
         if self.scale:

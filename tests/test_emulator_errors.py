@@ -680,3 +680,36 @@ def test_a_tuple_of_scalars_is_a_static_parameter():
         pyto.run(grouped_rows, x, out, blocks=2, GROUPS=[16, 48])
     with pytest.raises(pyto.KernelError, match="or a tuple of them"):
         pyto.run(grouped_rows, x, out, blocks=2, GROUPS=(16, np.int64(48)))
+
+
+@pl.kernel
+def layout_typo(a, out):
+    pl.alloc(pl.L0A, [16, 16], pl.fp16, layout="XX")
+
+
+def test_an_unknown_layout_is_named_as_such():
+    a = np.zeros((16, 16), np.float16)
+    with pytest.raises(pyto.ShapeError, match=r"unknown layout 'XX'; formats are ND, DN, NZ, ZZ, ZN, NN \(L0A tiles "
+                                              r"are ZZ on atlas-a2\)"):
+        pyto.run(layout_typo, a, a.copy(), chip="atlas-a2")
+
+
+@pl.kernel
+def waits_then_sets(x, out):
+    """The AIC waits for flag 1 (MTE2) then sets flag 0 (FIX); each AIV waits for 0 then sets 1: on A2/A3 the
+    AIC's wait holds its FIX pipe too, so nothing moves."""
+    with pl.section_cube():
+        pl.cross_core_wait_flag(1, pl.PIPE_MTE2)
+        pl.cross_core_set_flag(0, pl.PIPE_FIX)
+    with pl.section_vector():
+        pl.cross_core_wait_flag(0, pl.PIPE_V)
+        pl.cross_core_set_flag(1, pl.PIPE_V)
+
+
+def test_an_a2_deadlock_from_a_core_wide_wait_says_so():
+    """The same kernel runs on the 950, where a cross-core wait holds only its pipe; on A2 the report names the
+    chip's rule, not auto-sync (an A2-porting helper's case)."""
+    x = np.zeros((16, 16), np.float16)
+    pyto.run(waits_then_sets, x, x.copy(), auto_sync=False)
+    with pytest.raises(pyto.DeadlockError, match=r"a cross-core wait holds every pipe of its core on this chip"):
+        pyto.run(waits_then_sets, x, x.copy(), chip="atlas-a2", auto_sync=False)

@@ -325,7 +325,8 @@ def test_dtype_none_still_checks_dtype_independent_rules():
     rejects("l0_le_l1_k", k=[256, 128])
     rejects("divisible_n", n=[48, 128])
     rejects("split_k_ndim", split_k=True, ndim=3)
-    rejects("bt_capacity", n=[512, 512], bias=True, chip="atlas-a2")
+    rejects("bt_capacity", m=[16, 16], n=[512, 512], bias=True, chip="atlas-a2")
+    rejects("l0c_capacity", n=[512, 512], chip="atlas-a2")    # 4-byte accumulators, any input dtype
 
 
 def test_chip_none_checks_against_950_and_defers_the_chip():
@@ -486,3 +487,13 @@ def test_cli_structural_error(capsys):
     assert rc == 1 and "positive" in out and "mL0=0" in out
     rc = main(["tiles", "--m", "128", "128", "--k", "128", "128", "--n", "128", "128", "--dtype", "int32"])
     assert rc == 1 and "dtype" in capsys.readouterr().out
+
+
+def test_l0c_overflow_is_caught_without_a_dtype():
+    """L0C accumulates 4-byte values whatever the input: [256, 256] L0 tiles overflow A2's 128 KB L0C at set
+    time, not at the first matmul (an A2-porting helper's case)."""
+    with pytest.raises(TilingError) as ei:
+        set_cube_tile_shapes([256, 256], [64, 256], [256, 256], chip="atlas-a2")
+    assert ei.value.rule == "l0c_capacity" and "131072" in str(ei.value)
+    set_cube_tile_shapes([256, 256], [64, 256], [256, 256])           # 256 KB on the 950: it fits
+    pyto.reset_cube_tile_shapes()

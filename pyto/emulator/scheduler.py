@@ -148,11 +148,18 @@ def _deadlock_report(enc: Encoded, qpos, order, flags, now: float) -> str:
     return "\n".join(lines)
 
 
+# why an instruction waits for another's completion, when the other is not a data access auto-sync ordered
+_HELD_BY = {"pl.cross_core_wait_flag": "a cross-core wait holds every pipe of its core on this chip "
+                                       "(cross_core_wait_blocks_core: A2/A3)",
+            "pl.sync_all": "pl.sync_all orders all that follows", "pl.pipe_barrier": "the barrier orders all that follows"}
+
+
 def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
     a = enc.arrays
     for d in a["dep_idx"][a["dep_ptr"][i]:a["dep_ptr"][i + 1]]:
         if not started[d]:
-            return (f"{enc.names[enc.name_i[d]]} on PIPE_{Pipe(enc.pipe_i[d]).name} to finish (auto-sync), "
+            name = enc.names[enc.name_i[d]]
+            return (f"{name} on PIPE_{Pipe(enc.pipe_i[d]).name} to finish ({_HELD_BY.get(name, 'auto-sync')}), "
                     f"itself waiting: {enc.locs[enc.loc_i[d]]}")
     if a["uf_wait"][i] >= 0:
         r = a["uf_rid"][i]

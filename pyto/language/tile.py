@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..chip import FORMATS
 from ..dtypes import DType, as_dtype
 from ..errors import AlignmentError, KernelError, OutOfBoundsError, ShapeError
 from ..ir import Buf, TileStore
@@ -214,6 +215,9 @@ def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = N
         raise ShapeError(f"{loc}: the bias table holds fp32 (int32 for int8 matmuls), got {dt}")
     default = tr.chip.formats["L0A"] if buffer is Buf.L0A else _DEFAULT_LAYOUT[buffer]
     lay = (layout or default).upper()
+    if lay not in FORMATS:
+        raise ShapeError(f"{loc}: unknown layout {layout!r}; formats are {', '.join(FORMATS)} ({buffer.name} tiles "
+                         f"are {default} on {tr.chip.name})")
     if lay != default:
         raise ShapeError(f"{loc}: {buffer.name} tiles are {default} on {tr.chip.name}, not {lay}")
     shape = tuple(shape)
