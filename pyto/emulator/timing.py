@@ -37,31 +37,29 @@ def burst_bytes(chip: Chip, attrs: dict) -> float:
     return attrs["nburst"] * max(attrs["burst"], chip.burst_min_bytes)
 
 
-def _transfer(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
+def _transfer(chip: Chip, ins: Instr) -> Cost:
     src, dst = ins.attrs["path"]
     path = chip.path(src, dst)
     if "GM" in (src, dst):
         nbytes = burst_bytes(chip, ins.attrs)
-        hit = min(l2_hit, nbytes)
-        if dst == "GM":      # a write lands in L2 (write-back): L2's write latency
-            lat = path.latency + chip.l2_write_latency_cycles
-        else:
-            lat = path.latency + (chip.l2_latency_cycles if hit >= nbytes else chip.gm_latency_cycles)
-        return Cost(chip.dma_setup_cycles + nbytes / path.bytes_per_cycle, lat, nbytes - hit, hit)
+        # a write lands in L2 (write-back): L2's write latency; a read is a miss here (encode.py turns the
+        # reads l2.py serves from L2 into hits: L2's latency and channel)
+        lat = path.latency + (chip.l2_write_latency_cycles if dst == "GM" else chip.gm_latency_cycles)
+        return Cost(chip.dma_setup_cycles + nbytes / path.bytes_per_cycle, lat, nbytes, 0.0)
     return Cost(ins.attrs["bytes"] / path.bytes_per_cycle, path.latency, 0.0, 0.0)
 
 
-def _mmad(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
+def _mmad(chip: Chip, ins: Instr) -> Cost:
     a = ins.attrs
     return Cost(mmad_cycles(chip, a["m"], a["n"], a["k"], a["dtype"]), 0.0, 0.0, 0.0)
 
 
-def _vector(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
+def _vector(chip: Chip, ins: Instr) -> Cost:
     nbytes = ins.attrs["elems"] * ins.attrs["width"]     # elements of the largest operand, widest dtype
     return Cost(chip.vector_head_cycles + nbytes / chip.vector_bytes_per_cycle, 0.0, 0.0, 0.0)
 
 
-def _scalar(chip: Chip, ins: Instr, l2_hit: float) -> Cost:
+def _scalar(chip: Chip, ins: Instr) -> Cost:
     return Cost(chip.scalar_cycles, 0.0, 0.0, 0.0)
 
 
@@ -73,6 +71,6 @@ COSTS = {
 }
 
 
-def cost(chip: Chip, ins: Instr, l2_hit: float = 0.0) -> Cost:
-    """The static cost of one instruction; `l2_hit` bytes of a GM read are served by L2."""
-    return COSTS[ins.op](chip, ins, l2_hit)
+def cost(chip: Chip, ins: Instr) -> Cost:
+    """The static cost of one instruction, a GM read taken as an L2 miss (encode.py applies l2.py's hits)."""
+    return COSTS[ins.op](chip, ins)
