@@ -7,7 +7,7 @@ from hypothesis import given, settings
 
 import pyto
 import pyto.language as pl
-from dsl_helpers import line_of
+from dsl_helpers import line_of, matmul_from_gm, matmul_tiles
 from pyto.testing import assert_close, assert_deadlock, assert_race, matmul_bound, phase_programs
 
 
@@ -396,15 +396,10 @@ def test_a_workspace_race_is_not_blamed_on_the_phase_and_a_stalled_sync_all_coun
 def final_read_runs_early(a, b, o1, o3):
     """matmul Final; store Partial; matmul Final; store Final: the last store (FIX runs in order behind the
     first) finds the flag still 1 from the first result and takes it before the second matmul."""
-    al1, bl1 = pl.alloc(pl.L1, [32, 32], pl.fp16), pl.alloc(pl.L1, [32, 32], pl.fp16)
-    a0, b0 = pl.alloc(pl.L0A, [32, 32], pl.fp16), pl.alloc(pl.L0B, [32, 32], pl.fp16)
-    c = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    tiles = matmul_tiles(32, 32, 32, pl.fp16)
+    a0, b0, c = tiles[2:]
     with pl.section_cube():
-        pl.load(al1, a)
-        pl.load(bl1, b)
-        pl.load(a0, al1)
-        pl.load(b0, bl1)
-        pl.matmul(c, a0, b0, phase=pl.AccPhase.Final)
+        matmul_from_gm(tiles, a, [0, 0], b, [0, 0], phase=pl.AccPhase.Final)
         pl.store(o1, c, [0, 0], phase=pl.STPhase.Partial)
         pl.matmul(c, a0, b0, phase=pl.AccPhase.Final)
         pl.store(o3, c, [0, 0], phase=pl.STPhase.Final)
@@ -424,15 +419,10 @@ def test_a_final_read_that_ran_early_is_named():
 def half_cleared(a, b, o1, o2):
     """Final result stored whole with Partial, then only the top half with Final: the next matmul waits on the
     bottom half forever."""
-    al1, bl1 = pl.alloc(pl.L1, [32, 32], pl.fp16), pl.alloc(pl.L1, [32, 32], pl.fp16)
-    a0, b0 = pl.alloc(pl.L0A, [32, 32], pl.fp16), pl.alloc(pl.L0B, [32, 32], pl.fp16)
-    c = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    tiles = matmul_tiles(32, 32, 32, pl.fp16)
+    a0, b0, c = tiles[2:]
     with pl.section_cube():
-        pl.load(al1, a)
-        pl.load(bl1, b)
-        pl.load(a0, al1)
-        pl.load(b0, bl1)
-        pl.matmul(c, a0, b0, phase=pl.AccPhase.Final)
+        matmul_from_gm(tiles, a, [0, 0], b, [0, 0], phase=pl.AccPhase.Final)
         pl.store(o1, c, [0, 0], phase=pl.STPhase.Partial)
         pl.store(o1, c[0:16, :], [0, 0], phase=pl.STPhase.Final)
         pl.matmul(c, a0, b0, phase=pl.AccPhase.Final)

@@ -319,6 +319,7 @@ def test_gm_channel_share_shows_a_bandwidth_bound_launch():
     moved = 32 * 4 * 256 * 128 * 2                       # every load misses L2: distinct tiles
     assert rep.gm_channel_share == pytest.approx(moved / CHIP.gm_bytes_per_cycle / rep.cycles)
     assert rep.gm_channel_share > 0.9 and "GM channel  busy" in rep.summary()
+    assert rep.pipe_cycles["MTE2"] > 0.5 * rep.cycles      # MTE2's busy cycles hold the channel's wait
 
 
 @pl.kernel
