@@ -294,7 +294,8 @@ def matmul(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", tile_shapes: 
     """C = A @ B (+ bias) on the emulated chip: a [M, K] (or [K, M] with transpose_a), b [K, N] (or [N, K]).
 
     fp16/bf16/fp32 give the input dtype (split-K: fp32), int8 gives int32. bias: [N] or [1, N], a float
-    dtype (int8 inputs: an int8 or int32 bias, added in int32 through BT). Inputs given as pyto.spec(shape, dtype) run in timing mode (the result is then None).
+    dtype (int8 inputs: an int8 or int32 bias, added in int32 through BT). Inputs given as pyto.spec(shape, dtype) run in timing mode: the result is then None, so pass report=True to
+    get (None, Report) (bmm returns (None, report) for specs whatever `report`).
     Returns C, or (C, Report) with report=True. full_load: None (auto), 'A', 'B', True (= 'A') or
     False/'' (off). unit_flag=False uses software sync between the cube and Fixpipe instead.
     swizzle: 'asw' (seeds/000 sliding-window snake over the cores that run) or 'identity' (row-major).

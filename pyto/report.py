@@ -72,6 +72,8 @@ class Report:
         return self.flops / (self.time_us * 1e-6) if self.cycles else 0.0
 
     def summary(self) -> str:
+        """The report as text: T_total, each pipe's busy cycles and share, the bottleneck, GM traffic and L2 hit
+        rate, the GM channel's share, cores and the last to finish, achieved vs the chip's peak."""
         lines = [f"{self.kernel} on {self.chip}: {self.blocks} block(s), {self.mode} mode",
                  f"  T_total     {self.cycles:,.0f} cycles = {self.time_us:,.3f} us",
                  f"  instructions {self.instructions:,}"]

@@ -50,12 +50,14 @@ def _expect(cls, kernel, arrays, match: Optional[str], kwargs) -> PytoError:
 
 
 def assert_deadlock(kernel, *arrays, match: Optional[str] = None, **kwargs) -> DeadlockError:
-    """Run `kernel` and require a DeadlockError (optionally containing `match`); arrays stay untouched."""
+    """Run `kernel` and require a DeadlockError (optionally containing `match`); the arrays stay untouched when
+    it is raised (a kernel that completes has written its outputs before the AssertionError)."""
     return _expect(DeadlockError, kernel, arrays, match, kwargs)
 
 
 def assert_race(kernel, *arrays, match: Optional[str] = None, **kwargs) -> RaceError:
-    """Run `kernel` and require a RaceError (optionally containing `match`); arrays stay untouched."""
+    """Run `kernel` and require a RaceError (optionally containing `match`); the arrays stay untouched when it
+    is raised (a kernel that completes has written its outputs before the AssertionError)."""
     return _expect(RaceError, kernel, arrays, match, kwargs)
 
 

@@ -221,7 +221,9 @@ def compile(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks:
     """Trace, synchronise, schedule and check one launch configuration of `kernel` (GM inputs as arrays or
     pyto.spec: only their shapes and dtypes are read); raises what pyto.run would. The result's `.report`
     is the timing; calling it with arrays of those shapes and dtypes computes them (full mode's data pass
-    alone). The kernel must trace the same for the same configuration (no reads of mutable globals)."""
+    alone) and returns that Report (mode 'full'); compiled with check=False it only times (a call is a
+    KernelError). No `mode`: compile is both. The kernel must trace the same for the same configuration (no
+    reads of mutable globals)."""
     if not isinstance(kernel, Kernel):
         raise KernelError(f"pyto.compile takes a @pl.kernel function, got {kernel!r}")
     with _gc_paused():

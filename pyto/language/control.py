@@ -31,12 +31,14 @@ def section_cube():
 
 
 def section_vector():
-    """Code that runs on each of the two AIVs (vector cores) of each block."""
+    """Code that runs on each of the two AIVs (vector cores) of each block: both run every line, so split
+    the work (and the GM regions each stores) by pl.subblock_idx(); two AIVs storing one region race."""
     return _section("vector", caller_loc())
 
 
 def range(start: int, stop: int = None, step: int = 1):  # noqa: A001 - the DSL's spelling
-    """A static loop (unrolled at trace time): bounds must be Python ints."""
+    """A static loop (unrolled at trace time), as Python's range: integer bounds (int or numpy integer); a
+    step of 0 is a KernelError."""
     current()   # outside a @pl.kernel: KernelError, as for every pl op
     if stop is None:
         start, stop = 0, start
@@ -68,7 +70,8 @@ def subblock_idx() -> int:
 
 
 def workspace(shape, dtype) -> GMTensor:
-    """GM scratch shared by all cores of the launch (the same tensor in every trace)."""
+    """GM scratch shared by all cores of the launch (the same tensor in every trace). `shape`: two or more
+    positive ints. Its contents start uninitialised: a read before a write is an UninitializedReadError."""
     tr = current()
     loc = caller_loc()
     if not (isinstance(shape, (tuple, list)) and len(shape) >= 2
@@ -202,7 +205,8 @@ def pipe_barrier(pipe: Pipe) -> None:
 
 
 def sync_all() -> None:
-    """A barrier over every AIC and AIV of the launch (all earlier work of every core completes first)."""
+    """A barrier over every AIC and AIV of the launch (all earlier work of every core completes first). Call it
+    outside pl.section_*(), on every core the same number of times (one that never reaches it deadlocks)."""
     tr = current()
     loc = caller_loc()
     if tr.section is not None:

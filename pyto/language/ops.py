@@ -290,8 +290,9 @@ def move(dst: Tile, src: Tile, *, acc_to_vec_mode: Optional[AccToVecMode] = None
          phase: Optional[STPhase] = None, relu: bool = False) -> None:
     """On-chip moves: L0C->L1 and L0C->UB (Fixpipe), UB->L1 (MTE3, vector to cube).
 
-    `acc_to_vec_mode` (L0C->UB only): which AIV receives what (pl.AccToVecMode.DualModeSplitM / SplitN halve
-    the tile between the two AIVs' UBs, SingleModeVec0/1 send it whole to one). `phase`: pl.STPhase for a
+    `acc_to_vec_mode` (required for L0C->UB, else unused): which AIV receives what (pl.AccToVecMode.DualModeSplitM
+    halves M, an even number, DualModeSplitN halves N, a multiple of 32, between the two AIVs' UBs;
+    SingleModeVec0/1 send the tile whole to one). `phase`: pl.STPhase for a
     unit_flag move out of L0C, as pl.store's. `relu=True` (out of L0C): Fixpipe's ReLU, as pl.store's.
     """
     loc = caller_loc()
@@ -375,7 +376,11 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
 
 
 def matmul(dst: Tile, a: Tile, b: Tile, *, bias: Optional[Tile] = None, phase: Optional[AccPhase] = None) -> None:
-    """dst = a @ b (+ bias): L0A x L0B -> L0C on the cube (M pipe)."""
+    """dst = a @ b (+ bias): L0A x L0B -> L0C on the cube (M pipe).
+
+    a [M, K] and b [K, N] share a dtype (fp16, bf16, fp32 or int8); dst [M, N] is the accumulation type (fp32,
+    int32 for int8); `bias`: a [1, N] BT tile of that type (it initialises L0C). `phase`: pl.AccPhase.Partial
+    / Final for unit_flag (seeds/001). Mismatches are ShapeErrors naming the line."""
     _mmad("pl.matmul", dst, a, b, bias, phase, False, caller_loc())
 
 

@@ -193,7 +193,8 @@ def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = N
           buffers: int = 1, name: Optional[str] = None):
     """Allocate a tile (or a ring of `buffers` tiles) in `buffer`; capacity is charged at padded size.
 
-    `buffers` > 1 gives a Ring (double buffering: ring.next() moves to the next slot, current() / previous()).
+    `buffers` > 1 gives a Ring (double buffering: ring.next() moves to the next slot, current() / previous()); it
+    starts at slot 0, so the first next() gives slot 1 (every slot is used in turn, whichever comes first).
     `layout`: the buffer's format on this chip (the default; other formats are refused). `name`: the tile's
     name in errors and traces (default: the variable the kernel line assigns, e.g. 'a_l1').
     """

@@ -96,7 +96,10 @@ def _binary(kind: str):
         _same(loc, kind, dst, a, b)
         _emit(Op.VBINARY, kind, dst, [a, b], {}, loc)
     op.__name__ = kind
-    op.__doc__ = f"dst = {kind}(a, b) elementwise on UB tiles (V pipe)."
+    op.__doc__ = (f"dst = {kind}(a, b) elementwise on UB tiles (V pipe): one shape and dtype for all three (a "
+                  f"ShapeError otherwise)" + ({"add": "; int adds wrap", "sub": "; int subtractions wrap",
+                                               "mul": "; int products wrap",
+                                               "div": "; int division rounds toward zero"}.get(kind, "") + "."))
     return op
 
 
@@ -208,7 +211,9 @@ def _scalar(kind: str):
         _same(loc, kind, dst, src)
         _emit(Op.VSCALAR, kind, dst, [src], {"scalar": _scalar_of(dst, scalar, f"pl.{kind}", loc)}, loc)
     op.__name__ = kind
-    op.__doc__ = f"dst = src {kind[:-1]} scalar."
+    op.__doc__ = (f"dst = src {kind[:-1]} scalar (one shape and dtype for dst and src). A float tile's scalar is "
+                  f"rounded once to its dtype (an Ascend C scalar argument has the tensor's type); an int tile's "
+                  f"must be an integer of its dtype's range (a KernelError otherwise).")
     return op
 
 
@@ -230,7 +235,9 @@ def _unary(kind: str):
             raise UnsupportedError(f"{loc}: pl.{kind} takes fp16/bf16/fp32 tiles, not {src.dtype} ({src!r})")
         _emit(Op.VUNARY, kind, dst, [src], {}, loc)
     op.__name__ = kind
-    op.__doc__ = f"dst = {kind}(src) elementwise."
+    op.__doc__ = (f"dst = {kind}(src) elementwise (one shape and dtype for dst and src)"
+                  + (": fp16/bf16/fp32 tiles only (an UnsupportedError for int tiles)." if kind in _FLOAT_ONLY
+                     else "."))
     return op
 
 
@@ -241,8 +248,10 @@ copy.__doc__ = "dst = src, UB to UB on the V pipe (same shape and dtype; pl.cast
 
 
 def cast(dst: Tile, src: Tile) -> None:
-    """dst = src converted to dst's dtype (round to nearest even). int32 -> bf16 goes through fp32, the vector
-    unit's compute type: |x| > 2^24 can round twice (one bf16 ulp)."""
+    """dst = src converted to dst's dtype, same shape: float to float rounds to nearest even (overflow to inf),
+    float to int rounds to nearest even and saturates to the int's range (NaN to 0), int to a narrower int
+    wraps. int32 -> bf16 goes through fp32, the vector unit's compute type: |x| > 2^24 can round twice (one
+    bf16 ulp)."""
     loc = _vector_loc()
     if loc is None:
         return
@@ -254,7 +263,8 @@ def cast(dst: Tile, src: Tile) -> None:
 
 
 def duplicate(dst: Tile, value: float) -> None:
-    """Fill `dst` with `value`."""
+    """Fill `dst` with `value`: for a float tile rounded once to its dtype (beyond its range: inf), for an int
+    tile an integer of its dtype's range (a KernelError otherwise)."""
     loc = _vector_loc()
     if loc is None:
         return
