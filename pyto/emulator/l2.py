@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-WRITTEN_SCAN = 64     # written regions a read looks among (those on its rows), most recent first
+WRITTEN_SCAN = 64     # written regions a read looks among (those on its rows' 16-row bands), most recent first
 BAND = 16             # rows of one band of the written-region index
 
 
@@ -39,7 +39,9 @@ class _Written:
                 self.bands[band].discard(rect)
 
     def inside(self, rect: tuple) -> list:
-        """The keys of written regions that together contain `rect` (disjoint pieces of it), or []."""
+        """The keys of written regions that together contain `rect` (disjoint pieces of it), or []. Greedy:
+        newest first, a region is taken while its piece overlaps none taken, so a cover that needs an older
+        region in place of a newer overlapping one is missed (an understatement, as other misses are)."""
         r0, r1, c0, c1 = rect
         near = set()
         for band in range(r0 // BAND, (r1 - 1) // BAND + 1):
@@ -66,7 +68,8 @@ class _Written:
 
 def l2_hits(streams: list, capacity: int) -> dict:
     """Instruction index -> (bytes of its GM read served by L2, the index of the access that brought the data
-    into L2: the hit completes no earlier than it, as a request merged into a fill in flight does).
+    into L2: the one that allocated the region, or the latest of the written regions covering it; the hit
+    completes no earlier than it, as a request merged into a fill in flight does).
 
     `streams`: per program, its GM accesses in program order as (index, key, region, bytes, is_read, sync_all
     phase): key an int naming the region, region its (tensor uid, batch, rectangle) or None for several.
