@@ -360,3 +360,7 @@ def test_l2_reads_inside_written_regions():
          acc(3, (0, 16, 0, 40), False), acc(4, (0, 16, 8, 48), True)]
     hits = l2_hits([s], cap)
     assert hits[2] == (16 * 32 * 4, 1)       # two disjoint written pieces; lands with the later writer
+    # a partial rewrite (2) over a region (1): the cover is the older region and 3, not the newest first
+    s = [acc(1, (0, 16, 16, 48), False), acc(2, (0, 16, 32, 48), False), acc(3, (0, 16, 0, 16), False),
+         acc(4, (0, 16, 0, 48), True)]
+    assert 4 in l2_hits([s], cap)

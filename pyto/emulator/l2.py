@@ -39,9 +39,9 @@ class _Written:
                 self.bands[band].discard(rect)
 
     def inside(self, rect: tuple) -> list:
-        """The keys of written regions that together contain `rect` (disjoint pieces of it), or []. Greedy:
-        newest first, a region is taken while its piece overlaps none taken, so a cover that needs an older
-        region in place of a newer overlapping one is missed (an understatement, as other misses are)."""
+        """The keys of written regions that together contain `rect` (disjoint pieces of it), or []. One region
+        containing it, else pieces taken greedily newest first, then oldest first: a cover that neither order
+        finds is missed (an understatement, as other misses are)."""
         r0, r1, c0, c1 = rect
         near = set()
         for band in range(r0 // BAND, (r1 - 1) // BAND + 1):
@@ -50,12 +50,19 @@ class _Written:
                 return []           # a band of the read's rows holds nothing written: not covered
             near |= on
         cands = sorted(near, key=lambda w: -self.rects[w][1])[:WRITTEN_SCAN]
+        for w0, w1, v0, v1 in cands:
+            if w0 <= r0 and r1 <= w1 and v0 <= c0 and c1 <= v1:
+                return [self.rects[(w0, w1, v0, v1)][0]]
+        # newest first, then oldest first (a partial rewrite over a tile hides the older region the cover needs)
+        return self._pieces(rect, cands) or self._pieces(rect, cands[::-1])
+
+    def _pieces(self, rect: tuple, cands: list) -> list:
+        """Greedy: each region whose piece of `rect` overlaps none taken, until the pieces cover it; [] if not."""
+        r0, r1, c0, c1 = rect
         need = (r1 - r0) * (c1 - c0)
         pieces = []
         for w in cands:
             w0, w1, v0, v1 = w
-            if w0 <= r0 and r1 <= w1 and v0 <= c0 and c1 <= v1:
-                return [self.rects[w][0]]
             a0, a1, b0, b1 = max(r0, w0), min(r1, w1), max(c0, v0), min(c1, v1)
             if a0 < a1 and b0 < b1 and all(a1 <= p0 or p1 <= a0 or b1 <= q0 or q1 <= b0
                                            for p0, p1, q0, q1, _ in pieces):
