@@ -143,7 +143,6 @@ class BlockCode:
     n_flags: int
     n_fkeys: int
     waits: dict
-    participants: int
     flops: float
     cube_dtype: object
     gm_read: float
@@ -197,7 +196,6 @@ class Encoder:
         self.chunks: list = []     # (code, instruction, slot, region, unit_flag block, flag key, core) bases
         self.streams: list = []
         self.n_regions = self.n_ufblocks = self.n_fkeys = 0
-        self.participants = 0
         self.gm_read = self.gm_write = self.flops = 0.0
         self.cube_dtype = None
 
@@ -211,7 +209,6 @@ class Encoder:
         fkeys: dict = {}
         waits: dict = {}
         gm_io: list = []
-        participants = 0
         flops = gm_read = gm_write = 0.0
         cube_dtype = None
         names, locs, chip = self.names, self.locs, self.chip
@@ -220,7 +217,6 @@ class Encoder:
             ops = set(map(_OP, prog.instrs))
             if Op.SET_FLAG in ops:
                 check_flag_pairs(prog)
-            participants += 1      # a pl.sync_all waits for every traced core, also one that never calls it
             io = []
             phase = 0          # sync_all phase: the L2 replay orders GM accesses by it (l2.py)
             for j, ins in enumerate(prog.instrs):
@@ -268,7 +264,7 @@ class Encoder:
         arrays = {name: _np(col, dt) for (name, dt), col in zip(_COLUMNS.items(), cols)}
         return BlockCode(i, slots, [_np(q, np.int64) for q in queues], arrays, _np(dep_ptr, np.int64),
                          _np(dep_idx, np.int64), _np(uf.ptr, np.int64), _np(uf.blocks, np.int64), uf.names,
-                         uf.total, len(fkeys), waits, participants, flops, cube_dtype, gm_read, gm_write,
+                         uf.total, len(fkeys), waits, flops, cube_dtype, gm_read, gm_write,
                          gm_io)
 
     def add(self, programs: list, code: BlockCode) -> None:
@@ -286,7 +282,6 @@ class Encoder:
         self.n_regions += len(code.region_names)
         self.n_ufblocks += code.n_flags
         self.n_fkeys += code.n_fkeys
-        self.participants += code.participants
         self.gm_read += code.gm_read
         self.gm_write += code.gm_write
         self.flops += code.flops
@@ -335,7 +330,8 @@ class Encoder:
                       uf_rid=cat["uf_rid"], rg_ptr=np.concatenate([np.zeros(1, np.int64), cat["rg_ptr"]]),
                       rg_blk=cat["rg_blk"], uf_wait=cat["uf_wait"], uf_set=cat["uf_set"], kind=cat["kind"],
                       fkey=cat["fkey"], occ=cat["occ"], lat=lat, gm_bytes=gmb, l2_bytes=l2b, fill=fill)
-        return Encoded(arrays, self.n_ufblocks, self.n_fkeys, self.participants, self.slots, self.cores,
+        # a pl.sync_all waits for every traced core, also one that never calls it (then a deadlock)
+        return Encoded(arrays, self.n_ufblocks, self.n_fkeys, len(self.cores), self.slots, self.cores,
                        list(self.names), [str(x) for x in self.locs], cat["core_i"], cat["pipe_i"], cat["name_i"],
                        cat["loc_i"], waits, region_names, self.gm_read, self.gm_write, self.flops, self.cube_dtype)
 

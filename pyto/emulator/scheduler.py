@@ -163,7 +163,7 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
                     f"itself waiting: {enc.locs[enc.loc_i[d]]}")
     if a["uf_wait"][i] >= 0:
         r = a["uf_rid"][i]
-        vals = flags[a["rg_blk"][a["rg_ptr"][r]:a["rg_ptr"][r + 1]]]
+        vals = flags[_region_blocks(a, r)]
         val = int(a["uf_wait"][i])
         is_ = str(int(vals[0])) if (vals == vals[0]).all() else f"mixed ({int(vals.sum())} of {vals.size} set)"
         phase = ("AccPhase" if val == 0 else "STPhase") + (".Final" if a["uf_set"][i] >= 0 else ".Partial")
@@ -177,8 +177,7 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
         if val == 0 and not (vals == vals[0]).all():
             # part of the region still holds a result: name the last read of those blocks that ran, a Partial one
             still = np.zeros(len(flags), bool)
-            blk = a["rg_blk"][a["rg_ptr"][r]:a["rg_ptr"][r + 1]]
-            still[blk[vals != 0]] = True
+            still[_region_blocks(a, r)[vals != 0]] = True
             reads = _touching(enc, np.flatnonzero((a["uf_wait"] == 1) & started), still)
             reads = reads[enc.core_i[reads] == enc.core_i[i]]
             if len(reads):
