@@ -293,8 +293,11 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
         return False
     try:
         return bool(np.shares_memory(a, b, max_work=100_000))
-    except Exception:       # numpy's TooHardError
+    except _TOO_HARD:
         return True
+
+
+_TOO_HARD = getattr(np, "exceptions", np).TooHardError      # numpy.exceptions from 1.25, numpy's namespace before
 
 
 @contextlib.contextmanager
