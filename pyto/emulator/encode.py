@@ -172,15 +172,13 @@ def _gm_side(ins: Instr):
     return None
 
 
-def _gm_key(ins: Instr) -> tuple:
-    """The L2 region of a GM transfer: (a hash of its GM side's tensor, batch and rectangle, and that
-    (tensor uid, batch, rectangle) when it is one region, else None)."""
-    key = []
-    for group in (ins.srcs, ins.dsts):
-        for acc in group:
-            if isinstance(acc.obj, GMTensor):
-                key.append((acc.obj.uid, acc.batch, acc.rect))
-    return (hash(key[0]), key[0]) if len(key) == 1 else (hash(tuple(key)), None)
+def _l2_accesses(index: int, ins: Instr, nbytes: float, read: bool, phase: int) -> list:
+    """The L2 replay's entries of a GM transfer (l2.py): (index, key, (tensor uid, batch, rectangle), bytes,
+    read, sync_all phase) per GM region; an nd_num transfer's equal matrices share its bytes."""
+    regions = [(acc.obj.uid, acc.batch, acc.rect) for group in (ins.srcs, ins.dsts) for acc in group
+               if isinstance(acc.obj, GMTensor)]
+    share = nbytes / len(regions)
+    return [(index, hash(r), r, share, read, phase) for r in regions]
 
 
 class Encoder:
@@ -274,8 +272,8 @@ class Encoder:
         self.cores.extend(str(prog) for prog in programs)
         for prog, io in zip(programs, code.gm_io):
             instrs = prog.instrs
-            self.streams.append([(base + i, *_gm_key(instrs[j]), nbytes, read, phase)
-                                 for j, i, nbytes, read, phase in io])
+            self.streams.append([e for j, i, nbytes, read, phase in io
+                                 for e in _l2_accesses(base + i, instrs[j], nbytes, read, phase)])
         self.chunks.append((code, base, len(self.slots), self.n_regions, self.n_ufblocks, self.n_fkeys, core_base))
         self.slots.extend((str(programs[pos]), pipe) for pos, pipe in code.slots)
         self.n += code.n
@@ -319,10 +317,12 @@ class Encoder:
         if hits:
             idx = np.fromiter(hits.keys(), np.int64, len(hits))    # distinct: in-place fancy updates are exact
             hit = np.fromiter((h for h, _ in hits.values()), np.float64, len(hits))
+            full = idx[hit >= gmb[idx]]      # every region served by L2 (an nd_num read may be partly): its latency
             gmb[idx] -= hit
             l2b[idx] += hit
-            lat[idx] += self.chip.l2_latency_cycles - self.chip.gm_latency_cycles
+            lat[full] += self.chip.l2_latency_cycles - self.chip.gm_latency_cycles
             fill[idx] = np.fromiter((f for _, f in hits.values()), np.int64, len(hits))
+            fill[np.setdiff1d(idx, full)] = -1
         q_ptr = np.zeros(len(q_len) + 1, np.int64)
         np.cumsum(q_len, out=q_ptr[1:])
         arrays = dict(pipe_of=cat["pipe_of"], q_ptr=q_ptr, q_idx=cat["q_idx"],

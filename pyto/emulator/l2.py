@@ -79,7 +79,9 @@ def l2_hits(streams: list, capacity: int) -> dict:
     completes no earlier than it, as a request merged into a fill in flight does).
 
     `streams`: per program, its GM accesses in program order as (index, key, region, bytes, is_read, sync_all
-    phase): key an int naming the region, region its (tensor uid, batch, rectangle) or None for several.
+    phase): key an int naming the region, region its (tensor uid, batch, rectangle) or None. An access of
+    several regions (an nd_num load) comes as one entry per region under one index: its hits add up (bytes
+    summed, the latest filler).
     """
     lru: OrderedDict = OrderedDict()       # key -> (bytes, region, the index of the access that allocated it)
     written: dict = {}      # (tensor uid, batch) -> _Written: the written regions resident
@@ -89,7 +91,7 @@ def l2_hits(streams: list, capacity: int) -> dict:
         if key in lru:
             lru.move_to_end(key)
             if read:
-                hits[index] = (nbytes, lru[key][2])
+                _hit(hits, index, nbytes, lru[key][2])
             elif region is not None:       # (re)written: the latest write of the region, also after a read of it
                 written.setdefault(region[:2], _Written()).add(region[2], key)
             continue
@@ -99,7 +101,7 @@ def l2_hits(streams: list, capacity: int) -> dict:
             if hosts:
                 for host in hosts:
                     lru.move_to_end(host)
-                hits[index] = (nbytes, max(lru[h][2] for h in hosts))
+                _hit(hits, index, nbytes, max(lru[h][2] for h in hosts))
                 continue
         lru[key] = (nbytes, region, index)
         used += nbytes
@@ -111,6 +113,11 @@ def l2_hits(streams: list, capacity: int) -> dict:
             if old is not None and old[:2] in written:
                 written[old[:2]].drop(old[2])
     return hits
+
+
+def _hit(hits: dict, index: int, nbytes: float, filler: int) -> None:
+    old = hits.get(index)
+    hits[index] = (nbytes, filler) if old is None else (old[0] + nbytes, max(old[1], filler))
 
 
 def _in_step(streams: list):
