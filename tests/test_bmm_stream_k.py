@@ -214,31 +214,40 @@ def test_home_ground_grid_k_2_bandwidth_bound():
     assert sk.cycles < asw.cycles, (sk.cycles, asw.cycles)
 
 
-def _launch_tail(a, b, tail: bool):
-    """stream_k_kernel on (a, b) with the planner's parameters and TAIL_PIECES = tail: (output, report)."""
+def _launch_tail(a, b, tail_k=None):
+    """stream_k_kernel on (a, b) with the planner's parameters and TAIL_K = tail_k (None: the planner's):
+    (output, report, the planner's TAIL_K, base_k)."""
     p = plan(a.shape, b.shape, a.dtype if isinstance(a, pyto.Spec) else pyto.dtypes.as_dtype(a.dtype), CHIP)
     assert p.branch == "stream_k"
     ops = operands(p.problem, a, b)
-    params = dict(stream_k.params_of(p.tiling, p.problem, CHIP), TAIL_PIECES=tail)
+    params = stream_k.params_of(p.tiling, p.problem, CHIP)
+    planned = params["TAIL_K"]
+    if tail_k is not None:
+        params["TAIL_K"] = tail_k
     mode = "timing" if isinstance(a, pyto.Spec) else "full"
     rep = pyto.run(stream_k.stream_k_kernel, ops.a, ops.b, ops.bias, ops.out, chip=CHIP,
                    blocks=p.tiling.cores_used, mode=mode, **params)
-    return ops.out, rep
+    return ops.out, rep, planned, p.tiling.base_k
 
 
-def test_tail_pieces_shorten_the_drain_and_change_no_bit():
-    """The last L1 step in base_k pieces: the same MMADs in the same order (the same bits), and the K segment's
-    end (on the reduction's critical path) no longer waits for a whole k_L1 step of MTE1 + MMAD after its
-    load lands (timing mode on a home-ground shape)."""
+def test_tail_pieces_shorten_the_drain():
+    """The last L1 step in TAIL_K pieces: the K segment's end (on the reduction's critical path) no longer waits
+    for a whole k_L1 step of MTE1 + MMAD after its load lands, and the planner's half-base_k pieces end it
+    sooner than base_k pieces (timing mode on a home-ground shape). base_k pieces issue the same MMADs in the
+    same order as no pieces (the same bits); half-base_k MMADs split the fp32 sums elsewhere (within tolerance)."""
     a, b, _ = _inputs((1, 32, 4096), (1, 4096, 48), "fp16", seed=5)
-    with_tail, _ = _launch_tail(a, b, True)
-    without, _ = _launch_tail(a, b, False)
-    assert np.array_equal(with_tail.view(np.uint8), without.view(np.uint8))
-    assert not check(with_tail, a, b, None)
+    planned, _, tail_k, base_k = _launch_tail(a, b)
+    assert tail_k == base_k // 2
+    whole, _, _, _ = _launch_tail(a, b, base_k)
+    without, _, _, _ = _launch_tail(a, b, 0)
+    assert np.array_equal(whole.view(np.uint8), without.view(np.uint8))
+    for c in (planned, whole, without):
+        assert not check(c, a, b, None)
     sa, sb = pyto.spec((1, 32, 32768), "bf16"), pyto.spec((1, 32768, 64), "bf16")
-    _, fast = _launch_tail(sa, sb, True)
-    _, slow = _launch_tail(sa, sb, False)
-    assert fast.cycles < slow.cycles - 200, (fast.cycles, slow.cycles)
+    _, half, tail_k, base_k = _launch_tail(sa, sb)
+    _, whole = _launch_tail(sa, sb, base_k)[:2]
+    _, slow = _launch_tail(sa, sb, 0)[:2]
+    assert half.cycles < whole.cycles < slow.cycles - 200, (half.cycles, whole.cycles, slow.cycles)
 
 
 def test_bmm_takes_the_reduction_mode():

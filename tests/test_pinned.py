@@ -56,13 +56,14 @@ def test_an_atomic_fp16_add_rounds_the_incoming_value_first():
 
 
 def test_stream_k_sums_the_segments_in_their_fixed_order():
-    """Segment partials 2^25, -2^25, 1, 1 summed 0, 1, 2, 3 in fp32 give 2; another order loses the ones."""
+    """Segment partials 2^25, 1, -2^25, 1 summed pairwise, (p0 + p2) + (p1 + p3), in fp32 give 2; in order 0, 1, 2,
+    3 (or most others) 2^25 + 1 rounds the first one away."""
     ash, bsh = (1, 16, 27200), (1, 27200, 16)
     p = plan(ash, bsh, "bf16", override=None)
     assert p.branch == "stream_k" and p.tiling.grid_k == 4
     sk = p.tiling.single_core_k
     a, b = np.zeros(ash, np.float32), np.zeros(bsh, np.float32)
-    for c, v in enumerate([2.0 ** 25, -2.0 ** 25, 1.0, 1.0]):
+    for c, v in enumerate([2.0 ** 25, 1.0, -2.0 ** 25, 1.0]):
         a[0, 0, c * sk], b[0, c * sk, 0] = 1.0, v
     c, _ = run_plan(p, a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16))
     assert float(c[0, 0, 0]) == 2.0

@@ -171,21 +171,22 @@ def _bias_bt(bufs: Buffers, bias, bias_off: Sequence[int], nt: int):
 
 
 def _stream_l1(bufs: Buffers, slot, src, batch: list, pos: int, k1: int, k_len: int, extent: int, pieces: int,
-               transpose: bool, is_a: bool) -> list:
+               transpose: bool, is_a: bool, unit: int = 0) -> list:
     """The GM -> L1 loads (view of `slot`, GM offsets) for the L1 step [k1, k1 + k_len) of the tile at row (A)
     / column (B) `pos`.
 
     pieces 0: the whole slot in one load (rows/columns and K past the tile's own are read too, clipped only at
     the tensor's edge). pieces n >= 1: only the `extent` rows of A / columns of B and the K the step uses
-    (aligned), in n loads along K (multiples of base_k): MTE1 and the cube start on the first piece while the
-    rest arrive, and a K segment that ends inside the slot (split-K, StreamK) reads nothing past its end.
+    (aligned), in n loads along K (multiples of `unit`, default base_k): MTE1 and the cube start on the first
+    piece while the rest arrive, and a K segment that ends inside the slot (split-K, StreamK) reads nothing
+    past its end.
     """
     if pieces <= 0:
         off = ([*batch, k1, pos] if transpose else [*batch, pos, k1]) if is_a else \
               ([*batch, pos, k1] if transpose else [*batch, k1, pos])
         return [(slot, off)]
     k_all = _ceil(k_len, bufs.align)
-    step = _ceil(-(-k_all // pieces), bufs.base_k)
+    step = _ceil(-(-k_all // pieces), unit or bufs.base_k)
     loads = []
     for kp in range(0, k_all, step):
         kw = min(step, k_all - kp)
@@ -199,7 +200,7 @@ def _stream_l1(bufs: Buffers, slot, src, batch: list, pos: int, k1: int, k_len: 
 def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], K: int, rows: int, cols: int, *,
                k_start: int = 0, a_l1=None, b_l1=None, bias=None, bias_off: Optional[Sequence[int]] = None,
                transpose_a: bool = False, transpose_b: bool = False, use_unit_flag: bool = True,
-               l1_pieces: int = 0, tail_pieces: bool = False):
+               l1_pieces: int = 0, tail_k: int = 0):
     """The K loop of one tile: returns the L0C view holding A[m0:, k_start:k_start+K] @ B[.., n0:] (+ bias).
 
     a_off = [*batch, m0], b_off = [*batch, n0] (GM offsets of the tile's origin, K apart); rows/cols: the
@@ -208,9 +209,10 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
     [0, ..., 0, n0]), added by the first MMAD. With use_unit_flag the last MMAD carries AccPhase.Final;
     store the result with `store_tile` (STPhase.Final). l1_pieces: how streamed L1 slots are filled
     (`_stream_l1`: 0 = one load of the whole slot; n >= 1 = the tile's own extent in n pieces along K).
-    tail_pieces: the last L1 step in one piece per base_k, so that after its last byte lands only one
-    MTE1 + MMAD step is left (for a core's only tile, as StreamK's units are; where tiles follow each other
-    the next tile's loads hide the drain, and the extra transfers cost more than they win).
+    tail_k (> 0, a multiple of the fractal K): the last L1 step in pieces of tail_k along K, loads and MMADs,
+    so that after its last byte lands only one tail_k MTE1 + MMAD step is left (for a core's only tile, as
+    StreamK's units are; where tiles follow each other the next tile's loads hide the drain, and the extra
+    transfers cost more than they win). Smaller MMADs round the L0C sums at other places: other bits.
     """
     base_m, base_n, base_k, k_l1 = bufs.base_m, bufs.base_n, bufs.base_k, bufs.k_l1
     assert 0 < rows <= base_m and 0 < cols <= base_n and K > 0, f"tile {rows}x{cols}, K={K}"
@@ -224,21 +226,23 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
     *a_batch, m0 = a_off
     *b_batch, n0 = b_off
     k_end = k_start + K
-    steps = -(-K // base_k)
+    starts = list(pl.range(k_start, k_end, k_l1))
+    units = [base_k] * (len(starts) - 1) + [tail_k or base_k]     # the K of each L1 step's MMADs
+    steps = sum(-(-min(k_l1, k_end - k1) // u) for k1, u in zip(starts, units))
     step = 0
-    for k1 in pl.range(k_start, k_end, k_l1):
+    for k1, unit in zip(starts, units):
         a1, b1 = a_l1, b_l1
         k_len = min(k_l1, k_end - k1)
         a_loads = b_loads = []
         pieces = l1_pieces
-        if tail_pieces and k1 + k_len >= k_end:     # the last step: one piece per base_k, a short drain
-            pieces = max(1, l1_pieces, -(-k_len // base_k))
+        if tail_k and k1 + k_len >= k_end:     # the last step: one piece per tail_k, a short drain
+            pieces = max(1, l1_pieces, -(-k_len // tail_k))
         if a_l1 is None:
             a1 = bufs.a_l1.next()
-            a_loads = _stream_l1(bufs, a1, a, a_batch, m0, k1, k_len, mt, pieces, transpose_a, True)
+            a_loads = _stream_l1(bufs, a1, a, a_batch, m0, k1, k_len, mt, pieces, transpose_a, True, unit)
         if b_l1 is None:
             b1 = bufs.b_l1.next()
-            b_loads = _stream_l1(bufs, b1, b, b_batch, n0, k1, k_len, nt, pieces, transpose_b, False)
+            b_loads = _stream_l1(bufs, b1, b, b_batch, n0, k1, k_len, nt, pieces, transpose_b, False, unit)
         for i in range(max(len(a_loads), len(b_loads))):        # A and B pieces interleaved: K order
             if i < len(a_loads):
                 pl.load(a_loads[i][0], a, a_loads[i][1], transpose=transpose_a)
@@ -249,22 +253,24 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
         if b_l1 is not None:
             b1 = b1[k1:, :]
         step = mmad_l1(bufs, c_l0c, a1, b1, k_len, step=step, steps=steps, bias_bt=bias_bt,
-                       use_unit_flag=use_unit_flag)
+                       use_unit_flag=use_unit_flag, base_k=unit)
     return c_l0c
 
 
 def mmad_l1(bufs: Buffers, c_l0c, a1, b1, k_len: int, *, step: int, steps: int, bias_bt=None,
-            use_unit_flag: bool = True) -> int:
+            use_unit_flag: bool = True, base_k: int = 0) -> int:
     """The L0 loop over one L1 step the caller has filled itself (e.g. MergeBatch's merged tiles).
 
     MTE1 + MMAD over K [0, k_len) of the L1 views a1 [>= mt rows, from its K 0] and b1 [from its K 0,
     >= nt cols] into c_l0c, an L0C view [mt, nt]. step: MMADs already issued into c_l0c (0: the first
     one writes, with bias_bt, a BT view [1, nt]); steps: this tile's MMADs in all, so the last carries
-    AccPhase.Final with use_unit_flag. Returns the updated step count.
+    AccPhase.Final with use_unit_flag. base_k: the K of one MMAD (default the rings' base_k). Returns the
+    updated step count.
     """
     mt, nt = c_l0c.shape
-    for kk in pl.range(0, k_len, bufs.base_k):
-        kt = min(bufs.base_k, _ceil(k_len - kk, bufs.align))
+    base_k = base_k or bufs.base_k
+    for kk in pl.range(0, k_len, base_k):
+        kt = min(base_k, _ceil(k_len - kk, bufs.align))
         a_l0a = bufs.a_l0a.next()[0:mt, 0:kt]
         pl.load(a_l0a, a1[0:mt, kk:kk + kt])
         b_l0b = bufs.b_l0b.next()[0:kt, 0:nt]

@@ -13,7 +13,7 @@ def _stream(t: StreamKTiling, p: Problem, chip: Chip) -> _Work:
     """grid_K cores per output block (stream_k.py): each unit's K segment through block.accumulate, its partial
     block to the workspace (or atomically added); then, after sync_all, the AIVs sum the partials."""
     from .asw_basic import l1_pieces_for
-    from .stream_k import params_of, part_buffers, reduce_chunk
+    from .stream_k import params_of, reduce_chunk
     w = _Work(p, chip, t.cores_used, l0_buffers=t.l0_buffers)
     isz, M, N, K = p.isz, p.M, p.N, p.K
     sm, sn, sck = t.single_m, t.single_n, t.single_core_k
@@ -84,13 +84,14 @@ def _stream(t: StreamKTiling, p: Problem, chip: Chip) -> _Work:
         w.gm_write += out * p.out_isz
         w.serial_l2 += part                                  # both after sync_all: in serial, below
         w.serial_gm += out * p.out_isz
-        ld = w.xfer(region(chip, rows, cols, sn, ACC_BYTES), "GM", "UB")
+        ld = w.xfer(g * region(chip, rows, cols, sn, ACC_BYTES), "GM", "UB")    # a chunk's g partials at once
         stv = w.xfer(region(chip, rows, min(cols, N), N, p.out_isz), "UB", "GM")
-        vec = (g - 1) * w.vec_cycles(rows * cols) + (w.vec_cycles(rows * cols) if cast else 0) + \
-            (2 * w.vec_cycles(rows * cols) if p.bias else 0)
-        per_chunk = max(g * ld, vec, stv)
-        depth = part_buffers(t.grid_k)
-        w.serial = (chip.flag_latency_cycles + per_aiv * per_chunk + w.lat("GM", "UB", l2=True) * (1 + per_aiv // max(1, depth))
+        vec, n = (w.vec_cycles(rows * cols) if cast else 0) + (2 * w.vec_cycles(rows * cols) if p.bias else 0), g
+        while n > 1:              # the pairwise sum: the top half into the bottom half
+            vec, n = vec + w.vec_cycles(n // 2 * rows * cols), n - n // 2
+        per_chunk = max(ld, vec, stv)
+        # two UB slots of stacked partials: a chunk's load waits for the chunk two before it to be summed
+        w.serial = (chip.flag_latency_cycles + per_aiv * per_chunk + w.lat("GM", "UB", l2=True) * (1 + per_aiv // 2)
                     + vec / max(1, per_aiv) + stv + w.lat("UB", "GM"))
         # ... or the chip-wide channels: the output over GM, the partials over L2
         chan = max(out * p.out_isz / chip.gm_bytes_per_cycle, part / chip.l2_bytes_per_cycle)

@@ -12,9 +12,12 @@ in place; the segment leaves the core once, through Fixpipe).
 Reduction, tiling.reduce:
 * "workspace" (deterministic, the default): Fixpipe writes each unit's fp32 partial block (int32 for int8)
   to its own slot of a GM workspace [units, single_m, single_n]; `pl.sync_all()`; then the AIVs of the
-  launch (2 per block) share the output in row chunks: each chunk's grid_k partials are loaded and added in
-  the fixed order c = 0, 1, ..., grid_k - 1, the bias row added, the sum cast to the output dtype and
-  stored. Same inputs -> the same bits, run after run (no atomics, no order that depends on timing).
+  launch (2 per block) share the output in row chunks: a chunk's partials, one per segment, come in one
+  load (nd_num: the same rows x columns of each of the group's slots, which lie a fixed stride apart),
+  stacked in UB, and are added pairwise in a fixed order (the upper half into the lower: log2(segments)
+  vector ops instead of one per segment, as the reduction is on the critical path); then the bias row is
+  added, the sum cast to the output dtype and stored. Same inputs -> the same bits, run after run (no
+  atomics, no order that depends on timing).
 * "atomic" (AtomicAdd, not deterministic on hardware: the order the adds land in is timing's): the AIVs
   first zero the target, `pl.sync_all()`, then every unit's Fixpipe adds its partial into it with
   atomic="add" (the bias comes in once, through BT on segment 0). The target is the output itself for
@@ -68,16 +71,15 @@ def chunks(nb: int, m_cnt: int, n_cnt: int, sm: int, sn: int, M: int, N: int, ro
 def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SINGLE_M: int, SINGLE_N: int,
                     SINGLE_K: int, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, STAGES: int = 2,
                     L0_STAGES: int = 2, L0C_STAGES: int = 2, ATOMIC: bool = False, RED_ROWS: int = 16,
-                    RED_COLS: int = 16, PART_BUFS: int = 2, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
-                    BIAS: bool = False, L1_PIECES: int = 1, TAIL_PIECES: bool = True):
+                    RED_COLS: int = 16, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
+                    BIAS: bool = False, L1_PIECES: int = 1, TAIL_K: int = 0):
     """out [*batch, M, N] = a @ b (+ bias) with K split GRID_K ways (shapes as asw_basic_kernel).
 
     RED_ROWS x RED_COLS: the UB chunk one AIV reduces (or zeroes / casts) at a time, RED_COLS a multiple of 16.
-    PART_BUFS: UB slots for partial chunks (grid_K - 1 lets every partial of a chunk be in flight at once).
     L1_PIECES (>= 1): GM->L1 pieces per L1 step; a unit loads only its own rows, columns and K segment.
-    TAIL_PIECES: the unit's last tile's last L1 step in one piece per base_k (block.accumulate's tail_pieces):
-    the reduction waits for every segment's end, so the drain after the last load is on the critical path
-    (earlier tiles' drains overlap the next tile's loads).
+    TAIL_K: the unit's last tile's last L1 step in pieces of TAIL_K along K, loads and MMADs (block.accumulate's
+    tail_k; 0: off): the reduction waits for every segment's end, so the drain after the last load is on the
+    critical path (earlier tiles' drains overlap the next tile's loads).
     """
     M, K = (a.shape[-1], a.shape[-2]) if TRANSPOSE_A else (a.shape[-2], a.shape[-1])
     N, Kb = (b.shape[-2], b.shape[-1]) if TRANSPOSE_B else (b.shape[-1], b.shape[-2])
@@ -101,8 +103,8 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
             part_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, buffers=2, name="part_ub")
     else:
         ws = pl.workspace([len(units), SINGLE_M, SINGLE_N], acc)
-        sum_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, buffers=2, name="sum_ub")
-        part_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, buffers=PART_BUFS, name="part_ub")
+        segs = segments(K, GRID_K, SINGLE_K)
+        parts_ub = pl.alloc(pl.UB, [segs * RED_ROWS, RED_COLS], acc, buffers=2, name="parts_ub")
         if BIAS:
             bias_ub = pl.alloc(pl.UB, [1, RED_COLS], acc, buffers=2, name="bias_ub")
     if cast_out:
@@ -134,7 +136,7 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
                                        bias=bias if with_bias else None,
                                        bias_off=[*batch_offsets(f, out_b, bias_b), 0, n_abs] if with_bias else None,
                                        transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, l1_pieces=L1_PIECES,
-                                       tail_pieces=TAIL_PIECES and m0 + BASE_M >= rows_blk and n0 + BASE_N >= cols_blk)
+                                       tail_k=TAIL_K if m0 + BASE_M >= rows_blk and n0 + BASE_N >= cols_blk else 0)
                     if ATOMIC:
                         t_off = [f] if cast_out else batch_offsets(f, out_b, out_b)
                         store_tile(target, c_l0c, [*t_off, m_abs, n_abs], atomic="add")
@@ -159,12 +161,14 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
             w = ceil_align(cols, VEC_ALIGN)
             u0 = ((f * M_CNT + mi) * N_CNT + ni) * GRID_K
             m_abs, n_abs = mi * SINGLE_M + r0, ni * SINGLE_N + c0
-            sum_v = sum_ub.next()[0:rows, 0:w]
-            pl.load(sum_v, ws, [u0, r0, c0])
-            for c in pl.range(1, min(GRID_K, cdiv(K, SINGLE_K))):      # fixed order: segment 1, 2, ...
-                part_v = part_ub.next()[0:rows, 0:w]
-                pl.load(part_v, ws, [u0 + c, r0, c0])
-                pl.add(sum_v, sum_v, part_v)
+            parts = parts_ub.next()[0:segs * rows, 0:w]
+            pl.load(parts, ws, [u0, r0, c0], nd_num=segs)     # segment c's partial in rows [c*rows, (c+1)*rows)
+            n = segs
+            while n > 1:       # pairwise, a fixed order: the top h partials added into the first h
+                h = n // 2
+                pl.add(parts[0:h * rows, :], parts[0:h * rows, :], parts[(n - h) * rows:n * rows, :])
+                n -= h
+            sum_v = parts[0:rows, :]
             if BIAS:
                 bias_v = bias_ub.next()[0:1, 0:w]
                 pl.load(bias_v, bias, [*batch_offsets(f, out_b, bias_b), 0, n_abs])
@@ -177,17 +181,33 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
 
 
 # ---- plan -> static parameters -> launch ------------------------------------------------------------
-def part_buffers(grid_k: int) -> int:
-    """UB slots for the partials of one chunk: all grid_K - 1 after the first in flight (2 to 8)."""
-    return max(2, min(grid_k - 1, 8))
+def segments(K: int, grid_k: int, single_k: int) -> int:
+    """K segments that exist (a forced grid_k may leave the last ones past K; K = 0 still has one)."""
+    return max(1, min(grid_k, cdiv(K, single_k)))
+
+
+def tail_k_for(base_k: int, problem, chip: Chip) -> int:
+    """StreamK's drain piece (TAIL_K): half of base_k, else base_k, the first on the fractal K grid that leaves
+    K-contiguous rows (A's ND rows, or a DN B's) at least the burst minimum (below it each row is charged the
+    minimum: 4x the bytes for 16 fp16 elements); 0 if neither does. Measured on the home-ground shapes of
+    benchmarks/bmm_planner.py: half of base_k ends the kernels 0.5-2% sooner than base_k, a quarter is slower.
+    """
+    isz = problem.dtype.itemsize
+    k_rows = not (problem.transpose_a and not problem.transpose_b)
+    for k in (base_k // 2, base_k):
+        if k > 0 and k % max(16, 32 // isz) == 0 and (not k_rows or k * isz >= chip.burst_min_bytes):
+            return k
+    return 0
 
 
 def reduce_chunk(t, problem, chip: Chip, blocks: int, *, bias: bool) -> tuple[int, int]:
     """(rows, cols) of the AIVs' UB chunk: columns up to the block width (a multiple of 16), rows so that
-    the UB rings fit one AIV's UB and the output is spread over all 2 x blocks AIVs."""
+    the UB rings (workspace mode: two slots of a chunk's stacked partials) fit one AIV's UB and the output
+    is spread over all 2 x blocks AIVs."""
     acc, out_isz = 4, (4 if problem.dtype is DType.int8 else problem.dtype.itemsize)
     cast = problem.dtype not in (DType.fp32, DType.int8)
     atomic = t.reduce == "atomic"
+    segs = segments(problem.K, t.grid_k, t.single_core_k)
     if atomic:
         m, n, groups = problem.M, problem.N, problem.batch
     else:
@@ -198,7 +218,7 @@ def reduce_chunk(t, problem, chip: Chip, blocks: int, *, bias: bool) -> tuple[in
     def per_row(c: int) -> int:
         if atomic:
             return c * acc + (2 * c * acc + 2 * c * out_isz if cast else 0)
-        return (2 + part_buffers(t.grid_k)) * c * acc + (2 * c * out_isz if cast else 0)
+        return 2 * segs * c * acc + (2 * c * out_isz if cast else 0)
 
     fixed = 2 * cols * acc if bias and not atomic else 0
     while cols > VEC_ALIGN and per_row(cols) + fixed > ub:
@@ -217,13 +237,10 @@ def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
     params = dict(GRID_K=t.grid_k, M_CNT=t.m_cnt, N_CNT=t.n_cnt, SINGLE_M=t.single_m, SINGLE_N=t.single_n,
                   SINGLE_K=t.single_core_k, BASE_M=t.base_m, BASE_N=t.base_n, BASE_K=t.base_k, K_L1=t.k_l1,
                   STAGES=t.l1_buffers, L0_STAGES=t.l0_buffers, L0C_STAGES=t.l0c_buffers, ATOMIC=t.reduce == "atomic",
-                  RED_ROWS=rows, RED_COLS=cols, PART_BUFS=part_buffers(t.grid_k), TRANSPOSE_A=problem.transpose_a,
+                  RED_ROWS=rows, RED_COLS=cols, TRANSPOSE_A=problem.transpose_a,
                   TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias),
                   L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, problem.dtype, chip),
-                  # base_k pieces cut K-contiguous rows (A's ND rows, or a DN B's) to base_k elements: below the
-                  # burst minimum each row is charged the minimum (4x the bytes for 16 fp16 elements)
-                  TAIL_PIECES=(problem.transpose_a and not problem.transpose_b)
-                  or t.base_k * problem.dtype.itemsize >= chip.burst_min_bytes)
+                  TAIL_K=tail_k_for(t.base_k, problem, chip))
     bias_dt = problem.dtype.acc if bias and params["ATOMIC"] else None
     return fit_l1_stages(params, t.single_m, t.single_n, t.single_core_k, problem.dtype, bias_dt, chip)
 
