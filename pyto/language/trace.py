@@ -32,9 +32,11 @@ class _Tracing(threading.local):
 
 _STATE = _Tracing()
 
-_LOC_CACHE: dict = {}       # (code, bytecode offset) -> Loc
+# id(code) -> (the code object, whether it is pyto's own, {bytecode offset: Loc}). Keyed by id, not by the
+# code object, whose hash digests its bytecode and constants on every call (it cost caller_loc more than
+# all the rest); the entry holds the code object, so that id stays its own while the entry lives.
+_CODES: dict = {}
 _LOC_BY_LINE: dict = {}     # (file, line) -> Loc: one Loc object per line (identity is equality)
-_IN_PYTO: dict = {}         # code object -> whether it is pyto's own
 _CACHE_MAX = 1 << 16
 _WORKSPACE_NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.workspace\b")   # `ws = pl.workspace(...)`: 'ws'
 
@@ -55,22 +57,21 @@ def caller_loc() -> Loc:
         f = None
     while f is not None:
         code = f.f_code
-        inside = _IN_PYTO.get(code)
-        if inside is None:
-            if len(_IN_PYTO) > _CACHE_MAX:      # kernels made by exec (fuzzers) would grow these without end
-                _IN_PYTO.clear()
-                _LOC_CACHE.clear()
-            inside = _IN_PYTO[code] = code.co_filename.startswith(_PKG_DIR)
-        if not inside:
+        entry = _CODES.get(id(code))
+        if entry is None:
+            if len(_CODES) > _CACHE_MAX:        # kernels made by exec (fuzzers) would grow it without end
+                _CODES.clear()
+            entry = _CODES[id(code)] = (code, code.co_filename.startswith(_PKG_DIR), {})
+        if not entry[1]:
             break
         f = f.f_back
     if f is None:
         return Loc("<unknown>", 0, "")
-    site = (f.f_code, f.f_lasti)
-    loc = _LOC_CACHE.get(site)
+    sites = entry[2]
+    loc = sites.get(f.f_lasti)
     if loc is None:
-        file, line = f.f_code.co_filename, f.f_lineno
-        loc = _LOC_CACHE[site] = _LOC_BY_LINE.setdefault((file, line),
+        file, line = code.co_filename, f.f_lineno
+        loc = sites[f.f_lasti] = _LOC_BY_LINE.setdefault((file, line),
                                                           Loc(file, line, linecache.getline(file, line).strip()))
     return loc
 
