@@ -157,8 +157,16 @@ class Instr:
 
     def __init__(self, op: Op, pipe: Pipe, srcs: tuple, dsts: tuple, attrs: dict, loc: Loc, core: int = 0,
                  index: int = -1, deps: Optional[list] = None, name: str = ""):
-        self.op, self.pipe, self.srcs, self.dsts, self.attrs, self.loc = op, pipe, srcs, dsts, attrs, loc
-        self.core, self.index, self.name = core, index, name
+        # one assignment a slot: a traced instruction makes one Instr, and packing them in tuples costs more
+        self.op = op
+        self.pipe = pipe
+        self.srcs = srcs
+        self.dsts = dsts
+        self.attrs = attrs
+        self.loc = loc
+        self.core = core
+        self.index = index
+        self.name = name
         self.deps = [] if deps is None else deps   # instructions whose completion this one waits for
 
     def describe(self) -> str:
