@@ -12,24 +12,36 @@ instructions (Encoder.add).
 from __future__ import annotations
 
 from collections import OrderedDict
+from operator import itemgetter
 from typing import Optional
 
 from ..ir import GMTensor
 from .crosscore import cross_key
 from .encode import BlockCode
 
-_GM_POSITION = ("batch", "r0", "c0", "parts")   # attrs that say where in GM, not what
+_GM_POSITION = frozenset(("batch", "r0", "c0", "parts"))   # attrs that say where in GM, not what
+_GM_KEPT: dict = {}     # a GM transfer's attribute names -> (those kept, a getter of their values)
+
+
+def _kept(names: tuple) -> tuple:
+    """The names among `names` that are not a GM position, and a function of the attrs dict giving their values
+    as a tuple (an itemgetter: no copy of the dict per instruction)."""
+    kept = tuple(k for k in names if k not in _GM_POSITION)
+    if len(kept) == 1:
+        return kept, lambda attrs: (attrs[kept[0]],)      # (itemgetter of one name gives the bare value)
+    return kept, itemgetter(*kept) if kept else lambda attrs: ()
 
 
 def _gm_attrs(attrs: dict, key: list) -> None:
     """Append a GM transfer's attributes without its GM position (nd_num parts keep their tile
     rectangles) to `key`, as _signature keys any attributes: names, then values."""
+    names = tuple(attrs)
+    kept = _GM_KEPT.get(names)
+    if kept is None:
+        kept = _GM_KEPT[names] = _kept(names)
+    key.append(kept[0])
+    key.append(kept[1](attrs))
     parts = attrs.get("parts")
-    attrs = attrs.copy()
-    for k in _GM_POSITION:
-        attrs.pop(k, None)
-    key.append(tuple(attrs))
-    key.append(tuple(attrs.values()))
     if parts is not None:
         key.append(tuple(rect for _, rect in parts))
 
