@@ -131,18 +131,18 @@ def _emit(op: Op, pipe: Pipe, role: Role, srcs: tuple, dsts: tuple, attrs: dict,
     return tr.emit(Instr(op, pipe, srcs, dsts, attrs, loc, name=name), role)
 
 
-def _emit_gm_load(tr, dst: Tile, src: GMTensor, accs: list, parts: list, region: tuple, transpose: bool,
+def _emit_gm_load(tr, dst: Tile, src: GMTensor, accs: tuple, parts: Sequence[Tile], region: tuple, transpose: bool,
                   to: tuple, loc: Loc) -> None:
     """Record a GM -> L1/UB load of len(parts) matrices (accs: their GM regions, parts: their views of
     dst), each `region` = (r0, c0, valid rows, valid cols) at its batch; `to`: an entry of _GM_TO."""
     r0, c0, vr, vc = region
+    n = len(parts)
     burst, nburst = _bursts(src, vr, vc)
     attrs = {"batch": accs[0].batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
-             "bytes": len(parts) * vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst * len(parts),
-             "path": to[0]}
-    if len(parts) > 1:
+             "bytes": n * vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst * n, "path": to[0]}
+    if n > 1:
         attrs["parts"] = tuple((a.batch, p.rect) for a, p in zip(accs, parts))
-    tr.emit(Instr(_LOAD, _MTE2, tuple(accs), (Access(dst.store, dst.rect),), attrs, loc, name="pl.load"), to[2])
+    tr.emit(Instr(_LOAD, _MTE2, accs, (Access(dst.store, dst.rect),), attrs, loc, name="pl.load"), to[2])
 
 
 def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: bool = False, nd_num: int = 1,
@@ -191,7 +191,7 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
         if to is not None and src.dtype is d.dtype and to[1] in tr.chip.paths:
             q0, q1, p0, p1 = dst.rect
             region = _gm_region(src, [0] * src.ndim if offsets is None else offsets, q1 - q0, p1 - p0, transpose, loc)
-            _emit_gm_load(tr, dst, src, [region[0]], [dst], region[2:], transpose, to, loc)
+            _emit_gm_load(tr, dst, src, (region[0],), (dst,), region[2:], transpose, to, loc)
             return
     _need_tile(dst, "pl.load destination", (Buf.L1, Buf.UB, Buf.L0A, Buf.L0B, Buf.BT), loc)
     if isinstance(src, GMTensor):
@@ -209,7 +209,7 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
             offs = offsets if j == 0 else _next_batch(src, offsets, j, loc)
             region = _gm_region(src, offs, *part.shape, transpose, loc)
             accs.append(region[0])
-        _emit_gm_load(tr, dst, src, accs, parts, region[2:], transpose, _GM_TO[dst.buffer], loc)
+        _emit_gm_load(tr, dst, src, tuple(accs), parts, region[2:], transpose, _GM_TO[dst.buffer], loc)
         return
     if nd_num != 1:
         raise KernelError(f"{loc}: nd_num applies to GM loads only")
