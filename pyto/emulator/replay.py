@@ -11,6 +11,7 @@ uninitialised reads are its leader's. In a launch that stalls every block is che
 """
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -19,6 +20,8 @@ from ..errors import DeadlockError
 from ..ir import GMTensor, Op, Role
 from .memory import Initialised
 from .sanitizer import Sanitizer
+
+_OP = attrgetter("op")
 
 
 class Span(NamedTuple):
@@ -148,7 +151,7 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> 
     # the cores every sync_all joins; once all have started the n-th, phase n-1 is over (all of its work
     # has completed, so every leader clock of that phase is recorded)
     parties = {prog.block * 3 + int(prog.role) for sp in spans for prog in sp.programs
-               if any(ins.op is Op.SYNC_ALL for ins in prog.instrs)}
+               if Op.SYNC_ALL in map(_OP, prog.instrs)}     # (a C-level scan: every instruction of the launch)
     phase = 0
     uninit: list = []
     order, ptr, idx = sched.order.tolist(), sched.join_ptr.tolist(), sched.join_idx.tolist()
