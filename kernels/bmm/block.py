@@ -209,13 +209,16 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
     [0, ..., 0, n0]), added by the first MMAD. With use_unit_flag the last MMAD carries AccPhase.Final;
     store the result with `store_tile` (STPhase.Final). l1_pieces: how streamed L1 slots are filled
     (`_stream_l1`: 0 = one load of the whole slot; n >= 1 = the tile's own extent in n pieces along K).
-    tail_k (> 0, a multiple of the fractal K): the last L1 step in pieces of tail_k along K, loads and MMADs,
-    so that after its last byte lands only one tail_k MTE1 + MMAD step is left (for a core's only tile, as
-    StreamK's units are; where tiles follow each other the next tile's loads hide the drain, and the extra
-    transfers cost more than they win). Smaller MMADs round the L0C sums at other places: other bits.
+    tail_k (> 0: a multiple of the fractal K grid, at most base_k): the last L1 step in pieces of tail_k along
+    K, loads and MMADs, so that after its last byte lands only one tail_k MTE1 + MMAD step is left (for a
+    core's only tile, as StreamK's units are; where tiles follow each other the next tile's loads hide the
+    drain, and the extra transfers cost more than they win). Smaller MMADs round the L0C sums at other
+    places: other bits.
     """
     base_m, base_n, base_k, k_l1 = bufs.base_m, bufs.base_n, bufs.base_k, bufs.k_l1
     assert 0 < rows <= base_m and 0 < cols <= base_n and K > 0, f"tile {rows}x{cols}, K={K}"
+    assert tail_k == 0 or (tail_k % bufs.align == 0 and tail_k <= base_k), \
+        f"tail_k={tail_k} must be 0 or a multiple of {bufs.align} up to base_k={base_k}"
     mt = min(base_m, _ceil(rows, 16))
     nt = min(base_n, _ceil(cols, bufs.align))
     c_l0c = bufs.c_l0c.next()[0:mt, 0:nt]

@@ -78,8 +78,9 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
     RED_ROWS x RED_COLS: the UB chunk one AIV reduces (or zeroes / casts) at a time, RED_COLS a multiple of 16.
     L1_PIECES (>= 1): GM->L1 pieces per L1 step; a unit loads only its own rows, columns and K segment.
     TAIL_K: the unit's last tile's last L1 step in pieces of TAIL_K along K, loads and MMADs (block.accumulate's
-    tail_k; 0: off): the reduction waits for every segment's end, so the drain after the last load is on the
-    critical path (earlier tiles' drains overlap the next tile's loads).
+    tail_k: 0 = off, else a multiple of 16 (int8: 32) up to BASE_K): the reduction waits for every segment's
+    end, so the drain after the last load is on the critical path (earlier tiles' drains overlap the next
+    tile's loads; with several units a core, the next unit's: params_of turns it off there).
     """
     M, K = (a.shape[-1], a.shape[-2]) if TRANSPOSE_A else (a.shape[-2], a.shape[-1])
     N, Kb = (b.shape[-2], b.shape[-1]) if TRANSPOSE_B else (b.shape[-1], b.shape[-2])
@@ -240,7 +241,8 @@ def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
                   RED_ROWS=rows, RED_COLS=cols, TRANSPOSE_A=problem.transpose_a,
                   TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias),
                   L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, problem.dtype, chip),
-                  TAIL_K=tail_k_for(t.base_k, problem, chip))
+                  # a core running several units: the next unit's loads hide a drain, the pieces only cost
+                  TAIL_K=tail_k_for(t.base_k, problem, chip) if t.rounds == 1 else 0)
     bias_dt = problem.dtype.acc if bias and params["ATOMIC"] else None
     return fit_l1_stages(params, t.single_m, t.single_n, t.single_core_k, problem.dtype, bias_dt, chip)
 
