@@ -157,8 +157,15 @@ def _full_load_side(M, N, K, dt, chip, ts, blocks, full_load) -> str:
     if side not in ("A", "B", ""):
         raise ShapeError(f"full_load must be None, True, False, 'A', 'B' or '', got {full_load!r}")
     if side and not (a_ok if side == "A" else b_ok):
-        raise PlanError(f"full_load={side!r}: {side} does not fit half of L1 ({chip.buffers['L1']} B) on {chip.name}"
-                        + (" or base_m is not a multiple of 16" if side == "A" else ""))
+        rows, cols = (ceil_align(M, ts.mL0), ceil_align(K, ts.kL0)) if side == "A" else \
+                     (ceil_align(K, ts.kL0), ceil_align(N, ts.nL0))
+        why = []
+        if not fits(rows, cols):
+            why.append(f"{side} held is {_l1_bytes(rows, cols, dt):,} B ({rows} x {cols} {dt.name}), more than half "
+                       f"of L1 ({chip.buffers['L1'] // 2:,} of {chip.buffers['L1']:,} B on {chip.name})")
+        if side == "A" and not (ts.mL0 % 16 == 0 or M <= ts.mL0):
+            why.append(f"base_m = {ts.mL0} is not a multiple of 16 (the held A is cut into base_m-row views)")
+        raise PlanError(f"full_load={side!r}: " + "; and ".join(why))
     return side
 
 

@@ -259,6 +259,11 @@ def test_l1_full_load_not_taken_with_few_rounds_or_a_large_a():
     assert plan_matmul(32, 512, 64, "fp16", "ascend950pr", ts, blocks=8).full_load == ""    # 2 per core
     big_k = 8192                                      # 32 x 8192 x 2B x 2 = 1 MB > L1
     assert plan_matmul(32, 512, big_k, "fp16", "ascend950pr", ts, blocks=4).full_load == ""
+    # forced, the error gives the held bytes against half of L1 (it said "does not fit ... or base_m is not a
+    # multiple of 16" whichever failed)
+    with pytest.raises(PlanError, match=r"A held is 524,288 B \(32 x 8192 fp16\), more than half of L1 "
+                                        r"\(262,144 of 524,288 B on ascend950pr\)$"):
+        plan_matmul(32, 512, big_k, "fp16", "ascend950pr", ts, blocks=4, full_load="A")
 
 
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, True)])
