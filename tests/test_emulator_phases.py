@@ -348,6 +348,34 @@ def test_a_deadlock_names_the_release_that_is_queued_behind_it():
 
 
 @pl.kernel
+def half_released_twice(a, b, out):
+    """The result stored in halves, the bottom half with STPhase.Partial; then the same tile computed again."""
+    M, K = a.shape
+    N = b.shape[1]
+    ac = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    al, br = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16)
+    al1, bl1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
+    with pl.section_cube():
+        for _ in pl.range(2):
+            _load_k(al1, bl1, al, br, a, b, 0, M, N)
+            pl.matmul(ac, al, br, phase=pl.AccPhase.Final)
+            pl.store(out, ac[0:M // 2, :], [0, 0], phase=pl.STPhase.Final)
+            pl.store(out, ac[M // 2:M, :], [M // 2, 0], phase=pl.STPhase.Partial)
+
+
+def test_a_deadlock_on_a_half_released_tile_names_the_partial_read_not_a_store_of_the_released_half():
+    """The second matmul waits on the bottom half (still set): the second pass's Final store of the top half, whose
+    blocks are already 0, would free nothing (the report named it as the store that would clear the flag, 'queued
+    behind a blocked instruction' though it headed its pipe: a kernel-author helper's find)."""
+    e = assert_deadlock(half_released_twice, *_inputs(32, 32, 32))
+    msg = str(e)
+    partial = line_of(half_released_twice, "[M // 2, 0], phase=pl.STPhase.Partial")
+    assert "that would clear it" not in msg, msg
+    assert re.search(rf"is mixed \(4 of 8 set\).*no store/move with STPhase.Final cleared it; the blocks still set "
+                     rf"were last read by the pl.store at test_emulator_phases.py:{partial} ", msg), msg
+
+
+@pl.kernel
 def split_k_through_a_workspace(a, b, out, *, SYNC: bool, FINAL: bool):
     """Each block's K segment to the workspace (phased store), then the AIVs add the segments: with SYNC, a
     pl.sync_all() between; FINAL=False drops the last AccPhase.Final (the store then waits forever)."""

@@ -186,7 +186,8 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
 
     `arrays`: the kernel's GM tensors in order, numpy arrays (or `pyto.spec(shape, dtype)` in timing mode).
     `chip`: a chip table name (`pyto chips` lists them) or a Chip. `blocks`: how many AI cores run the kernel
-    (1 to the chip's AIC count; pl.block_idx() tells them apart). `mode`: "full" computes the data and checks
+    (1 to the chip's AIC count, one block a core: a launch of more blocks than cores, which hardware runs in
+    waves, is refused; pl.block_idx() tells them apart). `mode`: "full" computes the data and checks
     everything; "timing" only schedules (no data), for shapes too large to compute.
     `auto_sync=False` turns off the framework's inserted synchronisation: the kernel orders its pipes
     with pl.set_flag/wait_flag itself, and the sanitizer reports what it misses. `check`: None (default)

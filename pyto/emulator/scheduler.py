@@ -167,11 +167,10 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
         val = int(a["uf_wait"][i])
         is_ = str(int(vals[0])) if (vals == vals[0]).all() else f"mixed ({int(vals.sum())} of {vals.size} set)"
         phase = ("AccPhase" if val == 0 else "STPhase") + (".Final" if a["uf_set"][i] >= 0 else ".Partial")
-        j = _first_release(enc, i, val, started)
+        j = _first_release(enc, i, val, started, flags)
         if j is not None:
             why = (f"the {enc.names[enc.name_i[j]]} that would {'set' if val == 1 else 'clear'} it, "
-                   f"{enc.locs[enc.loc_i[j]]}, has not run: it is queued on {_pipe_of(enc, j)} behind a blocked "
-                   f"instruction")
+                   f"{enc.locs[enc.loc_i[j]]}, has not run: {_held(enc, j, started)}")
         else:
             why = "no matmul with AccPhase.Final set it" if val == 1 else "no store/move with STPhase.Final cleared it"
         if val == 0 and not (vals == vals[0]).all():
@@ -201,18 +200,32 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
         queued = np.flatnonzero((a["kind"] == 1) & (a["fkey"] == a["fkey"][i]) & ~started)
         if len(queued):
             j = int(queued[0])
-            return (f"{cond.split(':')[0]}: its {enc.names[enc.name_i[j]]}, {enc.locs[enc.loc_i[j]]}, has not run: it "
-                    f"is queued on {_pipe_of(enc, j)} behind a blocked instruction")
+            return (f"{cond.split(':')[0]}: its {enc.names[enc.name_i[j]]}, {enc.locs[enc.loc_i[j]]}, has not run: "
+                    f"{_held(enc, j, started)}")
     return cond or "an earlier instruction"
 
 
-def _first_release(enc: Encoded, i: int, val: int, started) -> "int | None":
-    """The first instruction not yet started on i's core that sets unit_flag `val` on a block i waits for."""
+def _first_release(enc: Encoded, i: int, val: int, started, flags) -> "int | None":
+    """The first instruction not yet started on i's core that sets unit_flag `val` on a block i waits for that is
+    not `val` yet (one touching only blocks already right would not free i; it may come after i in program order,
+    on another pipe)."""
     a = enc.arrays
-    mine = np.zeros(enc.n_flags, bool)
-    mine[_region_blocks(a, a["uf_rid"][i])] = True
-    cand = _touching(enc, np.flatnonzero((a["uf_set"] == val) & ~started & (enc.core_i == enc.core_i[i])), mine)
+    blocks = _region_blocks(a, a["uf_rid"][i])
+    wrong = np.zeros(enc.n_flags, bool)
+    wrong[blocks[flags[blocks] != val]] = True
+    cand = _touching(enc, np.flatnonzero((a["uf_set"] == val) & ~started & (enc.core_i == enc.core_i[i])), wrong)
     return int(cand[0]) if len(cand) else None
+
+
+def _held(enc: Encoded, j: int, started) -> str:
+    """Why instruction j, not started, has not run: blocked itself at the head of its pipe, or queued behind."""
+    a = enc.arrays
+    s = int(a["pipe_of"][j])
+    queue = a["q_idx"][a["q_ptr"][s]:a["q_ptr"][s + 1]]
+    head = queue[~started[queue]]
+    if len(head) and int(head[0]) == j:
+        return f"it is blocked itself at the head of {_pipe_of(enc, j)} (below)"
+    return f"it is queued on {_pipe_of(enc, j)} behind a blocked instruction"
 
 
 def _touching(enc: Encoded, cand: np.ndarray, blocks: np.ndarray) -> np.ndarray:

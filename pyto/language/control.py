@@ -26,7 +26,9 @@ def _section(kind: str, loc) -> Iterator[None]:
 
 
 def section_cube():
-    """Code that runs on the AIC (cube core) of each block."""
+    """Code that runs on the AIC (cube core) of each block. Sections keep the source's program order: a
+    pl.section_vector() after a loop of these sees what the whole loop left (put both inside the loop to hand
+    results over tile by tile)."""
     return _section("cube", caller_loc())
 
 
