@@ -320,9 +320,7 @@ def test_model_and_emulator_on_known_programs(loops, ops, verdict):
 def flag_behind_a_blocked_matmul(a, b, out):
     M, K = a.shape
     N = b.shape[1]
-    ac = pl.alloc(pl.L0C, [M, N], pl.fp32)
-    al, br = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16)
-    al1, bl1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
+    ac, al, br, al1, bl1 = _alloc(M, N, K)
     with pl.section_cube():
         _load_k(al1, bl1, al, br, a, b, 0, M, N)
         pl.matmul(ac, al, br, phase=pl.AccPhase.Final)
@@ -352,9 +350,7 @@ def half_released_twice(a, b, out):
     """The result stored in halves, the bottom half with STPhase.Partial; then the same tile computed again."""
     M, K = a.shape
     N = b.shape[1]
-    ac = pl.alloc(pl.L0C, [M, N], pl.fp32)
-    al, br = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16)
-    al1, bl1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
+    ac, al, br, al1, bl1 = _alloc(M, N, K)
     with pl.section_cube():
         for _ in pl.range(2):
             _load_k(al1, bl1, al, br, a, b, 0, M, N)
