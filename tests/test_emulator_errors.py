@@ -658,6 +658,25 @@ def test_a_consumer_that_runs_ahead_of_its_producer_is_a_raw():
 
 
 @pl.kernel
+def load_then_scale_unsynced(x, out):
+    t = pl.alloc(pl.UB, [16, 64], pl.fp32)
+    with pl.section_vector():
+        r = pl.subblock_idx() * 16
+        pl.load(t, x, [r, 0])
+        pl.muls(t, t, 2.0)
+        pl.store(out, t, [r, 0])
+
+
+def test_an_in_place_op_racing_a_write_is_a_raw():
+    """muls(t, t) unordered after a load into t: its read is the telling half (README's example said RAW, the
+    report said WAW: the schedule ran the muls first and its write, covering its read, was all the history kept)."""
+    x = np.ones((32, 64), np.float32)
+    msg = str(assert_race(load_then_scale_unsynced, x, np.zeros_like(x), auto_sync=False))
+    assert re.search(r"RAW hazard detected at UB: UB tile 't'\[0:16, 0:64\]\n  PIPE_MTE2 \(AIV0 of block 0\) "
+                     r"write: [^\n]*pl\.load\(t, x[^\n]*\n  PIPE_V \(AIV0 of block 0\) read: [^\n]*pl\.muls", msg), msg
+
+
+@pl.kernel
 def grouped_rows(x, out, *, GROUPS: tuple):
     """Each group of rows (sizes from a static tuple, multiples of 16) copied through UB by one block."""
     t = pl.alloc(pl.UB, [16, 32], x.dtype)

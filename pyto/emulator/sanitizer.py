@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import RaceError
-from ..ir import Access, Buf, GMTensor, Instr, Pipe, Role, TileStore
+from ..ir import Access, Buf, GMTensor, Instr, Pipe, Role, TileStore, rect_overlaps
 
 _AIC = {Pipe.MTE2: 0, Pipe.MTE1: 1, Pipe.M: 2, Pipe.FIX: 3, Pipe.S: 4}
 _AIV = {Pipe.MTE2: 0, Pipe.V: 1, Pipe.MTE3: 2, Pipe.S: 3}
@@ -27,12 +27,14 @@ def thread_of(ins: Instr) -> int:
 
 
 
-def _order(e: tuple, ins: Instr, write: bool) -> tuple:
+def _order(obj, e: tuple, ins: Instr, write: bool) -> tuple:
     """(first, second, hazard kind) of a history entry `e` and the access of `ins` that conflicts with it.
 
     Within a core, program order. Across cores there is none: the replay's order stands, except that a read
     of data nothing had written yet (`e`'s fresh) was meant to follow the write that provides it (a consumer
-    without its flag runs ahead of its producer: a RAW, not a WAR)."""
+    without its flag runs ahead of its producer: a RAW, not a WAR). Two writes where the second also reads the
+    region (an in-place op) are a RAW: its read is the telling half (the history may have kept only its write,
+    which covers its read, when the schedule ran it before the earlier write)."""
     other, owrite, ofresh = e[8], e[6], e[9]
     if other.core != ins.core and write and not owrite and ofresh:
         first, second = ins, other
@@ -41,7 +43,11 @@ def _order(e: tuple, ins: Instr, write: bool) -> tuple:
     else:
         first, second = ins, other
     fw, sw = (owrite, write) if first is other else (write, owrite)
-    return first, second, "WAW" if fw and sw else ("RAW" if fw else "WAR")
+    if fw and sw:
+        region = e[0]
+        reads = any(a.obj is obj and a.batch == e[1] and rect_overlaps(a.rect, region) for a in second.srcs)
+        return first, second, "RAW" if reads else "WAW"
+    return first, second, "RAW" if fw else "WAR"
 
 
 def _fix(first: Instr, second: Instr) -> str:
@@ -89,7 +95,7 @@ class Sanitizer:
     def _found(self, obj, acc: Access, e: tuple, ins: Instr, write: bool) -> None:
         """Keep the race if it comes first: by its later access in program order, then the latest earlier access
         (a store racing a K loop's matmuls names the last one, the Final), then RAW, WAR, WAW."""
-        first, second, kind = _order(e, ins, write)
+        first, second, kind = _order(obj, e, ins, write)
         key = (second.index, -first.index, ("RAW", "WAR", "WAW").index(kind))
         if self.race is None or key < self.race[0]:
             self.race = (key, (obj, acc, e, ins, write))
@@ -181,7 +187,7 @@ class Sanitizer:
 
     @staticmethod
     def _report(obj, acc: Access, e: tuple, ins: Instr, write: bool) -> str:
-        first, second, kind = _order(e, ins, write)
+        first, second, kind = _order(obj, e, ins, write)
         fw, sw = kind != "WAR", kind != "RAW"
         r0, r1, c0, c1 = (max(acc.rect[0], e[0][0]), min(acc.rect[1], e[0][1]),
                           max(acc.rect[2], e[0][2]), min(acc.rect[3], e[0][3]))
