@@ -175,8 +175,11 @@ def _gm_side(ins: Instr):
 def _l2_accesses(index: int, ins: Instr, nbytes: float, read: bool, phase: int) -> list:
     """The L2 replay's entries of a GM transfer (l2.py): (index, key, (tensor uid, batch, rectangle), bytes,
     read, sync_all phase) per GM region; an nd_num transfer's equal matrices share its bytes."""
-    regions = [(acc.obj.uid, acc.batch, acc.rect) for group in (ins.srcs, ins.dsts) for acc in group
-               if isinstance(acc.obj, GMTensor)]
+    regions = [(acc.obj.uid, acc.batch, acc.rect) for acc in (ins.srcs if read else ins.dsts)
+               if type(acc.obj) is GMTensor]      # a transfer reads GM (its sources) or writes it, not both
+    if len(regions) == 1:
+        r = regions[0]
+        return ((index, hash(r), r, nbytes, read, phase),)
     share = nbytes / len(regions)
     return [(index, hash(r), r, share, read, phase) for r in regions]
 
