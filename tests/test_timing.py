@@ -395,3 +395,20 @@ def test_an_nd_num_read_hits_l2_region_by_region():
     # lands no earlier than the store that brought its data into L2)
     gap = reps[False].cycles - reps[True].cycles
     assert 0 < gap <= CHIP.gm_latency_cycles - CHIP.l2_latency_cycles, gap
+
+
+@pl.kernel
+def l1_to_l0a_edge(a, *, R: int, C: int):
+    l1 = pl.alloc(pl.L1, [R, C], pl.fp16)
+    l0a = pl.alloc(pl.L0A, [R, C], pl.fp16)
+    with pl.section_cube():
+        pl.load(l1, a, [0, 0])
+        pl.load(l0a, l1)
+
+
+@pytest.mark.parametrize("R,C,fractals", [(1, 1, 1), (17, 17, 4), (20, 28, 4), (32, 32, 4)])
+def test_an_l1_to_l0_load_moves_whole_fractals(R, C, fractals):
+    """seeds/004: L0A holds whole 16 x 16 fp16 fractals (512 B): an edge tile's load moves its padding too (MTE1
+    was charged the logical bytes, 2 B for a 1 x 1 tile, while the MMAD was charged whole fractal steps)."""
+    rep = pyto.run(l1_to_l0a_edge, pyto.spec((R, C), "fp16"), R=R, C=C, mode="timing")
+    assert rep.pipe_cycles["MTE1"] == pytest.approx(fractals * 512 / CHIP.path("L1", "L0A").bytes_per_cycle)

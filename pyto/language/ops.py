@@ -127,6 +127,13 @@ def _bursts(gm: GMTensor, vr: int, vc: int) -> tuple:
     return (vr * vc * isz, 1) if vc == gm.shape[-1] else (vc * isz, vr)
 
 
+def _fractal_bytes(store, rows: int, cols: int) -> int:
+    """Bytes an L1 -> L0A/L0B load moves for a rows x cols tile: whole fractals of the destination's grid
+    (seeds/004: L0A/L0B hold and the cube fetches whole fractals; an edge tile's padding moves too)."""
+    g0, g1 = store.grid
+    return -(-rows // g0) * g0 * (-(-cols // g1) * g1) * store.dtype.itemsize
+
+
 def _emit(op: Op, pipe: Pipe, role: Role, srcs: tuple, dsts: tuple, attrs: dict, loc: Loc, name: str):
     tr = current()
     return tr.emit(Instr(op, pipe, srcs, dsts, attrs, loc, name=name), role)
@@ -180,7 +187,7 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
             r0, r1, c0, c1 = src.rect
             q0, q1, p0, p1 = dst.rect
             if (r1 - r0, c1 - c0) == ((p1 - p0, q1 - q0) if transpose else (q1 - q0, p1 - p0)):
-                attrs = {"transpose": bool(transpose), "bytes": (r1 - r0) * (c1 - c0) * s.dtype.itemsize,
+                attrs = {"transpose": bool(transpose), "bytes": _fractal_bytes(d, q1 - q0, p1 - p0),
                          "path": path[0]}
                 tr.emit(Instr(_LOAD, _MTE1, (Access(s, src.rect),), (Access(d, dst.rect),), attrs, loc,
                               name="pl.load"), _AIC)
@@ -232,7 +239,8 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
                              f"{dst!r} {dst.dtype}")
     elif src.dtype is not dst.dtype:
         raise ShapeError(f"{loc}: pl.load does not convert: {src!r} is {src.dtype}, {dst!r} is {dst.dtype}")
-    nbytes = src.shape[0] * src.shape[1] * src.dtype.itemsize
+    nbytes = _fractal_bytes(dst.store, *dst.shape) if dst.buffer is not Buf.BT else \
+        src.shape[0] * src.shape[1] * src.dtype.itemsize
     _emit(Op.LOAD, Pipe.MTE1, Role.AIC, (_acc(src),), (_acc(dst),),
           {"transpose": bool(transpose), "bytes": nbytes, "path": ("L1", dst.buffer.name)}, loc, "pl.load")
 
