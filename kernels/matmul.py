@@ -32,7 +32,7 @@ import numpy as np
 import pyto
 import pyto.language as pl
 from pyto.chip import Chip
-from pyto.dtypes import DType, as_dtype
+from pyto.dtypes import FIXPIPE_OUT, DType, as_dtype
 from pyto.errors import PlanError, ShapeError, UnsupportedError
 from pyto.tiling import CubeTileShapes, ceil_align
 
@@ -169,6 +169,31 @@ def _full_load_side(M, N, K, dt, chip, ts, blocks, full_load) -> str:
     return side
 
 
+def _fit_l1(side: str, share: bool, dt, ts: CubeTileShapes, K: int, M: int, N: int, stages: int, bias_dt,
+            chip) -> Optional[tuple]:
+    """(hold_m, hold_n, hold_stages, stages) that fit L1 with full load `side` ('A', 'B' or ''), or None: the
+    streamed slots, then the held slots, go down to one, then a shared L1 tile is given up."""
+    bm, bn, bk, k_l1 = ts.mL0, ts.nL0, ts.kL0, ts.kL1
+    hold_m = ceil_align(M, bm) if side == "A" else 0
+    hold_n = ceil_align(N, bn) if side == "B" else 0
+    if share:
+        hold_m = hold_m or (ts.mL1 if bm % 16 == 0 else 0)
+        hold_n = hold_n or ts.nL1
+    hold_stages = 1 if side else 2          # a full-load slab is loaded once: one slot is enough
+    while _l1_budget(dt, bm, bn, bk, k_l1, hold_m, hold_n, K, stages, hold_stages, bias_dt) > chip.buffers["L1"]:
+        if stages > 2:
+            stages = 2
+        elif hold_stages > 1:
+            hold_stages = 1
+        elif stages > 1:
+            stages = 1
+        elif (hold_m and side != "A") or (hold_n and side != "B"):
+            hold_m, hold_n = (hold_m if side == "A" else 0), (hold_n if side == "B" else 0)
+        else:
+            return None
+    return hold_m, hold_n, hold_stages, stages
+
+
 def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileShapes, *,
                 bias_dtype=None, transpose_a: bool = False, transpose_b: bool = False,
                 blocks: Optional[int] = None, full_load=None, unit_flag: bool = True,
@@ -198,25 +223,15 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
     if swizzle not in ("asw", "identity"):
         raise ShapeError(f"swizzle must be 'asw' or 'identity', got {swizzle!r}")
     side = "" if grid_k > 1 else _full_load_side(M, N, K, dt, chip, ts, blocks, full_load)
-    hold_m = ceil_align(M, bm) if side == "A" else 0
-    hold_n = ceil_align(N, bn) if side == "B" else 0
-    if grid_k == 1 and K <= k_l1 and (l1_m > bm or l1_n > bn):      # share the L1 tile between its L0 tiles
-        hold_m = hold_m or (l1_m if bm % 16 == 0 else 0)
-        hold_n = hold_n or l1_n
-    hold_stages = 1 if side else 2          # a full-load slab is loaded once: one slot is enough
-    cap = chip.buffers["L1"]
-    while _l1_budget(dt, bm, bn, bk, k_l1, hold_m, hold_n, K, stages, hold_stages, bias_dt) > cap:
-        if stages > 2:
-            stages = 2
-        elif hold_stages > 1:
-            hold_stages = 1
-        elif stages > 1:
-            stages = 1
-        elif (hold_m and side != "A") or (hold_n and side != "B"):
-            hold_m, hold_n = (hold_m if side == "A" else 0), (hold_n if side == "B" else 0)
-        else:
-            raise PlanError(f"matmul tiles {ts.m}x{ts.k}x{ts.n} with full load {side or 'none'} do not fit "
-                            f"L1 ({cap} B) on {chip.name}")
+    share = grid_k == 1 and K <= k_l1 and (l1_m > bm or l1_n > bn)     # share the L1 tile between its L0 tiles
+    fitted = _fit_l1(side, share, dt, ts, K, M, N, stages, bias_dt, chip)
+    if fitted is None and side and full_load is None:
+        side = ""       # the full load taken by itself leaves the streamed side no room: stream both
+        fitted = _fit_l1(side, share, dt, ts, K, M, N, stages, bias_dt, chip)
+    if fitted is None:
+        raise PlanError(f"matmul tiles {ts.m}x{ts.k}x{ts.n} with full load {side or 'none'} do not fit "
+                        f"L1 ({chip.buffers['L1']} B) on {chip.name}")
+    hold_m, hold_n, hold_stages, stages = fitted
     fr = _frac(dt)
     l0_fits = (2 * ceil_align(bm, fr) * ceil_align(bk, fr) * dt.itemsize <= chip.buffers["L0A"]
                and 2 * ceil_align(bn, fr) * ceil_align(bk, fr) * dt.itemsize <= chip.buffers["L0B"])
@@ -235,6 +250,10 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
                   TRANSPOSE_A=bool(transpose_a), TRANSPOSE_B=bool(transpose_b), BIAS=bias_dt is not None,
                   UNIT_FLAG=bool(unit_flag), L1_PIECES=l1_pieces_for(bm, bn, bk, k_l1, dt, chip))
     out_dt = ts.resolved_out_dtype(dt)
+    if out_dt not in FIXPIPE_OUT[dt.acc]:
+        raise UnsupportedError(f"out_dtype {out_dt.name} with {dt.name} inputs: this matmul writes the {dt.acc.name} "
+                               f"accumulator through Fixpipe as {'/'.join(t.name for t in FIXPIPE_OUT[dt.acc])} (Fixpipe's "
+                               f"quantisation modes, which pyto does not model, would be needed for {out_dt.name})")
     return MatmulPlan(chip.name, blocks, out_dt, ts, side, params)
 
 

@@ -38,6 +38,9 @@ for _d in DType:
     _d.acc = DType.int32 if _d is DType.int8 else DType.fp32
 del _d
 
+#: The types Fixpipe writes an L0C accumulator out as (a store / move out of L0C converts once).
+FIXPIPE_OUT = {DType.fp32: (DType.fp32, DType.fp16, DType.bf16), DType.int32: (DType.int32,)}
+
 _ALIASES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}
 
 

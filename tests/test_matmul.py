@@ -266,6 +266,31 @@ def test_l1_full_load_not_taken_with_few_rounds_or_a_large_a():
         plan_matmul(32, 512, big_k, "fp16", "ascend950pr", ts, blocks=4, full_load="A")
 
 
+@pytest.mark.parametrize("din,dout", [("fp16", "int8"), ("fp16", "int32"), ("int8", "fp16"), ("int8", "fp32")])
+def test_an_out_dtype_fixpipe_cannot_write_is_refused_before_the_run(din, dout):
+    """seeds/002 constrains the out dtype only with split-K; without it an out dtype the accumulator cannot be
+    written as (no Fixpipe quantisation in pyto) is refused by the planner, naming the conversions there are
+    (it failed inside the kernel's store: a seeds/002 audit's find)."""
+    ts = pyto.set_cube_tile_shapes([32, 32], [32, 64], [32, 32], dtype=din, out_dtype=dout)
+    with pytest.raises(pyto.UnsupportedError, match=rf"out_dtype {dout} with {din} inputs: .* as "
+                                                    rf"{'int32' if din == 'int8' else 'fp32/fp16/bf16'} \(Fixpipe"):
+        plan_matmul(64, 64, 64, din, "ascend950pr", ts)
+
+
+def test_an_automatic_full_load_that_leaves_no_room_streams_both():
+    """A legal tiling whose A + B slots fill L1: the full load of a small A that the planner takes by itself would
+    crowd out B's streamed slot; it streams both instead (it raised PlanError, a seeds/002 audit's find);
+    forcing the full load still says it does not fit."""
+    ts = pyto.set_cube_tile_shapes([64, 64], [64, 1024], [192, 192], dtype="fp16", chip="ascend950pr")
+    plan = plan_matmul(64, 24576, 2048, "fp16", "ascend950pr", ts)
+    assert plan.full_load == "" and plan.params["HOLD_M"] == 0
+    with pytest.raises(PlanError, match="with full load A do not fit L1"):
+        plan_matmul(64, 24576, 2048, "fp16", "ascend950pr", ts, full_load="A")
+    a, b, _ = _operands(64, 960, 2048, "fp16", seed=21)
+    c = matmul(a, b, tile_shapes=ts, blocks=1)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), matmul_bound(a, b, np.float16))
+
+
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, True)])
 def test_l1_full_load_of_b_and_transposed(ta, tb):
     a, b, bias = _operands(200, 20, 50, "fp16", seed=14, bias=(20,))

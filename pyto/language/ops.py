@@ -5,7 +5,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..dtypes import DType
+from ..dtypes import FIXPIPE_OUT, DType
 from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, AccPhase, AccToVecMode, Buf, GMTensor, Instr, Loc, Op, Pipe, Role, STPhase
 from .tile import Ring, Tile, as_int
@@ -245,7 +245,6 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
           {"transpose": bool(transpose), "bytes": nbytes, "path": ("L1", dst.buffer.name)}, loc, "pl.load")
 
 
-_OUT_TYPES = {DType.fp32: (DType.fp32, DType.fp16, DType.bf16), DType.int32: (DType.int32,)}
 
 
 def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, phase: Optional[STPhase] = None,
@@ -275,8 +274,8 @@ def store(dst: GMTensor, src: Tile, offsets: Optional[Sequence[int]] = None, *, 
         raise KernelError(f"{loc}: atomic must be None or 'add', got {atomic!r}")
     _need_path(src.buffer.name, "GM", loc)
     if src.buffer is Buf.L0C:
-        if dst.dtype not in _OUT_TYPES[src.dtype]:
-            raise ShapeError(f"{loc}: Fixpipe converts {src.dtype} to {'/'.join(map(str, _OUT_TYPES[src.dtype]))}, "
+        if dst.dtype not in FIXPIPE_OUT[src.dtype]:
+            raise ShapeError(f"{loc}: Fixpipe converts {src.dtype} to {'/'.join(map(str, FIXPIPE_OUT[src.dtype]))}, "
                              f"not {dst.dtype} ({dst!r})")
         pipe, role = Pipe.FIX, Role.AIC
     else:
