@@ -37,7 +37,7 @@ from pyto.errors import PlanError, ShapeError, UnsupportedError
 from pyto.tiling import CubeTileShapes, ceil_align
 
 from .bmm.asw_basic import asw_walk, l1_pieces_for
-from .bmm.block import alloc_buffers
+from .bmm.block import alloc_buffers, bias_row_bytes
 from .bmm.common import user_operand
 from .swizzle import Swizzle, l2_blocks
 
@@ -136,7 +136,7 @@ def _l1_budget(dt: DType, bm: int, bn: int, bk: int, k_l1: int, hold_m: int, hol
         used += stages * _l1_bytes(k_l1, bn, dt)
     used += hold_stages * ((_l1_bytes(hold_m, kp, dt) if hold_m else 0) + (_l1_bytes(kp, hold_n, dt) if hold_n else 0))
     if bias_dtype is not None:
-        used += 2 * _l1_bytes(1, bn, bias_dtype)
+        used += bias_row_bytes(bn, bias_dtype.itemsize)
     return used
 
 

@@ -51,7 +51,10 @@ Choices made where seeds/002 is silent or ambiguous:
   out dtype. Default out dtype: with split-K the listed one (fp32, or int32 for int8); otherwise the
   input dtype for float inputs and int32 for int8 (DESIGN section 2).
 * Split-K needs 2-D inputs: any ``ndim != 2`` is refused (the seed names 3-D and 4-D).
-* L1 holds only the A and B tiles of the seed's formula (bias and scale are not added to it).
+* L1 with ``bias=True`` also holds the bias row on its way to BT, which the seed's L1 formula leaves out
+  (with A and B filling L1 there is no room to stage it): pyto adds its two slots, ND rows of nL0 fp32
+  (``2*CeilAlign(nL0,8)*4B``, as kernels.matmul allocates them), so such a tiling is refused here
+  rather than by the matmul. The scale (FB) is not added.
 * Non-integers (``bool`` and ``float`` included), non-pairs -> rule ``shape``; values <= 0 -> rule
   ``positive``. Unknown option values -> rule ``option``; a non-cube input dtype -> rule ``dtype``.
 """
@@ -380,8 +383,10 @@ class CubeTileShapes:
             terms["L0B"] = (n0 * k0 * b, c.buffers["L0B"], f"{tn0}*{tk0}*sizeof({d.name})={b}B")
             terms["L0C"] = (m0 * n0 * cd.itemsize, c.buffers["L0C"],
                             f"{tm0}*{tn0}*sizeof({cd.name})={cd.itemsize}B")
-            terms["L1"] = (m1 * k1 * a + n1 * k1 * b, c.buffers["L1"],
-                           f"{tm1}*{tk1}*{a}B + {tn1}*{tk1}*{b}B")
+            bias_rows = 2 * ceil_align(self.nL0, 8) * 4 if self.bias else 0     # (module docstring)
+            terms["L1"] = (m1 * k1 * a + n1 * k1 * b + bias_rows, c.buffers["L1"],
+                           f"{tm1}*{tk1}*{a}B + {tn1}*{tk1}*{b}B"
+                           + (f" + bias rows 2*CeilAlign(nL0={self.nL0},8)*4B" if self.bias else ""))
         else:   # L0C accumulates 4-byte values whatever the input: checkable now (16-alignment, the least)
             m0, n0 = ceil_align(self.mL0, 16), ceil_align(self.nL0, 16)
             terms["L0C"] = (m0 * n0 * 4, c.buffers["L0C"], f"CeilAlign(mL0={self.mL0},16)*CeilAlign(nL0={self.nL0},16)"

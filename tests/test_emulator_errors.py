@@ -702,6 +702,53 @@ def test_a_tuple_of_scalars_is_a_static_parameter():
 
 
 @pl.kernel
+def bias_row_in_l1(a, b, bias, out, *, MISUSE: str):
+    """A bias row staged in L1 as an ND row on its way to BT; MISUSE puts an ND L1 tile where it cannot go."""
+    M, K = a.shape
+    N = b.shape[1]
+    a1, b1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
+    row = pl.alloc(pl.L1, [2 if MISUSE == "two rows" else 1, N], pl.fp32, layout="ND")
+    bt = pl.alloc(pl.BT, [1, N], pl.fp32)
+    a0, b0, c = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16), pl.alloc(pl.L0C, [M, N], pl.fp32)
+    with pl.section_cube():
+        pl.load(a1, a)
+        pl.load(b1, b)
+        pl.load(row, bias)
+        pl.load(bt, row)
+        pl.load(a0, a1)
+        pl.load(b0, b1)
+        pl.matmul(c, a0, b0, bias=bt)
+        if MISUSE == "cube operand":
+            pl.load(b0[0:16, :], row)
+        pl.store(out, c)
+
+
+@pl.kernel
+def l1_full_with_bias_rows(a, *, N: int):
+    pl.alloc(pl.L1, [16, 16320], pl.fp16)
+    rows = pl.alloc(pl.L1, [1, N], pl.fp32, layout="ND", buffers=2)
+
+
+def test_a_bias_row_in_l1_is_an_nd_row_for_bt_only():
+    """seeds/002's bias path GM -> L1 -> BT: the row sits in L1 as it is copied (ND, one 32B-aligned row, not a
+    16-row fractal: a seeds/002 audit found 16 x 256 fp32 rows crowding a legal tiling out of L1); a cube operand
+    or a matrix cannot be ND in L1."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((32, 64)).astype(np.float16), rng.standard_normal((64, 48)).astype(np.float16)
+    bias, out = rng.standard_normal((1, 48)).astype(np.float32), np.zeros((32, 48), np.float32)
+    rep = pyto.run(bias_row_in_l1, a, b, bias, out, MISUSE="")
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64) + bias, matmul_bound(a, b, np.float32, bias=bias))
+    assert rep.instructions == 8
+    pyto.run(l1_full_with_bias_rows, a, N=256)           # 522240 + 2 x 256 x 4 = 524288 B: fits exactly
+    with pytest.raises(pyto.CapacityError, match=r"'rows' \[1, 264\] fp32 \(padded 1x264\) x 2 buffers asks 2112 B"):
+        pyto.run(l1_full_with_bias_rows, a, N=264)
+    with pytest.raises(pyto.ShapeError, match=r"an ND tile in L1 is a single row \(a bias row for BT\), got \[2, 48\]"):
+        pyto.run(bias_row_in_l1, a, b, np.zeros((2, 48), np.float32), out, MISUSE="two rows")
+    with pytest.raises(pyto.ShapeError, match=r"is an ND row in L1 \(for BT\); the cube's operands come from NZ L1"):
+        pyto.run(bias_row_in_l1, a, b, bias, out, MISUSE="cube operand")
+
+
+@pl.kernel
 def layout_typo(a, out):
     pl.alloc(pl.L0A, [16, 16], pl.fp16, layout="XX")
 

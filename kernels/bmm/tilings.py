@@ -14,6 +14,7 @@ from typing import Union
 from pyto.chip import Chip
 from pyto.errors import PlanError
 
+from .block import bias_row_bytes
 from .conditions import ACC_BYTES, FRACTAL, FRACTAL_BYTES, Problem, align_down, align_up, cdiv
 
 
@@ -37,8 +38,9 @@ def _cube_use(t, p: Problem, l1: int) -> dict[str, int]:
 
 
 def bias_l1_bytes(bn: int, p: Problem) -> int:
-    """L1 the kernels' bias row takes: two slots of [1, base_n] fp32/int32, padded to 16 rows (pl.alloc)."""
-    return 2 * FRACTAL * align_up(bn, FRACTAL) * ACC_BYTES if p.bias else 0
+    """L1 the kernels' bias row takes: block.bias_row_bytes of [1, base_n] at 4 bytes an element (fp32/int32,
+    the widest bias)."""
+    return bias_row_bytes(bn, ACC_BYTES) if p.bias else 0
 
 
 @dataclass(frozen=True)

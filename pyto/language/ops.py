@@ -182,7 +182,7 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
         # the K loop's L1 -> L0A/L0B load, all its checks in one go (the general path below says
         # which one fails)
         s, d = src.store, dst.store
-        path = _L1_TO_L0.get(d.buf) if s.buf is _L1 else None
+        path = _L1_TO_L0.get(d.buf) if s.buf is _L1 and s.layout == "NZ" else None
         if path is not None and s.dtype is d.dtype and path[1] in tr.chip.paths:
             r0, r1, c0, c1 = src.rect
             q0, q1, p0, p1 = dst.rect
@@ -224,6 +224,8 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
     src = _need_tile(src, "pl.load source", (Buf.L1,), loc)
     if dst.buffer not in (Buf.L0A, Buf.L0B, Buf.BT):
         raise ShapeError(f"{loc}: an L1 tile loads into L0A, L0B or BT, not {dst.buffer.name}")
+    if src.store.layout == "ND" and dst.buffer is not Buf.BT:
+        raise ShapeError(f"{loc}: {src!r} is an ND row in L1 (for BT); the cube's operands come from NZ L1 tiles")
     _need_path("L1", dst.buffer.name, loc)
     if offsets is not None:
         raise KernelError(f"{loc}: on-chip loads take a view (src[r0:r1, c0:c1]), not offsets")
@@ -329,6 +331,8 @@ def move(dst: Tile, src: Tile, *, acc_to_vec_mode: Optional[AccToVecMode] = None
                 raise KernelError(f"{loc}: acc_to_vec_mode applies to L0C->UB moves only")
             if dst.shape != src.shape:
                 raise ShapeError(f"{loc}: pl.move shapes differ: {src!r} {list(src.shape)} vs {dst!r} {list(dst.shape)}")
+            if dst.store.layout == "ND":
+                raise ShapeError(f"{loc}: Fixpipe writes L0C into L1 as NZ; {dst!r} is an ND row (for BT)")
             role = Role.AIC
         attrs["bytes"] = src.shape[0] * src.shape[1] * dst.dtype.itemsize
         _emit(Op.MOVE, Pipe.FIX, role, (_acc(src),), (_acc(dst),), attrs, loc, "pl.move")

@@ -195,8 +195,10 @@ def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = N
 
     `buffers` > 1 gives a Ring (double buffering: ring.next() moves to the next slot, current() / previous()); it
     starts at slot 0, so the first next() gives slot 1 (every slot is used in turn, whichever comes first).
-    `layout`: the buffer's format on this chip (the default; other formats are refused). `name`: the tile's
-    name in errors and traces (default: the variable the kernel line assigns, e.g. 'a_l1').
+    `layout`: the buffer's format on this chip (the default; other formats are refused), or "ND" for a single
+    row in L1 (a bias row staged on its way to BT, copied as it is: no Nd2Nz, charged as one 32B-aligned row,
+    not a 16-row fractal; it feeds BT only). `name`: the tile's name in errors and traces (default: the variable
+    the kernel line assigns, e.g. 'a_l1').
     """
     tr = current()
     loc = caller_loc()
@@ -219,12 +221,17 @@ def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = N
     if lay not in FORMATS:
         raise ShapeError(f"{loc}: unknown layout {layout!r}; formats are {', '.join(FORMATS)} ({buffer.name} tiles "
                          f"are {default} on {tr.chip.name})")
-    if lay != default:
-        raise ShapeError(f"{loc}: {buffer.name} tiles are {default} on {tr.chip.name}, not {lay}")
+    nd_row = buffer is Buf.L1 and lay == "ND"
+    if nd_row and shape[0] != 1:
+        raise ShapeError(f"{loc}: an ND tile in L1 is a single row (a bias row for BT), got {list(shape)}; matrices "
+                         f"in L1 are {default}")
+    if lay != default and not nd_row:
+        raise ShapeError(f"{loc}: {buffer.name} tiles are {default} on {tr.chip.name}, not {lay}"
+                         + (" (or ND for a single bias row)" if buffer is Buf.L1 else ""))
     shape = tuple(shape)
     if buffer is Buf.UB:
         tr.launch.mark_vector(loc)     # the AIVs take part in this launch
-    padded = padded_of(buffer, shape, dt)
+    padded = padded_of(Buf.UB if nd_row else buffer, shape, dt)      # an ND row: as UB rows are stored
     nbytes = padded[0] * padded[1] * dt.itemsize
     if name is None:
         name = _name_from_source(tr, loc) or f"{buffer.name.lower()}{tr.alloc_count}"
@@ -235,7 +242,8 @@ def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = N
     for i in range(buffers):
         nm = f"{name}[{i}]" if buffers > 1 else name
         stores = tr.launch.stores(tr.block, tr.alloc_count, lambda prog: TileStore(
-            buffer, shape, padded, dt, lay, grid_of(buffer, dt), nm, tr.alloc_count, prog, loc, nbytes),
+            buffer, shape, padded, dt, lay, grid_of(Buf.UB if nd_row else buffer, dt), nm, tr.alloc_count, prog, loc,
+            nbytes),
             vector=buffer is Buf.UB)
         tr.alloc_count += 1
         mine = stores[0] if len(stores) == 1 else stores[max(0, int(tr.role) - 1)]
