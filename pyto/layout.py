@@ -17,6 +17,7 @@ Padding is with all-zero bits. Inverses take the original shape (trailing 2-D or
 from __future__ import annotations
 
 import math
+import re
 from typing import Sequence
 
 import ml_dtypes
@@ -40,6 +41,7 @@ _FORMATS = {"nz": ("N", "z"), "zz": ("Z", "z"), "zn": ("Z", "n"), "nn": ("N", "n
 
 
 _FOUR_BIT = {"int4", "uint4", "fp4", "float4_e2m1fn"}   # ml_dtypes' 4-bit types take a byte each in numpy
+_SUB_BYTE = re.compile(r"^u?(?:int|float)([26])(?:_|$)")   # int2, uint2, float6_e2m3fn, float6_e3m2fn
 
 
 def _bit_width(dtype: object) -> int:
@@ -56,7 +58,10 @@ def _bit_width(dtype: object) -> int:
         d = np.dtype(dtype)
     except TypeError:
         raise ShapeError(f"cannot read a dtype from {dtype!r}") from None
-    return 4 if d.name in _FOUR_BIT else d.itemsize * 8
+    if d.name in _FOUR_BIT:
+        return 4
+    sub = _SUB_BYTE.match(d.name)        # ml_dtypes' 2- and 6-bit types: one element a numpy byte, as 4-bit ones
+    return int(sub.group(1)) if sub else d.itemsize * 8
 
 
 def fractal_shape(dtype: object) -> Fractal:
