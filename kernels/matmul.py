@@ -249,6 +249,11 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
                   GRID_K=grid_k, K_SEG=k_seg, WINDOW=order.window, SNAKE=order.snake, L2_M=l2_m, L2_N=l2_n,
                   TRANSPOSE_A=bool(transpose_a), TRANSPOSE_B=bool(transpose_b), BIAS=bias_dt is not None,
                   UNIT_FLAG=bool(unit_flag), L1_PIECES=l1_pieces_for(bm, bn, bk, k_l1, dt, chip))
+    nd = {"a_format": ts.a_format, "b_format": ts.b_format, "out_format": ts.out_format}
+    if any(f != "ND" for f in nd.values()) or ts.scale:
+        set_ = ", ".join([f"{k}={v!r}" for k, v in nd.items() if v != "ND"] + (["scale=True"] if ts.scale else []))
+        raise UnsupportedError(f"tile shapes set with {set_}: this matmul reads A and B and writes C as ND GM "
+                               f"tensors, without a Fixpipe scale; set them with the ND defaults")
     out_dt = ts.resolved_out_dtype(dt)
     if out_dt not in FIXPIPE_OUT[dt.acc]:
         raise UnsupportedError(f"out_dtype {out_dt.name} with {dt.name} inputs: this matmul writes the {dt.acc.name} "

@@ -277,6 +277,15 @@ def test_an_out_dtype_fixpipe_cannot_write_is_refused_before_the_run(din, dout):
         plan_matmul(64, 64, 64, din, "ascend950pr", ts)
 
 
+@pytest.mark.parametrize("opt", [dict(a_format="NZ"), dict(out_format="NZ"), dict(scale=True)])
+def test_tile_shapes_for_nz_operands_or_a_scale_are_refused(opt):
+    """kernels.matmul reads and writes ND and has no Fixpipe scale: tile shapes checked for NZ operands or a scale
+    describe another matmul (they ran, as ND, after NZ rules had been applied: a seeds/002 audit's find)."""
+    ts = pyto.set_cube_tile_shapes([32, 32], [32, 64], [32, 32], dtype="fp16", **opt)
+    with pytest.raises(pyto.UnsupportedError, match=rf"tile shapes set with .*{list(opt)[0]}.* ND"):
+        plan_matmul(64, 64, 64, "fp16", "ascend950pr", ts)
+
+
 def test_an_automatic_full_load_that_leaves_no_room_streams_both():
     """A legal tiling whose A + B slots fill L1: the full load of a small A that the planner takes by itself would
     crowd out B's streamed slot; it streams both instead (it raised PlanError, a seeds/002 audit's find);
