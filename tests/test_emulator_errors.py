@@ -706,21 +706,16 @@ def bias_row_in_l1(a, b, bias, out, *, MISUSE: str):
     """A bias row staged in L1 as an ND row on its way to BT; MISUSE puts an ND L1 tile where it cannot go."""
     M, K = a.shape
     N = b.shape[1]
-    a1, b1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
+    tiles = matmul_tiles(M, K, N, pl.fp16)
     row = pl.alloc(pl.L1, [2 if MISUSE == "two rows" else 1, N], pl.fp32, layout="ND")
     bt = pl.alloc(pl.BT, [1, N], pl.fp32)
-    a0, b0, c = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16), pl.alloc(pl.L0C, [M, N], pl.fp32)
     with pl.section_cube():
-        pl.load(a1, a)
-        pl.load(b1, b)
         pl.load(row, bias)
         pl.load(bt, row)
-        pl.load(a0, a1)
-        pl.load(b0, b1)
-        pl.matmul(c, a0, b0, bias=bt)
+        matmul_from_gm(tiles, a, [0, 0], b, [0, 0], bias=bt)
         if MISUSE == "cube operand":
-            pl.load(b0[0:16, :], row)
-        pl.store(out, c)
+            pl.load(tiles[3][0:16, :], row)
+        pl.store(out, tiles[-1])
 
 
 @pl.kernel

@@ -348,15 +348,14 @@ def test_a_deadlock_names_the_release_that_is_queued_behind_it():
 @pl.kernel
 def half_released_twice(a, b, out):
     """The result stored in halves, the bottom half with STPhase.Partial; then the same tile computed again."""
-    M, K = a.shape
-    N = b.shape[1]
-    ac, al, br, al1, bl1 = _alloc(M, N, K)
-    with pl.section_cube():
-        for _ in pl.range(2):
-            _load_k(al1, bl1, al, br, a, b, 0, M, N)
+    h = a.shape[0] // 2
+    ac, al, br, al1, bl1 = _alloc(2 * h, b.shape[1], a.shape[1])
+    for _ in pl.range(2):
+        with pl.section_cube():
+            _load_k(al1, bl1, al, br, a, b, 0, 2 * h, b.shape[1])
             pl.matmul(ac, al, br, phase=pl.AccPhase.Final)
-            pl.store(out, ac[0:M // 2, :], [0, 0], phase=pl.STPhase.Final)
-            pl.store(out, ac[M // 2:M, :], [M // 2, 0], phase=pl.STPhase.Partial)
+            pl.store(out, ac[0:h, :], [0, 0], phase=pl.STPhase.Final)
+            pl.store(out, ac[h:2 * h, :], [h, 0], phase=pl.STPhase.Partial)
 
 
 def test_a_deadlock_on_a_half_released_tile_names_the_partial_read_not_a_store_of_the_released_half():
@@ -365,7 +364,7 @@ def test_a_deadlock_on_a_half_released_tile_names_the_partial_read_not_a_store_o
     behind a blocked instruction' though it headed its pipe: a kernel-author helper's find)."""
     e = assert_deadlock(half_released_twice, *_inputs(32, 32, 32))
     msg = str(e)
-    partial = line_of(half_released_twice, "[M // 2, 0], phase=pl.STPhase.Partial")
+    partial = line_of(half_released_twice, "[h, 0], phase=pl.STPhase.Partial")
     assert "that would clear it" not in msg, msg
     assert re.search(rf"is mixed \(4 of 8 set\).*no store/move with STPhase.Final cleared it; the blocks still set "
                      rf"were last read by the pl.store at test_emulator_phases.py:{partial} ", msg), msg
