@@ -172,7 +172,7 @@ def _gm_side(ins: Instr):
     return None
 
 
-def _l2_accesses(index: int, ins: Instr, nbytes: float, read: bool, phase: int) -> list:
+def _l2_accesses(index: int, ins: Instr, nbytes: float, read: bool, phase: int) -> "list | tuple":
     """The L2 replay's entries of a GM transfer (l2.py): (index, key, (tensor uid, batch, rectangle), bytes,
     read, sync_all phase) per GM region; an nd_num transfer's equal matrices share its bytes."""
     regions = [(acc.obj.uid, acc.batch, acc.rect) for acc in (ins.srcs if read else ins.dsts)
