@@ -171,3 +171,16 @@ def test_explain_says_where_case_b_leaves_the_seeds_base_n():
     assert "the seed's BaseN = max(L0C/2/4B/BaseM, L0B/2/BaseK) = max(144, 256) = 256 would not fit" in text
     assert "pyto takes the bounds' minimum, BaseN = 144" in text
     assert "b_core = ceil(B/C) = 2 (the busiest core's batches): several batches per core [yes]" in text
+
+
+def test_legal_only_where_the_kernels_own_l1_fit_holds():
+    """The tiling's L1 budget leaves out the held tiles' padding to the kernel's balanced base tiles; with the bias
+    row now two ND rows (not 32 KB of fractal) a tiling fitted exactly and the kernel then refused it at launch (a
+    fuzz find): iter_batch is legal only where its kernel's L1 fit holds, and the planner picks another branch."""
+    from kernels.bmm import bmm
+    from kernels.bmm.planner import legal_branches
+    from bmm_helpers import check, inputs
+    a, b, bias = inputs((5, 16, 257), (458, 257), "fp32", (1, 458), seed=3)
+    assert "iter_batch" not in legal_branches(a.shape, b.shape, "fp32", "atlas-a2", bias=bias.shape, transpose_b=True)
+    assert not check(bmm(a, b, bias=bias, chip="atlas-a2", transpose_b=True), a, b, bias, transpose_b=True)
+    _ok((1, 127, 621), (2, 621, 76), "fp32", (1, 76))        # the bias row's smaller budget: it fits now

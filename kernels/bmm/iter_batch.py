@@ -41,7 +41,8 @@ import pyto.language as pl
 from pyto.errors import PlanError
 
 from .asw_basic import l1_pieces_for
-from .block import alloc_buffers, held_ab, mmad_tile
+from .block import alloc_buffers, bias_row_bytes, held_ab, mmad_tile
+from .conditions import ACC_BYTES
 from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel
 
 
@@ -101,7 +102,7 @@ def _l1_bytes(q: dict, isz: int, align: int, bias: bool) -> int:
     else:
         use += q["STAGES"] * ceil_align(q["K_L1"], align) * ceil_align(q["BASE_N"], align)
     use *= isz
-    return use + (2 * 16 * ceil_align(q["BASE_N"], 16) * 4 if bias else 0)
+    return use + (bias_row_bytes(q["BASE_N"], ACC_BYTES) if bias else 0)
 
 
 def _fit_l1(q: dict, p, t, cap: int, min_tile: int, *, hold: bool, stream: bool) -> None:

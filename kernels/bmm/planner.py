@@ -207,6 +207,8 @@ def _build_tiling(branch: str, p: Problem, chip: Chip, *, forced: bool, reduce: 
             raise PlanError(f"iter_batch: no L1 case (a)-(e) fits one batch (M̄ = {p.Mp}, N̄ = {p.Np}, "
                             f"K̄ = {p.Kp}) in L1 {chip.buffers['L1']} B")
         t = iter_tiling(p, chip, l1)
+        from .iter_batch import params_for     # the kernel's own L1 fit (held tiles padded to its balanced base
+        params_for(t, p, chip)                 # tiles, the bias row): legal only where the kernel runs
     elif branch == "asw_basic":
         t = asw_tiling(p, chip)
     elif branch == "stream_k":
