@@ -184,3 +184,13 @@ def test_legal_only_where_the_kernels_own_l1_fit_holds():
     assert "iter_batch" not in legal_branches(a.shape, b.shape, "fp32", "atlas-a2", bias=bias.shape, transpose_b=True)
     assert not check(bmm(a, b, bias=bias, chip="atlas-a2", transpose_b=True), a, b, bias, transpose_b=True)
     _ok((1, 127, 621), (2, 621, 76), "fp32", (1, 76))        # the bias row's smaller budget: it fits now
+
+
+def test_condition_4_reads_the_seeds_pieces_of_k_over_step():
+    """seeds/000 IterBatch 4: every piece of a Step split >= min_TileSize with dValue >= 128 B, the pieces being
+    K/Step long. K = 241 in Step = 4: 60.25 rows of fp16 A, a dValue of 120.5 B, fails; the aligned 80-row slab L1
+    holds passed it (a seeds/000 audit's find; pyto's slabs even end in a 1-row piece)."""
+    p = plan((32, 1024, 241), (32, 241, 2048), "fp16", CHIP)
+    four = next(c for bc in p.conditions for c in bc.checks if c.label == "IterBatch 4 (e)")
+    assert not four.holds and "dValue A 120 B" in four.text, four.text
+    assert p.branch != "iter_batch"

@@ -263,12 +263,16 @@ def iter_l1(p: Problem, chip: Chip, efficiency: bool = True) -> tuple[IterL1 | N
         k_b = align_down(min((budget - a_all) // (p.Np * isz), p.Kp), ka) if budget > a_all else 0
         m_a = align_down(min((budget - b_all) // (p.Kp * isz), p.Mp), p.mn_align) if budget > b_all else 0
         opts = []
+        # condition 4 reads each of the Step pieces as the seed writes them, K/Step (M/Step) rows: not the
+        # aligned slab L1 holds, which is longer and leaves a shorter last piece
         if 0 < k_b < p.Kp:
-            tile, d = min(k_b, p.K) * p.N * isz, _dvalue(p.transpose_b, min(k_b, p.K), p.N, isz)
-            opts.append(("A", cdiv(p.K, k_b), tile, d, IterL1(case, "A", cdiv(p.K, k_b), p.Mp, p.Kp, k_b, nbuf)))
+            st = cdiv(p.K, k_b)
+            tile, d = p.K / st * p.N * isz, _dvalue(p.transpose_b, p.K / st, p.N, isz)
+            opts.append(("A", st, tile, d, IterL1(case, "A", st, p.Mp, p.Kp, k_b, nbuf)))
         if 0 < m_a < p.Mp:
-            tile, d = min(m_a, p.M) * p.K * isz, _dvalue(p.transpose_a, min(m_a, p.M), p.K, isz)
-            opts.append(("B", cdiv(p.M, m_a), tile, d, IterL1(case, "B", cdiv(p.M, m_a), m_a, p.Kp, p.Kp, nbuf)))
+            st = cdiv(p.M, m_a)
+            tile, d = p.M / st * p.K * isz, _dvalue(p.transpose_a, p.M / st, p.K, isz)
+            opts.append(("B", st, tile, d, IterL1(case, "B", st, m_a, p.Kp, p.Kp, nbuf)))
         cap_ok = applies and big and bool(opts)
         bud = "L1" if case == "c" else "L1/2"
         text = (f"{one if case == 'c' else several} {_yn(applies)}, (M̄K̄ + K̄N̄)*dtype = "
@@ -298,10 +302,10 @@ def iter_l1(p: Problem, chip: Chip, efficiency: bool = True) -> tuple[IterL1 | N
     ok = k_e >= ka and p.Kp > ka
     step = cdiv(p.K, k_e) if k_e else 0
     checks.append(Check("IterBatch 3e", f"(M̄*K/Step + K/Step*N̄)*dtype = ({p.Mp} + {p.Np})*{k_e}*{isz} = "
-                                        f"{_kb((p.Mp + p.Np) * k_e * isz)} <= L1 {_kb(L1)} with K/Step = {k_e}, "
-                                        f"Step = {step} >= 2", ok))
+                                        f"{_kb((p.Mp + p.Np) * k_e * isz)} <= L1 {_kb(L1)} with K/Step = {k_e} "
+                                        f"aligned, Step = {step} >= 2", ok))
     if ok:
-        kk = min(k_e, p.K)
+        kk = p.K / step          # condition 4 on each piece of K/Step rows (the seed's), not the aligned slab
         ta, tb = p.M * kk * isz, kk * p.N * isz
         da, db = _dvalue(not p.transpose_a, kk, p.M, isz), _dvalue(p.transpose_b, kk, p.N, isz)
         eff = min(ta, tb) >= mt and min(da, db) >= dv
