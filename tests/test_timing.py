@@ -412,3 +412,17 @@ def test_an_l1_to_l0_load_moves_whole_fractals(R, C, fractals):
     was charged the logical bytes, 2 B for a 1 x 1 tile, while the MMAD was charged whole fractal steps)."""
     rep = pyto.run(l1_to_l0a_edge, pyto.spec((R, C), "fp16"), R=R, C=C, mode="timing")
     assert rep.pipe_cycles["MTE1"] == pytest.approx(fractals * 512 / CHIP.path("L1", "L0A").bytes_per_cycle)
+
+
+@pytest.mark.parametrize("small,large,kw", [
+    ((341, 438, 321), (341, 438, 337), dict(TM=128, TN=128, TK=32, STAGES=2, blocks=8)),
+    ((76, 229, 949), (83, 229, 949), dict(TM=64, TN=32, TK=128, STAGES=1, blocks=32))])
+def test_more_work_is_never_faster_on_the_same_tiling(small, large, kw):
+    """The chip-wide channels are booked in start order: a transfer issued a flag latency ahead of its start (a
+    store waiting for its MMAD) booked the GM channel at issue, and a load starting 2.5 cycles sooner but issued
+    after it queued 268 cycles behind eight such stores, so K = 321 ran 1.9% slower than K = 337 (a timing
+    audit's find)."""
+    def cycles(M, N, K):
+        specs = (pyto.spec((M, K), "fp16"), pyto.spec((K, N), "fp16"), pyto.spec((M, N), "fp16"))
+        return pyto.run(matmul_pingpong, *specs, mode="timing", **kw).cycles
+    assert cycles(*small) <= cycles(*large)

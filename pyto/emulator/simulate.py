@@ -3,7 +3,8 @@
 Each pipe runs its instructions in program order, one at a time. An instruction starts when its
 pipe is free and its waits hold: auto-sync dependencies (completion), unit_flag blocks (seeds/001),
 expert flags, sync_all. It holds its pipe for `occ` cycles (longer if the shared GM/L2 channel is
-busy) and completes `lat` cycles after leaving it. At equal times completions come first, so a pipe
+busy) and completes `lat` cycles after leaving it. The channels are booked first come, first served in the
+order transfers start (one that waits a flag latency past its issue books then, not at issue). At equal times completions come first, so a pipe
 issuing again sees the flags they set. unit_flag and flag updates happen when an instruction leaves
 its pipe. An L2 hit (l2.py decides them before the schedule) lands no earlier than the access that brought
 its data into L2 (a request merged into a fill in flight), and with a miss's latency if that access has not
@@ -71,6 +72,39 @@ def _wake(head, nxt, waiting, work, nw, t):
 
 
 @njit(cache=True)
+def _book(ii, pp, start, occ, lat, gm_bytes, l2_bytes, fill, started, begin, end, busy_cycles, chan, gm_per_cycle,
+          l2_per_cycle, miss_extra, ht, hp, hs, hi, nh, seq):
+    """Instruction ii starts on pipe pp at `start`: book the chip-wide GM and L2 channels (chan: when each is
+    free), set its begin and end, push its pipe-free and completion events. Returns (heap size, seq)."""
+    free = start + occ[ii]
+    if gm_bytes[ii] > 0:
+        ch = chan[0] if chan[0] > start else start
+        chan[0] = ch + gm_bytes[ii] / gm_per_cycle
+        if chan[0] > free:
+            free = chan[0]
+    if l2_bytes[ii] > 0:
+        ch = chan[1] if chan[1] > start else start
+        chan[1] = ch + l2_bytes[ii] / l2_per_cycle
+        if chan[1] > free:
+            free = chan[1]
+    begin[ii] = start
+    end[ii] = free + lat[ii]
+    started[ii] = True
+    f = fill[ii]
+    if f >= 0:      # an L2 hit: on data whose fill is in flight it lands with the fill; before the
+        land = end[f] if started[f] else end[ii] + miss_extra    # fill has begun, it misses itself
+        if land > end[ii]:
+            end[ii] = land
+            lat[ii] = land - free     # (the landing the trace shows)
+    busy_cycles[pp] += free - start
+    seq += 1
+    nh = _push(ht, hp, hs, hi, nh, free, 1, seq, ii)
+    seq += 1
+    nh = _push(ht, hp, hs, hi, nh, end[ii], 0, seq, ii)
+    return nh, seq
+
+
+@njit(cache=True)
 def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf_wait, uf_set, n_flags,
              kind, fkey, n_fkeys, n_participants, occ, lat, gm_bytes, l2_bytes, fill,
              gm_per_cycle, l2_per_cycle, flag_lat, miss_extra):
@@ -132,8 +166,7 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
         work[nw] = p
         nw += 1
     now = 0.0
-    gm_free = 0.0
-    l2_free = 0.0
+    chan = np.zeros(2, np.float64)      # when the chip-wide GM and L2 channels are free
     finished = 0
     while True:
         while nw > 0:
@@ -218,37 +251,24 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                     d = dep_idx[j]
                     if pipe_of[d] != pp and end[d] + flag_lat > start:
                         start = end[d] + flag_lat
-                free = start + occ[ii]
-                if gm_bytes[ii] > 0:
-                    ch = gm_free if gm_free > start else start
-                    gm_free = ch + gm_bytes[ii] / gm_per_cycle
-                    if gm_free > free:
-                        free = gm_free
-                if l2_bytes[ii] > 0:
-                    ch = l2_free if l2_free > start else start
-                    l2_free = ch + l2_bytes[ii] / l2_per_cycle
-                    if l2_free > free:
-                        free = l2_free
-                begin[ii] = start
-                end[ii] = free + lat[ii]
-                started[ii] = True
-                f = fill[ii]
-                if f >= 0:      # an L2 hit: on data whose fill is in flight it lands with the fill; before the
-                    land = end[f] if started[f] else end[ii] + miss_extra    # fill has begun, it misses itself
-                    if land > end[ii]:
-                        end[ii] = land
-                        lat[ii] = land - free     # (the landing the trace shows)
-                busy_cycles[pp] += free - start
-                seq += 1
-                nh = _push(ht, hp, hs, hi, nh, free, 1, seq, ii)
-                seq += 1
-                nh = _push(ht, hp, hs, hi, nh, end[ii], 0, seq, ii)
+                if start > now and (gm_bytes[ii] > 0 or l2_bytes[ii] > 0):
+                    # a flag latency away: it books the channels when it starts (a begin event), so a transfer
+                    # that starts sooner but is issued after it goes first
+                    begin[ii] = start
+                    seq += 1
+                    nh = _push(ht, hp, hs, hi, nh, start, 2, seq, ii)
+                else:
+                    nh, seq = _book(ii, pp, start, occ, lat, gm_bytes, l2_bytes, fill, started, begin, end,
+                                    busy_cycles, chan, gm_per_cycle, l2_per_cycle, miss_extra, ht, hp, hs, hi, nh, seq)
         if nh == 0:
             break
         nh = _pop(ht, hp, hs, hi, nh)
         now, prio, i = ht[nh], hp[nh], hi[nh]
         fired = -1
-        if prio == 0:
+        if prio == 2:
+            nh, seq = _book(i, pipe_of[i], now, occ, lat, gm_bytes, l2_bytes, fill, started, begin, end, busy_cycles,
+                            chan, gm_per_cycle, l2_per_cycle, miss_extra, ht, hp, hs, hi, nh, seq)
+        elif prio == 0:
             done[i] = True
             finished += 1
             fired = i
