@@ -34,10 +34,10 @@ import pyto.language as pl
 from pyto.chip import Chip
 from pyto.dtypes import FIXPIPE_OUT, DType, as_dtype
 from pyto.errors import PlanError, ShapeError, UnsupportedError
-from pyto.tiling import CubeTileShapes, ceil_align
+from pyto.tiling import CubeTileShapes, bias_row_bytes, ceil_align
 
 from .bmm.asw_basic import asw_walk, l1_pieces_for
-from .bmm.block import alloc_buffers, bias_row_bytes
+from .bmm.block import alloc_buffers
 from .bmm.common import user_operand
 from .swizzle import Swizzle, l2_blocks
 

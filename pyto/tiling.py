@@ -72,6 +72,8 @@ from .dtypes import DType, as_dtype
 from .errors import PytoError, TilingError
 
 DEFAULT_CHIP = "ascend950pr"
+#: A matmul's bias row ring in L1 (kernels' alloc_buffers): the next tile's row loads while BT takes this one.
+BIAS_ROW_SLOTS = 2
 CUBE_INPUTS = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
 IN_FORMATS = ("ND", "NZ")
 OUT_FORMATS = ("ND", "NZ")
@@ -85,6 +87,12 @@ _SEED = "seeds/002"
 def ceil_align(value: int, align: int) -> int:
     """seeds/002 CeilAlign: ``((value + align - 1) // align) * align``."""
     return ((value + align - 1) // align) * align
+
+
+def bias_row_bytes(cols: int, isz: int) -> int:
+    """L1 a matmul's bias row ring takes: BIAS_ROW_SLOTS ND rows of `cols` elements of `isz` bytes, each 32B-aligned
+    (staged on its way to BT as Ascend C copies it, not as a 16-row fractal)."""
+    return BIAS_ROW_SLOTS * ceil_align(cols, 32 // isz) * isz
 
 
 def _as_int(name: str, v: Any) -> int:
@@ -383,7 +391,7 @@ class CubeTileShapes:
             terms["L0B"] = (n0 * k0 * b, c.buffers["L0B"], f"{tn0}*{tk0}*sizeof({d.name})={b}B")
             terms["L0C"] = (m0 * n0 * cd.itemsize, c.buffers["L0C"],
                             f"{tm0}*{tn0}*sizeof({cd.name})={cd.itemsize}B")
-            bias_rows = 2 * ceil_align(self.nL0, 8) * 4 if self.bias else 0     # (module docstring)
+            bias_rows = bias_row_bytes(self.nL0, 4) if self.bias else 0     # fp32 rows (module docstring)
             terms["L1"] = (m1 * k1 * a + n1 * k1 * b + bias_rows, c.buffers["L1"],
                            f"{tm1}*{tk1}*{a}B + {tn1}*{tk1}*{b}B"
                            + (f" + bias rows 2*CeilAlign(nL0={self.nL0},8)*4B" if self.bias else ""))
@@ -463,4 +471,5 @@ def cube_tile_shapes(m: Sequence[int], k: Sequence[int], n: Sequence[int], enabl
 
 
 __all__ = ["CubeTileShapes", "set_cube_tile_shapes", "get_cube_tile_shapes", "reset_cube_tile_shapes",
-           "cube_tile_shapes", "ceil_align", "SPLIT_K_OUT", "DEFAULT_CHIP", "IN_FORMATS", "OUT_FORMATS"]
+           "cube_tile_shapes", "ceil_align", "bias_row_bytes", "BIAS_ROW_SLOTS", "SPLIT_K_OUT", "DEFAULT_CHIP",
+           "IN_FORMATS", "OUT_FORMATS"]

@@ -31,10 +31,10 @@ import pyto
 import pyto.language as pl
 from pyto.chip import Chip
 from pyto.dtypes import DType
-from pyto.tiling import ceil_align
+from pyto.tiling import bias_row_bytes, ceil_align
 
 from ..swizzle import Swizzle, TileGrid
-from .block import Buffers, alloc_buffers, bias_row_bytes, held_a, held_b, mmad_tile
+from .block import Buffers, alloc_buffers, held_a, held_b, mmad_tile
 from .common import batch_offsets, Operands, run_tiled
 
 
@@ -110,7 +110,7 @@ def _l1_bytes(rows: int, cols: int, dt: DType) -> int:
 
 def l1_use(params: dict, M: int, N: int, K: int, dt: DType, bias_dt) -> int:
     """L1 bytes asw_basic_kernel (or stream_k_kernel: no FULL_LOAD keys) allocates with `params`, as pl.alloc
-    charges them (the bias row of bias_dt: block.bias_row_bytes)."""
+    charges them (the bias row of bias_dt: pyto.tiling.bias_row_bytes)."""
     bm, bn, bk, k_l1, st = params["BASE_M"], params["BASE_N"], params["BASE_K"], params["K_L1"], params["STAGES"]
     k_pad = ceil_align(K, bk)
     full_a, full_b = params.get("FULL_LOAD_A", False), params.get("FULL_LOAD_B", False)

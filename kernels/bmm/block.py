@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 import pyto.language as pl
-from pyto.tiling import ceil_align
+from pyto.tiling import BIAS_ROW_SLOTS
 
 
 def _ceil(x: int, a: int) -> int:
@@ -53,15 +53,6 @@ class Buffers:
         self.a_l0a = self.b_l0b = self.c_l0c = None
         self.bias_l1 = self.bias_bt = None
         self.a_key = self.b_key = None          # which slab each hold ring's current slot holds
-
-
-BIAS_SLOTS = 2       # the bias row's L1 slots: the next tile's row loads while BT takes this one
-
-
-def bias_row_bytes(cols: int, isz: int) -> int:
-    """L1 the bias row ring takes (alloc_buffers): BIAS_SLOTS ND rows of `cols` elements of `isz` bytes, each
-    32B-aligned (staged on its way to BT as Ascend C copies it, not as a 16-row fractal)."""
-    return BIAS_SLOTS * ceil_align(cols, 32 // isz) * isz
 
 
 def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[int] = None, *, stages: int = 2,
@@ -91,7 +82,7 @@ def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[i
         assert hold_b[0] % base_k == 0 and hold_b[1] % base_n == 0, f"hold_b {hold_b} vs base {base_k}x{base_n}"
         bufs.b_hold = pl.alloc(pl.L1, list(hold_b), dtype, buffers=hold_stages, name="b_hold_l1")
     if bias_dtype is not None:
-        bufs.bias_l1 = pl.alloc(pl.L1, [1, base_n], bias_dtype, buffers=BIAS_SLOTS, layout="ND", name="bias_l1")
+        bufs.bias_l1 = pl.alloc(pl.L1, [1, base_n], bias_dtype, buffers=BIAS_ROW_SLOTS, layout="ND", name="bias_l1")
         bt_dtype = pl.int32 if bias_dtype is pl.int32 else pl.fp32     # int8 matmuls: an int32 bias
         bufs.bias_bt = pl.alloc(pl.BT, [1, base_n], bt_dtype, name="bias_bt")
     bufs.a_l0a = pl.alloc(pl.L0A, [base_m, base_k], dtype, buffers=l0_stages, name="a_l0a")

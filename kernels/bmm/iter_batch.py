@@ -39,9 +39,10 @@ from __future__ import annotations
 import pyto
 import pyto.language as pl
 from pyto.errors import PlanError
+from pyto.tiling import bias_row_bytes
 
 from .asw_basic import l1_pieces_for
-from .block import alloc_buffers, bias_row_bytes, held_ab, mmad_tile
+from .block import alloc_buffers, held_ab, mmad_tile
 from .conditions import ACC_BYTES
 from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel
 

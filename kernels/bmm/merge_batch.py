@@ -36,9 +36,10 @@ from __future__ import annotations
 import pyto
 import pyto.language as pl
 from pyto.errors import PlanError
+from pyto.tiling import bias_row_bytes
 
 from .asw_basic import l1_pieces_for
-from .block import alloc_buffers, bias_row_bytes, mmad_l1
+from .block import alloc_buffers, mmad_l1
 from .conditions import ACC_BYTES
 from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel
 
@@ -121,7 +122,7 @@ def _bias_row(bufs, bias, batch: tuple, g: int, ng: int, n_pad: int):
 # ---- host side -------------------------------------------------------------------------------------
 def _l1_bytes(b: int, m_pad: int, n_pad: int, k_l1: int, isz: int, stages: int, bias: bool) -> int:
     """L1 the kernel allocates (tiles are already on the fractal grid; the bias row as 4-byte elements, the
-    widest bias: block.bias_row_bytes)."""
+    widest bias: pyto.tiling.bias_row_bytes)."""
     use = stages * b * (m_pad + n_pad) * k_l1 * isz
     return use + (bias_row_bytes(b * n_pad, ACC_BYTES) if bias else 0)
 

@@ -13,8 +13,8 @@ from typing import Union
 
 from pyto.chip import Chip
 from pyto.errors import PlanError
+from pyto.tiling import bias_row_bytes
 
-from .block import bias_row_bytes
 from .conditions import ACC_BYTES, FRACTAL, FRACTAL_BYTES, Problem, align_down, align_up, cdiv
 
 
@@ -38,7 +38,7 @@ def _cube_use(t, p: Problem, l1: int) -> dict[str, int]:
 
 
 def bias_l1_bytes(bn: int, p: Problem) -> int:
-    """L1 the kernels' bias row takes: block.bias_row_bytes of [1, base_n] at 4 bytes an element (fp32/int32,
+    """L1 the kernels' bias row takes: pyto.tiling.bias_row_bytes of [1, base_n] at 4 bytes an element (fp32/int32,
     the widest bias)."""
     return bias_row_bytes(bn, ACC_BYTES) if p.bias else 0
 
