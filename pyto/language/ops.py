@@ -42,7 +42,7 @@ def _need_path(src: str, dst: str, loc: Loc) -> None:
 
 
 def _acc(t: Tile) -> Access:
-    return Access(t.store, t.rect)
+    return t.access
 
 
 def _check_phase(phase, cls, loc: Loc, op: str):
@@ -150,7 +150,7 @@ def _emit_gm_load(tr, dst: Tile, src: GMTensor, accs: tuple, parts: Sequence[Til
              "bytes": n * vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst * n, "path": to[0]}
     if n > 1:
         attrs["parts"] = tuple((a.batch, p.rect) for a, p in zip(accs, parts))
-    tr.emit(Instr(_LOAD, _MTE2, accs, (Access(dst.store, dst.rect),), attrs, loc, name="pl.load"), to[2])
+    tr.emit(Instr(_LOAD, _MTE2, accs, (dst.access,), attrs, loc, name="pl.load"), to[2])
 
 
 def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: bool = False, nd_num: int = 1,
@@ -189,7 +189,7 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
             if (r1 - r0, c1 - c0) == ((p1 - p0, q1 - q0) if transpose else (q1 - q0, p1 - p0)):
                 attrs = {"transpose": bool(transpose), "bytes": _fractal_bytes(d, q1 - q0, p1 - p0),
                          "path": path[0]}
-                tr.emit(Instr(_LOAD, _MTE1, (Access(s, src.rect),), (Access(d, dst.rect),), attrs, loc,
+                tr.emit(Instr(_LOAD, _MTE1, (src.access,), (dst.access,), attrs, loc,
                               name="pl.load"), _AIC)
                 return
     if type(dst) is Tile and type(src) is GMTensor and nd_num == 1:
@@ -373,18 +373,18 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
         raise ShapeError(f"{loc}: the cube takes fp16, bf16, fp32 or int8 operands, not int32")
     if dst.store.dtype is not dt.acc:
         raise ShapeError(f"{loc}: {a.dtype} operands accumulate in {a.dtype.acc}, but {dst!r} is {dst.dtype}")
-    srcs = [Access(a.store, a.rect), Access(b.store, b.rect)]
+    srcs = [a.access, b.access]
     if bias is not None:
         _need_tile(bias, f"{name} bias", (Buf.BT,), loc)
         if bias.shape != (1, n) or bias.dtype is not dst.dtype:
             raise ShapeError(f"{loc}: bias must be [1, {n}] {dst.dtype} (the accumulator's type), got "
                              f"{list(bias.shape)} {bias.dtype}")
-        srcs.append(Access(bias.store, bias.rect))
+        srcs.append(bias.access)
     if accumulate:
-        srcs.append(Access(dst.store, dst.rect))
+        srcs.append(dst.access)
     attrs = {"m": m, "n": n, "k": k, "phase": phase, "accumulate": accumulate, "bias": bias is not None,
              "dtype": dt}
-    tr.emit(Instr(_MMAD, _M, tuple(srcs), (Access(dst.store, dst.rect),), attrs, loc, name=name), _AIC)
+    tr.emit(Instr(_MMAD, _M, tuple(srcs), (dst.access,), attrs, loc, name=name), _AIC)
 
 
 def matmul(dst: Tile, a: Tile, b: Tile, *, bias: Optional[Tile] = None, phase: Optional[AccPhase] = None) -> None:

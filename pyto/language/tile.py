@@ -10,7 +10,7 @@ import numpy as np
 from ..chip import FORMATS
 from ..dtypes import DType, as_dtype
 from ..errors import AlignmentError, KernelError, OutOfBoundsError, ShapeError
-from ..ir import Buf, TileStore
+from ..ir import Access, Buf, TileStore
 from .trace import caller_loc, current
 
 _NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.alloc\b")
@@ -45,10 +45,11 @@ def padded_of(buf: Buf, shape: tuple, dtype: DType) -> tuple:
 class Tile:
     """A rectangle of one allocation. `tile[r0:r1, c0:c1]` gives a view on the fractal grid."""
 
-    __slots__ = ("store", "rect")
+    __slots__ = ("store", "rect", "access")
 
     def __init__(self, store: TileStore, rect: tuple):
         self.store, self.rect = store, rect
+        self.access = Access(store, rect)    # what an instruction on this tile records (one per tile, shared)
 
     @property
     def shape(self) -> tuple:

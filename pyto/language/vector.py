@@ -7,7 +7,7 @@ import numpy as np
 
 from ..dtypes import DType
 from ..errors import AlignmentError, KernelError, ShapeError, UnsupportedError
-from ..ir import Access, AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role, rect_overlaps
+from ..ir import AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role, rect_overlaps
 from .tile import Tile
 from .trace import caller_loc, current
 
@@ -73,7 +73,7 @@ def _emit(op: Op, kind: str, dst: Tile, srcs: list, attrs: dict, loc: Loc, scrat
     attrs["elems"] = max(t.shape[0] * t.shape[1] for t in (dst, *srcs))
     attrs["width"] = max(t.dtype.itemsize for t in (dst, *srcs))
     dsts = (dst,) if scratch is None else (dst, scratch)
-    instr = Instr(op, Pipe.V, tuple(Access(s.store, s.rect) for s in srcs), tuple(Access(d.store, d.rect) for d in dsts),
+    instr = Instr(op, Pipe.V, tuple(s.access for s in srcs), tuple(d.access for d in dsts),
                   attrs, loc, name=f"pl.{kind}")
     current().emit(instr, Role.AIV0)
 
