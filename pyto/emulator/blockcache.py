@@ -83,6 +83,7 @@ class BlockCache:
     def _signature(self, programs: list) -> tuple:
         intern = self._intern
         stores: dict = {}       # TileStore -> its row in table, in order of first use
+        views: dict = {}        # a tile's Access (one per tile view, shared by its instructions) -> (row, rect)
         table: list = []
         gm: list = []           # GM uses: (tensor uid, instruction position, role, pipe, write, access)
         body: list = []
@@ -96,18 +97,20 @@ class BlockCache:
                 write = False
                 for group in (srcs, dsts):
                     for acc in group:
-                        obj = acc.obj
-                        if type(obj) is GMTensor:
-                            gm.append((obj.uid, len(body), role, ins.pipe, write, acc))
-                            key.append(obj.uid)
-                        else:
+                        view = views.get(acc)
+                        if view is None:
+                            obj = acc.obj
+                            if type(obj) is GMTensor:
+                                gm.append((obj.uid, len(body), role, ins.pipe, write, acc))
+                                key.append(obj.uid)
+                                continue
                             sid = stores.get(obj)
                             if sid is None:
                                 sid = stores[obj] = len(table)
                                 table.append((obj.key, obj.program % 3, obj.buf, obj.shape, obj.padded, obj.dtype,
                                               obj.name))
-                            key.append(sid)
-                            key.append(acc.rect)
+                            view = views[acc] = (sid, acc.rect)
+                        key.append(view)
                     write = True
                 a = ins.attrs
                 if "batch" in a:
