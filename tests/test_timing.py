@@ -9,14 +9,58 @@ from hypothesis import given, settings, strategies as st
 import pyto
 import pyto.language as pl
 from kernels.examples.matmul_pingpong import matmul_pingpong
-from pyto.emulator.timing import COSTS
+from pyto.emulator.timing import COST_KEYS, COSTS
 from pyto.ir import Op
 
 CHIP = pyto.load_chip("ascend950pr")
 
 
 def test_cost_table_covers_every_op():
-    assert set(COSTS) == set(Op)
+    assert set(COSTS) == set(Op) == set(COST_KEYS)
+
+
+class _Reads(dict):
+    """An attrs dict that records the names read from it."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.read = set()
+
+    def __getitem__(self, k):
+        self.read.add(k)
+        return super().__getitem__(k)
+
+    def get(self, k, default=None):
+        self.read.add(k)
+        return super().get(k, default)
+
+
+def test_each_cost_reads_only_the_attributes_its_memo_key_holds():
+    """encode.py memoises costs on COST_KEYS: a cost function reading an attribute its key leaves out would give
+    two instructions that differ there one cost. Checked on every op the kernels below trace (cube, vector,
+    cross-core moves, flags, barriers, sync_all)."""
+    from pyto.emulator.run import _gm_tensors, trace_blocks
+    from kernels.examples.flash_attention import flash_attention
+    h = np.float16
+    cases = [(matmul_pingpong, (np.ones((40, 72), h), np.ones((72, 48), h), np.ones((40, 48), h)),
+              dict(TM=32, TN=32, TK=32)),
+             (flash_attention, (np.ones((32, 64), h), np.ones((64, 64), h), np.ones((64, 64), h),
+                                np.ones((32, 64), h)), dict(M=32, N=64, D=64, BN=32)),
+             (ub_round_trip, (np.ones((16, 64), np.float32), np.ones((16, 64), np.float32)), {}),
+             (flag_after_load, (np.ones((32, 32), h), np.ones((32, 32), h)), dict(BARRIER=True))]
+    seen = set()
+    for kernel, arrays, params in cases:
+        tensors = _gm_tensors(kernel, arrays)
+        for progs in trace_blocks(kernel, tensors, params, CHIP, 1):
+            for ins in (i for p in progs for i in p.instrs):
+                ins.attrs = by_cost = _Reads(ins.attrs)
+                COSTS[ins.op](CHIP, ins)
+                by_key = _Reads(ins.attrs)
+                COST_KEYS[ins.op](by_key)
+                assert by_cost.read <= by_key.read, (ins, by_cost.read - by_key.read)
+                seen.add(ins.op)
+    assert {Op.LOAD, Op.STORE, Op.MOVE, Op.MMAD, Op.VBINARY, Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER,
+            Op.SYNC_ALL} <= seen
 
 
 @pl.kernel

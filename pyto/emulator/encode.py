@@ -13,7 +13,7 @@ from ..chip import Chip
 from ..errors import SyncError
 from ..ir import AccPhase, GMTensor, Instr, Op, STPhase, is_cross_core
 from .l2 import l2_hits
-from .timing import burst_bytes, cost
+from .timing import COST_KEYS, cost
 
 _KIND = {Op.SET_FLAG: 1, Op.WAIT_FLAG: 2, Op.SYNC_ALL: 3}
 _OP = attrgetter("op")
@@ -161,17 +161,6 @@ def _np(values, dtype) -> np.ndarray:
     return np.array(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
 
 
-def _gm_side(ins: Instr):
-    """True if a transfer reads GM, False if it writes GM (and reads none), None if it touches no GM."""
-    for acc in ins.srcs:
-        if isinstance(acc.obj, GMTensor):
-            return True
-    for acc in ins.dsts:
-        if isinstance(acc.obj, GMTensor):
-            return False
-    return None
-
-
 def _l2_accesses(index: int, ins: Instr, nbytes: float, read: bool, phase: int) -> "list | tuple":
     """The L2 replay's entries of a GM transfer (l2.py): (index, key, (tensor uid, batch, rectangle), bytes,
     read, sync_all phase) per GM region; an nd_num transfer's equal matrices share its bytes."""
@@ -199,12 +188,23 @@ class Encoder:
         self.n_regions = self.n_ufblocks = self.n_fkeys = 0
         self.gm_read = self.gm_write = self.flops = 0.0
         self.cube_dtype = None
+        self._rows: dict = {}      # (op, cost key, name, loc) -> _static's row part: instructions alike cost alike
+
+    def _static(self, ins: Instr) -> tuple:
+        """What an instruction's row takes from its op, attributes, name and line: (occupancy, latency, GM and L2
+        channel bytes, GM bytes of a GM transfer (None otherwise), whether it reads GM, MMAD flops, name and line
+        numbers)."""
+        c = cost(self.chip, ins)
+        path = ins.attrs.get("path", ())
+        io_bytes = c.gm_bytes if ins.op in (Op.LOAD, Op.STORE) and "GM" in path else None
+        flops = 2.0 * ins.attrs["m"] * ins.attrs["n"] * ins.attrs["k"] if ins.op is Op.MMAD else 0.0
+        return (c.occ, c.lat, c.gm_bytes, c.l2_bytes, io_bytes, path[:1] == ("GM",), flops,
+                self.names.setdefault(ins.name, len(self.names)), self.locs.setdefault(ins.loc, len(self.locs)))
 
     def encode(self, programs: list) -> BlockCode:
         """The block's BlockCode; its instructions must be numbered from the encoder's next index."""
         n0 = self.n
         uf = _UnitFlagRegions(self.chip.unit_flag_block_bytes)
-        slot_of: dict = {}
         slots, queues, rows = [], [], []
         dep_ptr, dep_idx = [0], []
         fkeys: dict = {}
@@ -212,9 +212,10 @@ class Encoder:
         gm_io: list = []
         flops = gm_read = gm_write = 0.0
         cube_dtype = None
-        names, locs, chip = self.names, self.locs, self.chip
         i = 0
+        rows_of = self._rows
         for pos, prog in enumerate(programs):
+            slot_of = {}        # pipe -> (its slot, the pipe as an int)
             ops = set(map(_OP, prog.instrs))
             if Op.SET_FLAG in ops:
                 check_flag_pairs(prog)
@@ -222,19 +223,20 @@ class Encoder:
             phase = 0          # sync_all phase: the L2 replay orders GM accesses by it (l2.py)
             for j, ins in enumerate(prog.instrs):
                 assert ins.index == n0 + i, "instructions must be encoded in index order"
-                op, pipe = ins.op, ins.pipe
-                slot = slot_of.get((pos, pipe))
-                if slot is None:
-                    slot = slot_of[(pos, pipe)] = len(slots)
+                op, pipe, a = ins.op, ins.pipe, ins.attrs
+                got = slot_of.get(pipe)
+                if got is None:
+                    got = slot_of[pipe] = (len(slots), int(pipe))
                     slots.append((pos, pipe))
                     queues.append([])
+                slot, pipe_i = got
                 queues[slot].append(i)
                 if ins.deps:
                     dep_idx.extend([d.index - n0 for d in ins.deps])
                 dep_ptr.append(len(dep_idx))
                 k = _KIND.get(op, 0)
                 if k == 1 or k == 2:      # a flag queue: a program's own, or a cross-core one the block shares
-                    key = ins.attrs["key"]
+                    key = a["key"]
                     fkey = fkeys.setdefault(key if is_cross_core(key) else (pos, key), len(fkeys))
                 else:
                     fkey = 0
@@ -242,23 +244,22 @@ class Encoder:
                     waits[i] = _wait_text(ins)
                     if k == 3:
                         phase += 1
-                if op is Op.MMAD:
-                    flops += 2.0 * ins.attrs["m"] * ins.attrs["n"] * ins.attrs["k"]
-                    cube_dtype = ins.attrs["dtype"]
-                elif op is Op.LOAD or op is Op.STORE:
-                    read = _gm_side(ins)
-                    if read is not None:
-                        nbytes = burst_bytes(chip, ins.attrs)
-                        io.append((j, i, nbytes, read, phase))
-                        if read:
-                            gm_read += nbytes
-                        else:
-                            gm_write += nbytes
-                c = cost(chip, ins)
-                flag = _NO_UNIT_FLAG if ins.attrs.get("phase") is None else uf.of(ins)   # phased ones only
-                rows.append((slot, *flag, k, fkey, c.occ, c.lat, c.gm_bytes, c.l2_bytes,
-                             pos, int(pipe), names.setdefault(ins.name, len(names)),
-                             locs.setdefault(ins.loc, len(locs))))
+                memo = (op, COST_KEYS[op](a), ins.name, ins.loc)
+                row = rows_of.get(memo)
+                if row is None:
+                    row = rows_of[memo] = self._static(ins)
+                occ, lat, gmb, l2b, io_bytes, read, fl, name_i, loc_i = row
+                if fl:
+                    flops += fl
+                    cube_dtype = a["dtype"]
+                elif io_bytes is not None:
+                    io.append((j, i, io_bytes, read, phase))
+                    if read:
+                        gm_read += io_bytes
+                    else:
+                        gm_write += io_bytes
+                flag = _NO_UNIT_FLAG if a.get("phase") is None else uf.of(ins)   # phased ones only
+                rows.append((slot, *flag, k, fkey, occ, lat, gmb, l2b, pos, pipe_i, name_i, loc_i))
                 i += 1
             gm_io.append(io)
         cols = list(zip(*rows)) if rows else [()] * len(_COLUMNS)

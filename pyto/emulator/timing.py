@@ -74,3 +74,21 @@ COSTS = {
 def cost(chip: Chip, ins: Instr) -> Cost:
     """The static cost of one instruction, a GM read taken as an L2 miss (encode.py applies l2.py's hits)."""
     return COSTS[ins.op](chip, ins)
+
+
+def _transfer_key(a: dict) -> tuple:
+    return a["path"], a.get("nburst"), a.get("burst"), a.get("bytes")
+
+
+def _scalar_key(a: dict) -> tuple:
+    return ()
+
+
+# What each cost function reads of an instruction's attrs: equal keys (with the op), equal costs. encode.py
+# memoises costs on them; a test checks that every cost function reads nothing else.
+COST_KEYS = {
+    Op.LOAD: _transfer_key, Op.STORE: _transfer_key, Op.MOVE: _transfer_key,
+    Op.MMAD: lambda a: (a["m"], a["n"], a["k"], a["dtype"]),
+    **{op: (lambda a: (a["elems"], a["width"])) for op, f in COSTS.items() if f is _vector},
+    **{op: _scalar_key for op, f in COSTS.items() if f is _scalar},
+}
