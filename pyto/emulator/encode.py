@@ -164,11 +164,12 @@ def _np(values, dtype) -> np.ndarray:
 def _l2_accesses(index: int, ins: Instr, nbytes: float, read: bool, phase: int) -> "list | tuple":
     """The L2 replay's entries of a GM transfer (l2.py): (index, key, (tensor uid, batch, rectangle), bytes,
     read, sync_all phase) per GM region; an nd_num transfer's equal matrices share its bytes."""
-    regions = [(acc.obj.uid, acc.batch, acc.rect) for acc in (ins.srcs if read else ins.dsts)
-               if type(acc.obj) is GMTensor]      # a transfer reads GM (its sources) or writes it, not both
-    if len(regions) == 1:
-        r = regions[0]
+    side = ins.srcs if read else ins.dsts      # a transfer reads GM (its sources) or writes it, not both
+    if len(side) == 1 and type(side[0].obj) is GMTensor:
+        acc = side[0]
+        r = (acc.obj.uid, acc.batch, acc.rect)
         return ((index, hash(r), r, nbytes, read, phase),)
+    regions = [(acc.obj.uid, acc.batch, acc.rect) for acc in side if type(acc.obj) is GMTensor]
     share = nbytes / len(regions)
     return [(index, hash(r), r, share, read, phase) for r in regions]
 
@@ -276,8 +277,10 @@ class Encoder:
         self.cores.extend(str(prog) for prog in programs)
         for prog, io in zip(programs, code.gm_io):
             instrs = prog.instrs
-            self.streams.append([e for j, i, nbytes, read, phase in io
-                                 for e in _l2_accesses(base + i, instrs[j], nbytes, read, phase)])
+            stream: list = []
+            for j, i, nbytes, read, phase in io:
+                stream.extend(_l2_accesses(base + i, instrs[j], nbytes, read, phase))
+            self.streams.append(stream)
         self.chunks.append((code, base, len(self.slots), self.n_regions, self.n_ufblocks, self.n_fkeys, core_base))
         self.slots.extend((str(programs[pos]), pipe) for pos, pipe in code.slots)
         self.n += code.n
