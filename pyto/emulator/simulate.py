@@ -18,45 +18,46 @@ import numpy as np
 from numba import njit
 
 
+_PRIO = 48    # an event's heap key: priority << _PRIO | sequence number (sequence numbers stay below 2**48)
+
+
 @njit(cache=True)
-def _push(ht, hp, hs, hi, n, t, p, s, i):
-    """Binary heap keyed by (time, priority, seq): insert, return the new size."""
+def _push(ht, hk, hi, n, t, key, i):
+    """Binary heap ordered by (time, key), key = priority << _PRIO | sequence: insert, return the new size.
+    (Entries move into the hole rather than swap.)"""
     k = n
-    ht[k], hp[k], hs[k], hi[k] = t, p, s, i
     while k > 0:
-        parent = (k - 1) // 2
-        if (ht[parent], hp[parent], hs[parent]) <= (ht[k], hp[k], hs[k]):
+        parent = (k - 1) >> 1
+        pt = ht[parent]
+        if pt < t or (pt == t and hk[parent] <= key):
             break
-        ht[k], ht[parent] = ht[parent], ht[k]
-        hp[k], hp[parent] = hp[parent], hp[k]
-        hs[k], hs[parent] = hs[parent], hs[k]
-        hi[k], hi[parent] = hi[parent], hi[k]
+        ht[k], hk[k], hi[k] = pt, hk[parent], hi[parent]
         k = parent
+    ht[k], hk[k], hi[k] = t, key, i
     return n + 1
 
 
 @njit(cache=True)
-def _pop(ht, hp, hs, hi, n):
+def _pop(ht, hk, hi, n):
     """Remove the smallest entry (moved to index n-1), return the new size."""
     n -= 1
-    ht[0], ht[n] = ht[n], ht[0]
-    hp[0], hp[n] = hp[n], hp[0]
-    hs[0], hs[n] = hs[n], hs[0]
-    hi[0], hi[n] = hi[n], hi[0]
+    t0, k0, i0 = ht[0], hk[0], hi[0]
+    t, key, it = ht[n], hk[n], hi[n]
     k = 0
     while True:
-        left, right, m = 2 * k + 1, 2 * k + 2, k
-        if left < n and (ht[left], hp[left], hs[left]) < (ht[m], hp[m], hs[m]):
-            m = left
-        if right < n and (ht[right], hp[right], hs[right]) < (ht[m], hp[m], hs[m]):
-            m = right
-        if m == k:
-            return n
-        ht[k], ht[m] = ht[m], ht[k]
-        hp[k], hp[m] = hp[m], hp[k]
-        hs[k], hs[m] = hs[m], hs[k]
-        hi[k], hi[m] = hi[m], hi[k]
-        k = m
+        c = 2 * k + 1
+        if c >= n:
+            break
+        if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hk[c + 1] < hk[c])):
+            c += 1
+        if ht[c] < t or (ht[c] == t and hk[c] < key):
+            ht[k], hk[k], hi[k] = ht[c], hk[c], hi[c]
+            k = c
+        else:
+            break
+    ht[k], hk[k], hi[k] = t, key, it
+    ht[n], hk[n], hi[n] = t0, k0, i0
+    return n
 
 
 @njit(cache=True)
@@ -73,7 +74,7 @@ def _wake(head, nxt, waiting, work, nw, t):
 
 @njit(cache=True)
 def _book(ii, pp, start, occ, lat, gm_bytes, l2_bytes, fill, started, begin, end, busy_cycles, chan, gm_per_cycle,
-          l2_per_cycle, miss_extra, ht, hp, hs, hi, nh, seq):
+          l2_per_cycle, miss_extra, ht, hk, hi, nh, seq):
     """Instruction ii starts on pipe pp at `start`: book the chip-wide GM and L2 channels (chan: when each is
     free), set its begin and end, push its pipe-free and completion events. Returns (heap size, seq)."""
     free = start + occ[ii]
@@ -98,9 +99,9 @@ def _book(ii, pp, start, occ, lat, gm_bytes, l2_bytes, fill, started, begin, end
             lat[ii] = land - free     # (the landing the trace shows)
     busy_cycles[pp] += free - start
     seq += 1
-    nh = _push(ht, hp, hs, hi, nh, free, 1, seq, ii)
+    nh = _push(ht, hk, hi, nh, free, (1 << _PRIO) | seq, ii)
     seq += 1
-    nh = _push(ht, hp, hs, hi, nh, end[ii], 0, seq, ii)
+    nh = _push(ht, hk, hi, nh, end[ii], seq, ii)
     return nh, seq
 
 
@@ -155,8 +156,7 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
     is_arrived = np.zeros(n, np.bool_)
     cap = 2 * n + 2
     ht = np.empty(cap, np.float64)
-    hp = np.empty(cap, np.int64)
-    hs = np.empty(cap, np.int64)
+    hk = np.empty(cap, np.int64)
     hi = np.empty(cap, np.int64)
     nh = 0
     seq = 0
@@ -256,18 +256,18 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                     # that starts sooner but is issued after it goes first
                     begin[ii] = start
                     seq += 1
-                    nh = _push(ht, hp, hs, hi, nh, start, 2, seq, ii)
+                    nh = _push(ht, hk, hi, nh, start, (2 << _PRIO) | seq, ii)
                 else:
                     nh, seq = _book(ii, pp, start, occ, lat, gm_bytes, l2_bytes, fill, started, begin, end,
-                                    busy_cycles, chan, gm_per_cycle, l2_per_cycle, miss_extra, ht, hp, hs, hi, nh, seq)
+                                    busy_cycles, chan, gm_per_cycle, l2_per_cycle, miss_extra, ht, hk, hi, nh, seq)
         if nh == 0:
             break
-        nh = _pop(ht, hp, hs, hi, nh)
-        now, prio, i = ht[nh], hp[nh], hi[nh]
+        nh = _pop(ht, hk, hi, nh)
+        now, prio, i = ht[nh], hk[nh] >> _PRIO, hi[nh]
         fired = -1
         if prio == 2:
             nh, seq = _book(i, pipe_of[i], now, occ, lat, gm_bytes, l2_bytes, fill, started, begin, end, busy_cycles,
-                            chan, gm_per_cycle, l2_per_cycle, miss_extra, ht, hp, hs, hi, nh, seq)
+                            chan, gm_per_cycle, l2_per_cycle, miss_extra, ht, hk, hi, nh, seq)
         elif prio == 0:
             done[i] = True
             finished += 1
