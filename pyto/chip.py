@@ -51,6 +51,7 @@ class Chip:
     clock_ghz: float
     buffers: Mapping[str, int]
     formats: Mapping[str, str]
+    dn2nz: bool                         # GM->L1 converts a DN operand to Nz on the way (seeds/004 4.4: 950PR/DT only)
     gm_bandwidth_gbs: float
     gm_bytes: int                       # GM (HBM) capacity: every GM tensor of a launch lives in it
     l2_bytes: int
@@ -240,7 +241,7 @@ def _parse(doc: dict, file: str) -> Chip:
             raise ChipError(f"chip table {file}: key 'buffers.{b}' must be a multiple of {BUFFER_ALIGN[b]} B (its "
                             f"allocation alignment), got {buffers[b]}")
     kw["buffers"] = MappingProxyType(buffers)
-    r.only("formats", tuple(MODELLED_FORMATS))
+    r.only("formats", tuple(MODELLED_FORMATS) + ("dn2nz",))
     formats = {}
     for b, modelled in MODELLED_FORMATS.items():
         f = r.get("formats", b, str).upper()
@@ -249,6 +250,8 @@ def _parse(doc: dict, file: str) -> Chip:
                             f"{' or '.join(modelled)} (seeds/004), got {f!r}")
         formats[b] = f
     kw["formats"] = MappingProxyType(formats)
+    # a table from before the key: no DN -> Nz conversion on GM -> L1 (what seeds/004 gives every chip but the 950)
+    kw["dn2nz"] = r.get("formats", "dn2nz", bool) if "dn2nz" in r.table("formats") else False
     paths = {}
     ends = ("GM",) + BUFFERS
     for name in r.table("paths"):

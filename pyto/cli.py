@@ -36,6 +36,7 @@ def cmd_chips(args: argparse.Namespace) -> int:
              ("GM bandwidth", *(f"{c.gm_bandwidth_gbs / 1000:g}TB/s" for c in chips)),
              ("L0A/L0B/L0C", *(f"{c.formats['L0A']}/{c.formats['L0B']}/{c.formats['L0C']}" for c in chips)),
              ("L0C->UB path", *("yes" if c.has_path("L0C", "UB") else "no" for c in chips)),
+             ("GM->L1 Dn2Nz", *("yes" if c.dn2nz else "no" for c in chips)),
              ("R (FLOP/elem)", *(f"{c.R:g}" for c in chips))]
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     for r in rows:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from ..dtypes import DType
 from ..ir import AccPhase, AccToVecMode, Buf, Pipe, STPhase
-from .control import (block_idx, block_num, cross_core_set_flag, cross_core_wait_flag, pipe_barrier, range,
-                      section_cube, section_vector, set_flag, subblock_idx, sync_all, wait_flag, workspace)
+from .control import (block_idx, block_num, cross_core_set_flag, cross_core_wait_flag, has_dn2nz, pipe_barrier,
+                      range, section_cube, section_vector, set_flag, subblock_idx, sync_all, wait_flag, workspace)
 from .ops import load, matmul, matmul_acc, move, store
 from .tile import Ring, Tile, alloc
 from .trace import Kernel, kernel

@@ -71,6 +71,14 @@ def subblock_idx() -> int:
     return 0 if tr.role is Role.AIC or tr.section == "cube" else int(tr.role) - 1
 
 
+def has_dn2nz() -> bool:
+    """Whether this launch's chip converts a DN operand to Nz on the way GM -> L1 (`pl.load(l1, gm,
+    transpose=True)`, seeds/004 4.4: the Ascend 950PR/950DT only; chip table key formats.dn2nz). Where it does
+    not, load the operand as it is stored and transpose it on the way to L0A/L0B (`pl.load(l0, l1_view,
+    transpose=True)`). A trace-time constant, as the chip is (Ascend C kernels test the core's arch likewise)."""
+    return current().chip.dn2nz
+
+
 def workspace(shape, dtype) -> GMTensor:
     """GM scratch shared by all cores of the launch (the same tensor in every trace). `shape`: two or more
     positive ints. Its contents start uninitialised: a read before a write is an UninitializedReadError."""

@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..dtypes import FIXPIPE_OUT, DType
-from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
+from ..errors import AlignmentError, KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, AccPhase, AccToVecMode, Buf, GMTensor, Instr, Loc, Op, Pipe, Role, STPhase
 from .tile import Ring, Tile, as_int
 from .trace import caller_loc, current
@@ -134,6 +134,20 @@ def _fractal_bytes(store, rows: int, cols: int) -> int:
     return -(-rows // g0) * g0 * (-(-cols // g1) * g1) * store.dtype.itemsize
 
 
+#: itemsize -> (rows, columns) of the square LoadDataWithTranspose transposes, in the L0A view's terms (M, K):
+#: int8 two 16 x 32 fractals (32 x 32), fp16/bf16 one 16 x 16 fractal, fp32 two 16 x 8 fractals (16 x 16).
+_TRANSPOSE_SQUARE = {1: (32, 32), 2: (16, 16), 4: (16, 16)}
+
+
+def _squares_ok(store, rect: tuple) -> bool:
+    """Whether an L0A view (rect in its tile) is whole LoadDataWithTranspose squares (see `load`): it starts on
+    them and ends on them or at the tile's edge (the tile's padding, CeilAlign 32 for int8, holds the rest)."""
+    sr, sc = _TRANSPOSE_SQUARE[store.dtype.itemsize]
+    q0, q1, p0, p1 = rect
+    rows, cols = store.shape
+    return not (q0 % sr or p0 % sc or (q1 % sr and q1 != rows) or (p1 % sc and p1 != cols))
+
+
 def _emit(op: Op, pipe: Pipe, role: Role, srcs: tuple, dsts: tuple, attrs: dict, loc: Loc, name: str):
     tr = current()
     return tr.emit(Instr(op, pipe, srcs, dsts, attrs, loc, name=name), role)
@@ -162,6 +176,21 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
     ndNum: several matrices in one instruction, as MergeBatch fetches batches), `dst` is split into
     nd_num equal parts along `nd_axis` (0: stacked rows, 1: side by side) and part j receives the
     matrix of batch (offsets' batch + j), at the same row/column offsets.
+
+    A transposing GM -> L1 load is Dn2Nz, which seeds/004 (4.4) and Ascend C's DataCopy DN2NZ page give to
+    the Ascend 950PR/950DT only (chip table key formats.dn2nz, `pl.has_dn2nz()`): on another chip it raises
+    UnsupportedError. There a DN operand (A^T stored K x M, B^T stored N x K) is loaded as it is stored and
+    transposed on the way L1 -> L0A/L0B, `pl.load(l0_view, l1_view, transpose=True)`: same GM bytes, and the
+    MTE1 load costs what the plain one does (the destination's whole fractals at the path's rate).
+    Into L0A that load is Ascend C's LoadDataWithTranspose, which transposes squares of two 16 x 32 B
+    fractals merged (int8 32 x 32, fp32 16 x 16) or of one fractal (fp16/bf16 16 x 16). The reading pyto
+    takes: an L0A view loaded with transpose must start on those squares and end on them or at the tile's edge
+    (whose padding holds the rest), so for int8 its rows (M) are a multiple of 32, and for fp32 its columns (K)
+    a multiple of 16 (AlignmentError otherwise). This
+    is seeds/002's "A ND and transposed (K, M): mL0 32-byte aligned" (32 int8 rows) seen from the chip: a
+    K-major int8 A needs base_m, and every M tile trimmed at an edge, in multiples of 32. Into L0B, pyto's
+    transpose reads an [N, K] Nz tile, whose fractals already are Zn's (no hardware transpose: the plain
+    [K, N] load is the one the hardware transposes), so no square rule is applied there.
     """
     tr = current()   # outside a @pl.kernel: KernelError before anything else
     loc = caller_loc()
@@ -186,7 +215,8 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
         if path is not None and s.dtype is d.dtype and path[1] in tr.chip.paths:
             r0, r1, c0, c1 = src.rect
             q0, q1, p0, p1 = dst.rect
-            if (r1 - r0, c1 - c0) == ((p1 - p0, q1 - q0) if transpose else (q1 - q0, p1 - p0)):
+            if (r1 - r0, c1 - c0) == ((p1 - p0, q1 - q0) if transpose else (q1 - q0, p1 - p0)) and \
+                    (not transpose or d.buf is not _L0A or _squares_ok(d, dst.rect)):
                 attrs = {"transpose": bool(transpose), "bytes": _fractal_bytes(d, q1 - q0, p1 - p0),
                          "path": path[0]}
                 tr.emit(Instr(_LOAD, _MTE1, (src.access,), (dst.access,), attrs, loc,
@@ -233,6 +263,13 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
     if src.shape != want:
         raise ShapeError(f"{loc}: pl.load shapes differ: {src!r} is {list(src.shape)}, {dst!r} is "
                          f"{list(dst.shape)}" + (" (transposed)" if transpose else ""))
+    if transpose and dst.buffer is Buf.L0A and not _squares_ok(dst.store, dst.rect):
+        sr, sc = _TRANSPOSE_SQUARE[dst.dtype.itemsize]
+        q0, q1, p0, p1 = dst.rect
+        raise AlignmentError(f"{loc}: pl.load({dst!r}, {src!r}, transpose=True): L1 -> L0A with transpose "
+                             f"(LoadDataWithTranspose) moves {sr} x {sc} {dst.dtype} squares, so the L0A view's "
+                             f"rows (M) must start and end on multiples of {sr} and its columns (K) on multiples of "
+                             f"{sc} (or end at the tile's edge); got rows {q0}:{q1}, columns {p0}:{p1}")
     if dst.buffer is Buf.BT:
         want = DType.int32 if src.dtype is DType.int32 else DType.fp32
         if src.shape[0] != 1 or not (src.dtype.is_float or src.dtype is DType.int32) or dst.dtype is not want:

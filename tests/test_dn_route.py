@@ -1,0 +1,186 @@
+"""DN operands per chip: the Dn2Nz GM -> L1 load (seeds/004 4.4: Ascend 950PR/950DT only) and the route the
+other chips take, loading as stored and transposing L1 -> L0A/L0B (Ascend C LoadDataWithTranspose).
+
+Numbers are checked against a float64 numpy reference: int8 exactly (int32 accumulation of small products is
+exact), floats within `matmul_bound` (half an ulp of the output plus fp32 accumulation, K * 2^-24 * sum|a b|).
+"""
+import inspect
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import pyto
+import pyto.language as pl
+from pyto.testing import assert_close, matmul_bound
+
+NP = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32, "int8": np.int8}
+NO_DN2NZ = ("atlas-a2", "atlas-a3")
+
+
+def _rand(shape, dt, rng):
+    if dt == "int8":
+        return rng.integers(-128, 128, shape).astype(np.int8)
+    return rng.standard_normal(shape).astype(NP[dt])
+
+
+def _line_of(fn, text: str) -> int:
+    """The source line number of the first line of kernel `fn` containing `text`."""
+    lines, first = inspect.getsourcelines(fn.fn)
+    return first + next(i for i, ln in enumerate(lines) if text in ln)
+
+
+# ---- the chip tables -----------------------------------------------------------------------------------
+def test_only_the_950_has_dn2nz():
+    assert pyto.load_chip("ascend950pr").dn2nz is True
+    for name in NO_DN2NZ:
+        assert pyto.load_chip(name).dn2nz is False
+
+
+def test_dn2nz_key_is_typed_and_optional(tmp_path):
+    """A table from before the key loads without Dn2Nz (what seeds/004 gives every chip but the 950); a
+    non-boolean value is a ChipError naming the key."""
+    text = open(pyto.load_chip("ascend950pr").source).read()
+    line = next(ln for ln in text.splitlines() if ln.startswith("dn2nz"))
+    older = tmp_path / "older.toml"
+    older.write_text(text.replace(line + "\n", ""))
+    assert pyto.load_chip(older).dn2nz is False
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace(line, 'dn2nz = "yes"'))
+    with pytest.raises(pyto.ChipError, match=r"formats\.dn2nz.*bool"):
+        pyto.load_chip(bad)
+
+
+# ---- a DN A through either route, written with the DSL -----------------------------------------------------
+@pl.kernel
+def dn_a_matmul(a_t, b, out, *, M: int, N: int, K: int, DN2NZ: bool):
+    """out [M, N] = a_t.T @ b with a_t stored [K, M]: Dn2Nz into an [M, K] L1 tile (DN2NZ) or as stored into a
+    [K, M] L1 tile, transposed on the way to L0A."""
+    b_l1 = pl.alloc(pl.L1, [K, N], b.dtype)
+    a_l0 = pl.alloc(pl.L0A, [M, K], a_t.dtype)
+    b_l0 = pl.alloc(pl.L0B, [K, N], b.dtype)
+    c = pl.alloc(pl.L0C, [M, N], a_t.dtype.acc)
+    if DN2NZ:
+        a_l1 = pl.alloc(pl.L1, [M, K], a_t.dtype)
+        pl.load(a_l1, a_t, [0, 0], transpose=True)      # the Dn2Nz load
+        pl.load(a_l0, a_l1)
+    else:
+        a_l1 = pl.alloc(pl.L1, [K, M], a_t.dtype)
+        pl.load(a_l1, a_t, [0, 0])
+        pl.load(a_l0, a_l1, transpose=True)
+    pl.load(b_l1, b, [0, 0])
+    pl.load(b_l0, b_l1)
+    pl.matmul(c, a_l0, b_l0)
+    pl.store(out, c, [0, 0])
+
+
+@pl.kernel
+def dn_b_matmul(a, b_t, out, *, M: int, N: int, K: int):
+    """out [M, N] = a @ b_t.T with b_t stored [N, K]: as stored into L1, transposed on the way to L0B."""
+    a_l1 = pl.alloc(pl.L1, [M, K], a.dtype)
+    b_l1 = pl.alloc(pl.L1, [N, K], b_t.dtype)
+    a_l0 = pl.alloc(pl.L0A, [M, K], a.dtype)
+    b_l0 = pl.alloc(pl.L0B, [K, N], b_t.dtype)
+    c = pl.alloc(pl.L0C, [M, N], a.dtype.acc)
+    pl.load(a_l1, a, [0, 0])
+    pl.load(b_l1, b_t, [0, 0])
+    pl.load(a_l0, a_l1)
+    pl.load(b_l0, b_l1, transpose=True)
+    pl.matmul(c, a_l0, b_l0)
+    pl.store(out, c, [0, 0])
+
+
+def _out(M, N, dt):
+    return np.zeros((M, N), np.int32 if dt == "int8" else NP[dt])
+
+
+def _assert_matmul(c, a, b):
+    ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+    if c.dtype == np.int32:
+        assert np.array_equal(c, ref.astype(np.int64))
+    else:
+        assert_close(c, ref, matmul_bound(a, b, c.dtype) + float(ml_dtypes.finfo(c.dtype).smallest_subnormal) / 2)
+
+
+@pytest.mark.parametrize("dt", ["fp16", "bf16", "fp32", "int8"])
+def test_dn2nz_load_runs_on_the_950(dt):
+    M, N, K = 32, 48, 64
+    rng = np.random.default_rng(1)
+    a_t, b = _rand((K, M), dt, rng), _rand((K, N), dt, rng)
+    out = _out(M, N, dt)
+    pyto.run(dn_a_matmul, a_t, b, out, M=M, N=N, K=K, DN2NZ=True, chip="ascend950pr")
+    _assert_matmul(out, a_t.T, b)
+
+
+@pytest.mark.parametrize("chip", ["atlas-a2", "ascend950pr"])
+@pytest.mark.parametrize("dt,M,N,K", [("fp16", 20, 28, 40), ("bf16", 48, 17, 33), ("fp32", 16, 40, 48),
+                                      ("int8", 32, 20, 64), ("int8", 64, 48, 96)])
+def test_l1_to_l0a_transpose_numbers(chip, dt, M, N, K):
+    """A stored [K, M], loaded as stored and transposed L1 -> L0A: a_t.T @ b, on every chip (M, N, K off the
+    16 grid included: the tiles' zero padding stays out of the product)."""
+    rng = np.random.default_rng(M + N + K)
+    a_t, b = _rand((K, M), dt, rng), _rand((K, N), dt, rng)
+    out = _out(M, N, dt)
+    pyto.run(dn_a_matmul, a_t, b, out, M=M, N=N, K=K, DN2NZ=False, chip=chip)
+    _assert_matmul(out, a_t.T, b)
+
+
+@pytest.mark.parametrize("dt,M,N,K", [("fp16", 20, 28, 40), ("bf16", 33, 48, 17), ("fp32", 16, 24, 48),
+                                      ("int8", 20, 40, 64)])
+def test_l1_to_l0b_transpose_numbers(dt, M, N, K):
+    rng = np.random.default_rng(M * N)
+    a, b_t = _rand((M, K), dt, rng), _rand((N, K), dt, rng)
+    out = _out(M, N, dt)
+    pyto.run(dn_b_matmul, a, b_t, out, M=M, N=N, K=K, chip="atlas-a2")
+    _assert_matmul(out, a, b_t.T)
+
+
+@pytest.mark.parametrize("dt,M,K", [("fp16", 64, 64), ("int8", 64, 128), ("fp32", 32, 64)])
+def test_l1_to_l0a_transpose_costs_what_the_plain_load_does(dt, M, K):
+    """Both routes move the same GM bytes (the same region, the same bursts) and the same MTE1 bytes: the
+    transposing L1 -> L0A load is the L0A tile's whole fractals at the L1 -> L0A rate, as the plain one."""
+    chip = pyto.load_chip("ascend950pr")
+    N = 32
+    a_t, b = np.ones((K, M), NP[dt]), np.ones((K, N), NP[dt])
+    runs = {}
+    for dn2nz in (True, False):
+        out = _out(M, N, dt)
+        runs[dn2nz] = pyto.run(dn_a_matmul, a_t, b, out, M=M, N=N, K=K, DN2NZ=dn2nz, chip=chip)
+        assert (out == K).all()
+    isz = np.dtype(NP[dt]).itemsize
+    path_a, path_b = chip.path("L1", "L0A"), chip.path("L1", "L0B")
+    mte1 = M * K * isz / path_a.bytes_per_cycle + K * N * isz / path_b.bytes_per_cycle
+    for rep in runs.values():
+        assert rep.pipe_cycles["MTE1"] == pytest.approx(mte1)
+    assert runs[True].pipe_cycles["MTE2"] == pytest.approx(runs[False].pipe_cycles["MTE2"])
+    assert runs[True].gm_read_bytes == runs[False].gm_read_bytes
+    assert runs[True].cycles == pytest.approx(runs[False].cycles)
+
+
+@pl.kernel
+def transposed_l0a_view(a_t, out, *, ROWS: int, COLS: int, TILE_ROWS: int, TILE_COLS: int):
+    """Load a_t [COLS, ROWS] as stored, then transpose it into the [ROWS, COLS] corner of an L0A tile."""
+    a_l1 = pl.alloc(pl.L1, [COLS, ROWS], a_t.dtype)
+    a_l0 = pl.alloc(pl.L0A, [TILE_ROWS, TILE_COLS], a_t.dtype)
+    pl.load(a_l1, a_t, [0, 0])
+    pl.load(a_l0[0:ROWS, 0:COLS], a_l1, transpose=True)
+
+
+@pytest.mark.parametrize("dt,rows,cols,tile,ok", [
+    ("int8", 32, 64, (64, 64), True),      # whole 32 x 32 squares
+    ("int8", 16, 64, (64, 64), False),     # half a square of rows (M) inside the tile
+    ("int8", 48, 64, (64, 64), False),
+    ("int8", 48, 64, (48, 64), True),      # ends at the tile's edge: its CeilAlign(32) padding holds the square
+    ("fp32", 16, 8, (16, 32), False),      # fp32 squares are 16 x 16: 8 columns (K) are half of one
+    ("fp32", 16, 16, (16, 32), True),
+    ("fp16", 16, 16, (32, 32), True),      # fp16: one fractal is the square
+])
+def test_l1_to_l0a_transpose_moves_whole_squares(dt, rows, cols, tile, ok):
+    a_t = np.ones((cols, rows), NP[dt])
+    kw = dict(ROWS=rows, COLS=cols, TILE_ROWS=tile[0], TILE_COLS=tile[1], chip="atlas-a2")
+    if ok:
+        pyto.run(transposed_l0a_view, a_t, a_t.copy(), **kw)
+    else:
+        with pytest.raises(pyto.AlignmentError, match=r"LoadDataWithTranspose.*squares") as e:
+            pyto.run(transposed_l0a_view, a_t, a_t.copy(), **kw)
+        assert f"test_dn_route.py:{_line_of(transposed_l0a_view, 'transpose=True)')}" in str(e.value)
