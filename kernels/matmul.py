@@ -289,7 +289,7 @@ def matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L
     bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=not HOLD_M, stream_b=not HOLD_N, hold_stages=HOLD_STAGES,
                          hold_a=(HOLD_M, k_pad) if HOLD_M else None, hold_b=(k_pad, HOLD_N) if HOLD_N else None,
-                         bias_dtype=bias.dtype if BIAS else None)
+                         bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
     grid = Swizzle(WINDOW, SNAKE).grid(M, N, L1_M, L1_N, l2_m=L2_M, l2_n=L2_N)
     with pl.section_cube():          # the ASW_Basic tile walk with batch 1 (kernels/bmm/asw_basic.py)
         asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=bool(HOLD_M), hold_b=bool(HOLD_N),

@@ -4,7 +4,10 @@ other chips take, loading as stored and transposing L1 -> L0A/L0B (Ascend C Load
 Numbers are checked against a float64 numpy reference: int8 exactly (int32 accumulation of small products is
 exact), floats within `matmul_bound` (half an ulp of the output plus fp32 accumulation, K * 2^-24 * sum|a b|).
 """
+import importlib
 import inspect
+import math
+import re
 
 import ml_dtypes
 import numpy as np
@@ -12,6 +15,11 @@ import pytest
 
 import pyto
 import pyto.language as pl
+from kernels import matmul
+from kernels.bmm import bmm
+from kernels.bmm.api import check
+from kernels.bmm.common import operands
+from kernels.bmm.planner import legal_branches, plan
 from pyto.testing import assert_close, matmul_bound
 
 NP = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32, "int8": np.int8}
@@ -184,3 +192,107 @@ def test_l1_to_l0a_transpose_moves_whole_squares(dt, rows, cols, tile, ok):
         with pytest.raises(pyto.AlignmentError, match=r"LoadDataWithTranspose.*squares") as e:
             pyto.run(transposed_l0a_view, a_t, a_t.copy(), **kw)
         assert f"test_dn_route.py:{_line_of(transposed_l0a_view, 'transpose=True)')}" in str(e.value)
+
+
+# ---- the kernels take the A2/A3 route ---------------------------------------------------------------------
+def _dn_operands(B, M, N, K, dt, ta, tb, seed):
+    rng = np.random.default_rng(seed)
+    a = _rand((B, K, M) if ta else (B, M, K), dt, rng)
+    b = _rand((B, N, K) if tb else (B, K, N), dt, rng)
+    return a, b
+
+
+TRANSPOSES = [(True, False), (False, True), (True, True)]
+BRANCH_SHAPES = {          # (B, M, N, K) inside each branch's conditions, M/N/K off the 16 grid
+    "asw_basic": (2, 100, 72, 200),
+    "iter_batch": (4, 40, 72, 100),
+    "merge_batch": (6, 20, 40, 100),
+    "stream_k": (1, 20, 24, 2100),
+}
+
+
+CASES = [("atlas-a2", br, dt, ta, tb) for br in BRANCH_SHAPES for dt in ("fp16", "bf16", "fp32", "int8")
+         for ta, tb in TRANSPOSES]
+CASES += [("atlas-a3", br, dt, True, True) for br in BRANCH_SHAPES for dt in ("fp16", "int8")]   # A2's core
+
+
+@pytest.mark.parametrize("chip,branch,dt,ta,tb", CASES)
+def test_bmm_branches_with_dn_operands_without_dn2nz(chip, branch, dt, ta, tb):
+    """Each branch forced on DN operands on A2/A3: right numbers, though Dn2Nz is refused there (so the
+    kernels load as stored and transpose L1 -> L0)."""
+    B, M, N, K = BRANCH_SHAPES[branch]
+    a, b = _dn_operands(B, M, N, K, dt, ta, tb, seed=B + M + K)
+    bias = np.random.default_rng(3).integers(-5, 5, (N,)).astype(np.int32 if dt == "int8" else np.float32)
+    p = plan(a.shape, b.shape, pyto.dtypes.as_dtype(a.dtype), chip, bias=True, transpose_a=ta, transpose_b=tb,
+             branch=branch)
+    c = bmm(a, b, bias, chip=chip, transpose_a=ta, transpose_b=tb, branch=branch)
+    why = check(c, a, b, bias, transpose_a=ta, transpose_b=tb)
+    assert not why, f"{branch} {dt} ta={ta} tb={tb}: {why}\n{p.tiling}"
+
+
+@pytest.mark.parametrize("dt", ["fp16", "int8"])
+def test_bmm_to_matmul_and_special_with_dn_operands_on_a2(dt):
+    """ToMatmul (B broadcast: A folds to [B*M, K] when A is not DN) and Special (single-row transposes into UB,
+    unchanged by the route)."""
+    rng = np.random.default_rng(5)
+    a, b = _rand((8, 50, 300), dt, rng), _rand((200, 300), dt, rng)
+    c = bmm(a, b, chip="atlas-a2", transpose_b=True, branch="to_matmul")
+    assert not check(c, a, b, transpose_b=True)
+    a, b = _rand((4, 1, 48), dt, rng), _rand((4, 40, 1), dt, rng)
+    c = bmm(a, b, chip="atlas-a2", transpose_a=True, transpose_b=True, branch="special")
+    assert not check(c, a, b, transpose_a=True, transpose_b=True)
+
+
+@pytest.mark.parametrize("dt,M,N,K", [("fp16", 100, 72, 200), ("bf16", 33, 130, 70), ("fp32", 72, 40, 100),
+                                      ("int8", 40, 72, 100), ("int8", 100, 260, 300)])
+@pytest.mark.parametrize("ta,tb", TRANSPOSES)
+def test_matmul_with_dn_operands_on_a2(dt, M, N, K, ta, tb):
+    rng = np.random.default_rng(M + N)
+    a = _rand((K, M) if ta else (M, K), dt, rng)
+    b = _rand((N, K) if tb else (K, N), dt, rng)
+    c = matmul(a, b, chip="atlas-a2", transpose_a=ta, transpose_b=tb)
+    _assert_matmul(c, a.T if ta else a, b.T if tb else b)
+
+
+@pytest.mark.parametrize("full_load", ["A", "B"])
+def test_matmul_holds_a_dn_operand_as_stored(full_load):
+    """A held (L1 full load) DN operand is held as stored, its base tiles cut from it as column views; int8
+    A's M = 72 leaves a tail tile, trimmed to 32 rows (the transposing load's square), not 16."""
+    rng = np.random.default_rng(9)
+    M, N, K = 72, 600, 96
+    a, b = _rand((K, M), "int8", rng), _rand((N, K), "int8", rng)
+    c = matmul(a, b, chip="atlas-a2", transpose_a=True, transpose_b=True, full_load=full_load)
+    _assert_matmul(c, a.T, b.T)
+
+
+def test_dn_route_moves_the_same_gm_bytes_as_dn2nz(tmp_path):
+    """A2 as it is and a what-if A2 with Dn2Nz: the same results from the same GM traffic (the two routes read
+    the same regions; only where the transpose happens differs)."""
+    text = open(pyto.load_chip("atlas-a2").source).read()
+    what_if = tmp_path / "a2-dn2nz.toml"
+    what_if.write_text(re.sub(r"(?m)^dn2nz = false", "dn2nz = true", text))
+    assert pyto.load_chip(what_if).dn2nz
+    a, b = _dn_operands(4, 40, 72, 100, "fp16", True, True, seed=2)
+    out = {}
+    for chip in ("atlas-a2", str(what_if)):
+        out[chip] = bmm(a, b, chip=chip, transpose_a=True, transpose_b=True, branch="iter_batch", report=True)
+    (c0, r0), (c1, r1) = out.values()
+    assert np.array_equal(c0, c1)
+    assert r0.gm_read_bytes == r1.gm_read_bytes and r0.gm_bytes == r1.gm_bytes
+
+
+# ---- the planners agree with the kernels -----------------------------------------------------------------
+@pytest.mark.parametrize("dt", ["fp16", "fp32", "int8"])
+@pytest.mark.parametrize("shape", [(3, 40, 72, 100), (1, 100, 260, 300), (8, 20, 40, 70), (2, 330, 20, 1500)])
+def test_every_legal_branch_launches_with_dn_operands_on_a2(dt, shape):
+    """Whatever branch the planner finds legal for DN operands on A2 runs as planned (timing mode): no
+    AlignmentError or CapacityError at launch from the L1 tiles held as stored."""
+    B, M, N, K = shape
+    a_shape, b_shape = (B, K, M), (B, N, K)
+    branches = legal_branches(a_shape, b_shape, dt, "atlas-a2", transpose_a=True, transpose_b=True)
+    assert branches
+    for branch in branches:
+        p = plan(a_shape, b_shape, dt, "atlas-a2", transpose_a=True, transpose_b=True, branch=branch)
+        ops = operands(p.problem, pyto.spec(a_shape, dt), pyto.spec(b_shape, dt))
+        rep = importlib.import_module(f"kernels.bmm.{branch}").launch(p, ops, mode="timing")
+        assert rep.cycles > 0 and math.isfinite(rep.cycles)

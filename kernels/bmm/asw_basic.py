@@ -95,7 +95,7 @@ def asw_basic_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, 
                          l0c_stages=L0C_STAGES, stream_a=not FULL_LOAD_A, stream_b=not FULL_LOAD_B,
                          hold_a=(ceil_align(M, BASE_M), k_pad) if FULL_LOAD_A else None,
                          hold_b=(k_pad, ceil_align(N, BASE_N)) if FULL_LOAD_B else None,
-                         bias_dtype=bias.dtype if BIAS else None)
+                         bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
     grid = Swizzle(WINDOW, True).grid(M, N, BASE_M, BASE_N, batch=math.prod(out.shape[:-2]), l2_m=L2_M, l2_n=L2_N)
     with pl.section_cube():
         asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=FULL_LOAD_A, hold_b=FULL_LOAD_B,

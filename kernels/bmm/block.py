@@ -29,6 +29,16 @@ framework's software sync (no phases) — same results, for comparison.
 Edge tiles: GM loads clip and zero-fill, so a tail tile needs nothing special; the L0 and L0C views are
 trimmed to the tile's rows/columns (rounded up to the fractal grid) so MMAD and Fixpipe do not pay for
 the padding, and the last K step is trimmed the same way.
+
+DN operands (transpose_a: A stored [K, M]; transpose_b: B stored [N, K]) take one of two routes, chosen in
+one place, `l1_as_stored`: on a chip with Dn2Nz (the 950) the GM -> L1 load transposes them
+(`pl.load(l1, gm, transpose=True)`) and L1 holds A [M, K] / B [K, N] as for ND operands; on a chip
+without it (Atlas A2/A3, seeds/004 4.4) L1 holds them as stored and the L1 -> L0A/L0B load transposes.
+`L1Operand` hides which: its views and loads take the matmul's [M, K] / [K, N] terms either way. The
+L1 bytes are the same both ways (the CeilAlign padding is the same on both axes); what differs is the
+grid a stored A's views sit on (its M is the inner axis: 32 B, 32 int8 rows) and the square the
+transposing L0A load moves (int8 32 x 32), so a stored int8 A's M tiles are trimmed in multiples of 32
+(`Buffers.m_align`), as the planners' base_m already is (mn_align 32 for int8).
 """
 from __future__ import annotations
 
@@ -42,13 +52,90 @@ def _ceil(x: int, a: int) -> int:
     return -(-x // a) * a
 
 
+def l1_as_stored(transpose: bool) -> bool:
+    """Whether an operand stays in L1 as it is stored in GM (call inside a kernel): a DN operand on a chip
+    without Dn2Nz (`pl.has_dn2nz()`: seeds/004 4.4 gives the DN -> Nz conversion on GM -> L1 to the 950 only),
+    so its transpose happens on the way L1 -> L0A/L0B instead."""
+    return bool(transpose) and not pl.has_dn2nz()
+
+
+class L1Operand:
+    """An operand's L1 tile or view in the matmul's terms, A as [M, K] and B as [K, N], however L1 holds it.
+
+    stored=False: L1 holds it in those terms (an ND operand, or a DN one Dn2Nz turned on the way in).
+    stored=True: L1 holds a DN operand as stored (A [K, M], B [N, K]): views swap their slices, GM loads copy
+    as stored (an nd_num split runs along the other axis) and the load into L0A/L0B transposes.
+    """
+
+    __slots__ = ("tile", "stored")
+
+    def __init__(self, tile, stored: bool):
+        self.tile, self.stored = tile, stored
+
+    @property
+    def shape(self) -> tuple:
+        """(rows, cols) in the matmul's terms."""
+        r, c = self.tile.shape
+        return (c, r) if self.stored else (r, c)
+
+    def __getitem__(self, idx) -> "L1Operand":
+        rows, cols = idx
+        return L1Operand(self.tile[cols, rows] if self.stored else self.tile[rows, cols], self.stored)
+
+    def load(self, src, offsets: Sequence[int], *, transpose: bool, nd_num: int = 1, nd_axis: int = 0) -> None:
+        """GM -> L1 from `src` at `offsets` (GM's own coordinates); transpose: `src` is DN. nd_num / nd_axis as
+        pl.load's, nd_axis in the matmul's terms."""
+        assert transpose or not self.stored, "an operand held as stored is a DN one"
+        if self.stored:
+            pl.load(self.tile, src, list(offsets), nd_num=nd_num, nd_axis=1 - nd_axis)
+        else:
+            pl.load(self.tile, src, list(offsets), transpose=transpose, nd_num=nd_num, nd_axis=nd_axis)
+
+    def to_l0(self, dst) -> None:
+        """L1 -> L0A/L0B into `dst` ([M, K] / [K, N]): transposing when L1 holds the operand as stored."""
+        pl.load(dst, self.tile, transpose=self.stored)
+
+
+class L1Ring:
+    """A ring of L1 slots (or one tile) whose slots are `L1Operand`s: next(), current(), previous()."""
+
+    __slots__ = ("ring", "stored")
+
+    def __init__(self, ring, stored: bool):
+        self.ring, self.stored = ring, stored
+
+    def next(self) -> L1Operand:
+        return L1Operand(self.ring.next(), self.stored)
+
+    def current(self) -> L1Operand:
+        return L1Operand(self.ring.current(), self.stored)
+
+    def previous(self) -> L1Operand:
+        return L1Operand(self.ring.previous(), self.stored)
+
+
+def alloc_l1(shape: Sequence[int], dtype, *, transpose: bool = False, buffers: int = 1, name: str) -> L1Ring:
+    """An operand's L1 tile(s), `shape` in the matmul's terms ([M, K] for A, [K, N] for B); transpose: the
+    operand is DN, and on a chip without Dn2Nz (`l1_as_stored`) the tile is allocated as it is stored. The
+    bytes charged are the same either way (CeilAlign on both axes)."""
+    stored = l1_as_stored(transpose)
+    rows, cols = shape
+    tile = pl.alloc(pl.L1, [cols, rows] if stored else [rows, cols], dtype, buffers=buffers, name=name)
+    return L1Ring(tile, stored)
+
+
 class Buffers:
     """The rings of one kernel's cube pipeline (allocate with `alloc_buffers`, once per kernel)."""
 
-    def __init__(self, dtype, base_m: int, base_n: int, base_k: int, k_l1: int):
+    def __init__(self, dtype, base_m: int, base_n: int, base_k: int, k_l1: int, transpose_a: bool = False,
+                 transpose_b: bool = False):
         self.dtype, self.base_m, self.base_n, self.base_k, self.k_l1 = dtype, base_m, base_n, base_k, k_l1
+        self.transpose_a, self.transpose_b = bool(transpose_a), bool(transpose_b)
         # views are trimmed on the fractal grid: 16 rows; N and K also a whole 32B fractal column (int8: 32)
         self.align = max(16, 32 // dtype.itemsize)
+        # M tiles too, where L1 holds A as stored ([K, M]: M is the 32 B inner axis, and a transposing L0A
+        # load moves int8 in 32 x 32 squares)
+        self.m_align = self.align if l1_as_stored(transpose_a) else 16
         self.a_l1 = self.b_l1 = self.a_hold = self.b_hold = None
         self.a_l0a = self.b_l0b = self.c_l0c = None
         self.bias_l1 = self.bias_bt = None
@@ -58,29 +145,31 @@ class Buffers:
 def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[int] = None, *, stages: int = 2,
                   l0_stages: Optional[int] = None, l0c_stages: int = 2, stream_a: bool = True, stream_b: bool = True,
                   hold_a: Optional[Sequence[int]] = None, hold_b: Optional[Sequence[int]] = None,
-                  hold_stages: int = 1, bias_dtype=None) -> Buffers:
+                  hold_stages: int = 1, bias_dtype=None, transpose_a: bool = False,
+                  transpose_b: bool = False) -> Buffers:
     """Allocate the pipeline's rings (call inside a @pl.kernel body, once).
 
     stages: slots of the streamed L1 tiles; l0_stages (default: stages) of the L0A/L0B tiles; l0c_stages of L0C.
     stream_a/stream_b=False skip the streamed L1 ring of an operand that is always held.
     hold_a=(rows, K) / hold_b=(K, cols): shape of a held slab (rows a multiple of base_m, cols of base_n,
     K of base_k), with hold_stages slots. bias_dtype: allocate the bias row (L1) and bias table (BT; fp32, or
-    int32 for an int32 bias of an int8 matmul).
+    int32 for an int32 bias of an int8 matmul). transpose_a / transpose_b: the operand is DN (A [K, M], B
+    [N, K] in GM); its L1 tiles are `L1Ring`s either way, held as stored where the chip has no Dn2Nz.
     """
     k_l1 = base_k if k_l1 is None else k_l1
     l0_stages = stages if l0_stages is None else l0_stages
     assert k_l1 % base_k == 0, f"k_l1={k_l1} must be a multiple of base_k={base_k}"
-    bufs = Buffers(dtype, base_m, base_n, base_k, k_l1)
+    bufs = Buffers(dtype, base_m, base_n, base_k, k_l1, transpose_a, transpose_b)
     if stream_a:
-        bufs.a_l1 = pl.alloc(pl.L1, [base_m, k_l1], dtype, buffers=stages, name="a_l1")
+        bufs.a_l1 = alloc_l1([base_m, k_l1], dtype, transpose=transpose_a, buffers=stages, name="a_l1")
     if stream_b:
-        bufs.b_l1 = pl.alloc(pl.L1, [k_l1, base_n], dtype, buffers=stages, name="b_l1")
+        bufs.b_l1 = alloc_l1([k_l1, base_n], dtype, transpose=transpose_b, buffers=stages, name="b_l1")
     if hold_a is not None:
         assert hold_a[0] % base_m == 0 and hold_a[1] % base_k == 0, f"hold_a {hold_a} vs base {base_m}x{base_k}"
-        bufs.a_hold = pl.alloc(pl.L1, list(hold_a), dtype, buffers=hold_stages, name="a_hold_l1")
+        bufs.a_hold = alloc_l1(hold_a, dtype, transpose=transpose_a, buffers=hold_stages, name="a_hold_l1")
     if hold_b is not None:
         assert hold_b[0] % base_k == 0 and hold_b[1] % base_n == 0, f"hold_b {hold_b} vs base {base_k}x{base_n}"
-        bufs.b_hold = pl.alloc(pl.L1, list(hold_b), dtype, buffers=hold_stages, name="b_hold_l1")
+        bufs.b_hold = alloc_l1(hold_b, dtype, transpose=transpose_b, buffers=hold_stages, name="b_hold_l1")
     if bias_dtype is not None:
         bufs.bias_l1 = pl.alloc(pl.L1, [1, base_n], bias_dtype, buffers=BIAS_ROW_SLOTS, layout="ND", name="bias_l1")
         bt_dtype = pl.int32 if bias_dtype is pl.int32 else pl.fp32     # int8 matmuls: an int32 bias
@@ -122,6 +211,8 @@ def held_ab(bufs: Buffers, a, b, a_off: Optional[Sequence[int]], b_off: Optional
     A and B interleaved in K order, so the first MMAD waits only for the first piece of each (one load of a
     whole slab otherwise keeps the cube idle until all of it has landed).
     """
+    _same_route(bufs, transpose_a if a_off is not None else bufs.transpose_a,
+                transpose_b if b_off is not None else bufs.transpose_b)
     loads_a, loads_b, a_view, b_view = [], [], None, None
     if a_off is not None:
         *batch, m0 = a_off
@@ -137,11 +228,7 @@ def held_ab(bufs: Buffers, a, b, a_off: Optional[Sequence[int]], b_off: Optional
         s0 = n0 // cols * cols
         loads_b = _hold_loads(hold, "b_key", bufs, b, batch, s0, k_all, pieces, transpose_b, False)
         b_view = hold.current()[:, n0 - s0:n0 - s0 + bufs.base_n]
-    for i in range(max(len(loads_a), len(loads_b))):
-        if i < len(loads_a):
-            pl.load(loads_a[i][0], a, loads_a[i][1], transpose=transpose_a)
-        if i < len(loads_b):
-            pl.load(loads_b[i][0], b, loads_b[i][1], transpose=transpose_b)
+    _issue(loads_a, a, transpose_a, loads_b, b, transpose_b)
     return a_view, b_view
 
 
@@ -159,6 +246,22 @@ def held_b(bufs: Buffers, b, b_off: Sequence[int], *, transpose: bool = False, p
     b_off = [*batch, n0]; B is [..., K, N], or [..., N, K] with transpose. See held_ab.
     """
     return held_ab(bufs, None, b, None, b_off, transpose_b=transpose, pieces=pieces)[1]
+
+
+def _same_route(bufs: Buffers, transpose_a: bool, transpose_b: bool) -> None:
+    """The transpose flags of a call match the ones its L1 tiles were allocated for (alloc_buffers)."""
+    assert (bool(transpose_a), bool(transpose_b)) == (bufs.transpose_a, bufs.transpose_b), \
+        f"transpose_a/b = {transpose_a}/{transpose_b} here, {bufs.transpose_a}/{bufs.transpose_b} in alloc_buffers"
+
+
+def _issue(loads_a: list, a, transpose_a: bool, loads_b: list, b, transpose_b: bool) -> None:
+    """The GM -> L1 loads (L1Operand view, GM offsets) of A and B, interleaved: K order, so the cube starts on
+    the first piece of each."""
+    for i in range(max(len(loads_a), len(loads_b))):
+        if i < len(loads_a):
+            loads_a[i][0].load(a, loads_a[i][1], transpose=transpose_a)
+        if i < len(loads_b):
+            loads_b[i][0].load(b, loads_b[i][1], transpose=transpose_b)
 
 
 # ---- one output tile -----------------------------------------------------------------------------
@@ -220,7 +323,8 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
     assert 0 < rows <= base_m and 0 < cols <= base_n and K > 0, f"tile {rows}x{cols}, K={K}"
     assert tail_k == 0 or (tail_k % bufs.align == 0 and tail_k <= base_k), \
         f"tail_k={tail_k} must be 0 or a multiple of {bufs.align} up to base_k={base_k}"
-    mt = min(base_m, _ceil(rows, 16))
+    _same_route(bufs, transpose_a, transpose_b)
+    mt = min(base_m, _ceil(rows, bufs.m_align))
     nt = min(base_n, _ceil(cols, bufs.align))
     c_l0c = bufs.c_l0c.next()[0:mt, 0:nt]
     bias_bt = None
@@ -247,11 +351,7 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
         if b_l1 is None:
             b1 = bufs.b_l1.next()
             b_loads = _stream_l1(bufs, b1, b, b_batch, n0, k1, k_len, nt, pieces, transpose_b, False, unit)
-        for i in range(max(len(a_loads), len(b_loads))):        # A and B pieces interleaved: K order
-            if i < len(a_loads):
-                pl.load(a_loads[i][0], a, a_loads[i][1], transpose=transpose_a)
-            if i < len(b_loads):
-                pl.load(b_loads[i][0], b, b_loads[i][1], transpose=transpose_b)
+        _issue(a_loads, a, transpose_a, b_loads, b, transpose_b)
         if a_l1 is not None:         # held views are indexed by absolute k: start this step's view at k1
             a1 = a1[:, k1:]
         if b_l1 is not None:
@@ -265,8 +365,8 @@ def mmad_l1(bufs: Buffers, c_l0c, a1, b1, k_len: int, *, step: int, steps: int, 
             use_unit_flag: bool = True, base_k: int = 0) -> int:
     """The L0 loop over one L1 step the caller has filled itself (e.g. MergeBatch's merged tiles).
 
-    MTE1 + MMAD over K [0, k_len) of the L1 views a1 [>= mt rows, from its K 0] and b1 [from its K 0,
-    >= nt cols] into c_l0c, an L0C view [mt, nt]. step: MMADs already issued into c_l0c (0: the first
+    MTE1 + MMAD over K [0, k_len) of the L1 views (`L1Operand`s) a1 [>= mt rows, from its K 0] and b1 [from
+    its K 0, >= nt cols] into c_l0c, an L0C view [mt, nt]. step: MMADs already issued into c_l0c (0: the first
     one writes, with bias_bt, a BT view [1, nt]); steps: this tile's MMADs in all, so the last carries
     AccPhase.Final with use_unit_flag. base_k: the K of one MMAD (default the rings' base_k). Returns the
     updated step count.
@@ -276,9 +376,9 @@ def mmad_l1(bufs: Buffers, c_l0c, a1, b1, k_len: int, *, step: int, steps: int, 
     for kk in pl.range(0, k_len, base_k):
         kt = min(base_k, _ceil(k_len - kk, bufs.align))
         a_l0a = bufs.a_l0a.next()[0:mt, 0:kt]
-        pl.load(a_l0a, a1[0:mt, kk:kk + kt])
+        a1[0:mt, kk:kk + kt].to_l0(a_l0a)
         b_l0b = bufs.b_l0b.next()[0:kt, 0:nt]
-        pl.load(b_l0b, b1[kk:kk + kt, 0:nt])
+        b1[kk:kk + kt, 0:nt].to_l0(b_l0b)
         phase = None
         if use_unit_flag:
             phase = pl.AccPhase.Final if step == steps - 1 else pl.AccPhase.Partial

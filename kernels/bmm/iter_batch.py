@@ -68,7 +68,8 @@ def iter_batch_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int,
     bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=not HOLD_M, stream_b=not HOLD_N,
                          hold_a=(HOLD_M, k_hold) if HOLD_M else None, hold_b=(k_hold, HOLD_N) if HOLD_N else None,
-                         hold_stages=HOLD_STAGES, bias_dtype=bias.dtype if BIAS else None)
+                         hold_stages=HOLD_STAGES, bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A,
+                         transpose_b=TRANSPOSE_B)
     with pl.section_cube():
         for bi in pl.range(pl.block_idx(), prod(batch), pl.block_num()):
             a_b = batch_offsets(bi, batch, a.shape[:-2])

@@ -39,7 +39,7 @@ from pyto.errors import PlanError
 from pyto.tiling import bias_row_bytes
 
 from .asw_basic import l1_pieces_for
-from .block import alloc_buffers, mmad_l1
+from .block import alloc_buffers, alloc_l1, mmad_l1
 from .conditions import ACC_BYTES
 from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel
 
@@ -65,9 +65,9 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
     align = max(16, 32 // a.dtype.itemsize)
     bufs = alloc_buffers(a.dtype, B_L0 * M_PAD, B_L0 * N_PAD, BASE_K, K_L1, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=False, stream_b=False,
-                         bias_dtype=bias.dtype if BIAS else None)
-    a_l1 = pl.alloc(pl.L1, [B_L0 * M_PAD, K_L1], a.dtype, buffers=L1_STAGES)
-    b_l1 = pl.alloc(pl.L1, [K_L1, B_L0 * N_PAD], b.dtype, buffers=L1_STAGES)
+                         bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
+    a_l1 = alloc_l1([B_L0 * M_PAD, K_L1], a.dtype, transpose=TRANSPOSE_A, buffers=L1_STAGES, name="a_l1")
+    b_l1 = alloc_l1([K_L1, B_L0 * N_PAD], b.dtype, transpose=TRANSPOSE_B, buffers=L1_STAGES, name="b_l1")
     # ndNum needs the group's batches consecutive in the operand: its batch dims are the output's (no broadcast)
     a_nd = tuple(a.shape[:-2]) == batch
     b_nd = tuple(b.shape[:-2]) == batch
@@ -89,18 +89,18 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
                     a_k = [k1 + kp, 0] if TRANSPOSE_A else [0, k1 + kp]
                     b_k = [0, k1 + kp] if TRANSPOSE_B else [k1 + kp, 0]
                     if a_nd:                                # the group's ng batches of A in one Nd2Nz (ndNum)
-                        pl.load(a_slot[0:ng * M_PAD, kp:kp + kw], a, batch_offsets(g0, batch, a.shape[:-2]) + a_k,
-                                transpose=TRANSPOSE_A, nd_num=ng, nd_axis=0)
+                        a_slot[0:ng * M_PAD, kp:kp + kw].load(a, batch_offsets(g0, batch, a.shape[:-2]) + a_k,
+                                                              transpose=TRANSPOSE_A, nd_num=ng, nd_axis=0)
                     if b_nd:
-                        pl.load(b_slot[kp:kp + kw, 0:ng * N_PAD], b, batch_offsets(g0, batch, b.shape[:-2]) + b_k,
-                                transpose=TRANSPOSE_B, nd_num=ng, nd_axis=1)
+                        b_slot[kp:kp + kw, 0:ng * N_PAD].load(b, batch_offsets(g0, batch, b.shape[:-2]) + b_k,
+                                                              transpose=TRANSPOSE_B, nd_num=ng, nd_axis=1)
                     for i in pl.range(ng):                  # else one GM load per batch into its block of the slot
                         if not a_nd:
-                            pl.load(a_slot[i * M_PAD:(i + 1) * M_PAD, kp:kp + kw], a,
-                                    batch_offsets(g0 + i, batch, a.shape[:-2]) + a_k, transpose=TRANSPOSE_A)
+                            a_slot[i * M_PAD:(i + 1) * M_PAD, kp:kp + kw].load(
+                                a, batch_offsets(g0 + i, batch, a.shape[:-2]) + a_k, transpose=TRANSPOSE_A)
                         if not b_nd:
-                            pl.load(b_slot[kp:kp + kw, i * N_PAD:(i + 1) * N_PAD], b,
-                                    batch_offsets(g0 + i, batch, b.shape[:-2]) + b_k, transpose=TRANSPOSE_B)
+                            b_slot[kp:kp + kw, i * N_PAD:(i + 1) * N_PAD].load(
+                                b, batch_offsets(g0 + i, batch, b.shape[:-2]) + b_k, transpose=TRANSPOSE_B)
                 step = mmad_l1(bufs, c_l0c, a_slot[0:ng * M_PAD, :], b_slot[:, 0:ng * N_PAD], min(K_L1, K - k1),
                                step=step, steps=steps, bias_bt=bias_bt if k1 == 0 else None, use_unit_flag=False)
             for i in pl.range(ng):                          # the block diagonal out; cross terms dropped

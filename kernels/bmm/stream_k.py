@@ -96,7 +96,8 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
     cast_out = out.dtype is not acc
 
     bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
-                         l0c_stages=L0C_STAGES, bias_dtype=bias.dtype if BIAS and ATOMIC else None)
+                         l0c_stages=L0C_STAGES, bias_dtype=bias.dtype if BIAS and ATOMIC else None,
+                         transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
     if ATOMIC:
         target = pl.workspace([nb, M, N], acc) if cast_out else out
         zero_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, name="zero_ub")

@@ -63,7 +63,7 @@ def to_matmul_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, 
     bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=not HOLD_M, hold_stages=HOLD_STAGES,
                          hold_a=(HOLD_M, ceil_align(K, BASE_K)) if HOLD_M else None,
-                         bias_dtype=bias.dtype if BIAS else None)
+                         bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
     grid = Swizzle(WINDOW, SNAKE).grid(M, N, BASE_M, BASE_N, batch=math.prod(out.shape[:-2]))
     with pl.section_cube():          # ASW_Basic's (batch, tile) walk: B first, the window snake inside a batch
         asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=bool(HOLD_M), transpose_a=TRANSPOSE_A,

@@ -2,8 +2,12 @@
 
 Shapes (GM, row-major):
     q   [M, D]   fp16 or bf16   queries of this block
-    k   [N, D]   same dtype     keys, stored as usual; the kernel reads each [BN, D] block transposed
-                                (Dn2Nz load, `transpose=True`) into k_l1 [D, BN], so no K^T copy is needed
+    k   [N, D]   same dtype     keys, stored as usual: K^T is a DN operand. Each [BN, D] block is loaded
+                                as stored into k_l1 [BN, D] (Nd2Nz) and transposed on the way to L0B
+                                (`pl.load(k_l0b, k_l1, transpose=True)`), so no K^T copy is needed. This is
+                                the route every chip has; a Dn2Nz GM->L1 load (`pl.load(l1, gm,
+                                transpose=True)`) would do it on the 950 only (seeds/004 4.4), and the
+                                kernel needs the 950 anyway for its L0C->UB and UB->L1 paths
     v   [N, D]   same dtype     values
     out [M, D]   same dtype     softmax(SCALE * q @ k.T) @ v
 
@@ -61,7 +65,7 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
 
     # ---- cube side (AIC): L1, L0A, L0B, L0C ----------------------------------------------------
     q_l1 = pl.alloc(pl.L1, [M, D], dt)
-    k_l1 = pl.alloc(pl.L1, [D, BN], dt)                 # K block, transposed on load
+    k_l1 = pl.alloc(pl.L1, [BN, D], dt)                 # K block as stored; transposed on the way to L0B
     v_l1 = pl.alloc(pl.L1, [BN, D], dt)
     p_l1 = pl.alloc(pl.L1, [M, BN], dt)                 # P, written by both AIVs (UB->L1)
     q_l0a = pl.alloc(pl.L0A, [M, D], dt)
@@ -95,8 +99,8 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
     for j in pl.range(0, N, BN):
         # S = Q K^T, accumulated over D in DK chunks; the hardware unit_flag hands it to Fixpipe.
         with pl.section_cube():
-            pl.load(k_l1, k, [j, 0], transpose=True)
-            pl.load(k_l0b, k_l1)
+            pl.load(k_l1, k, [j, 0])
+            pl.load(k_l0b, k_l1, transpose=True)
             for d in pl.range(0, D, DK):
                 phase = pl.AccPhase.Final if d + DK == D else pl.AccPhase.Partial
                 if d == 0:
