@@ -110,6 +110,22 @@ def _assert_matmul(c, a, b):
         assert_close(c, ref, matmul_bound(a, b, c.dtype) + float(ml_dtypes.finfo(c.dtype).smallest_subnormal) / 2)
 
 
+@pytest.mark.parametrize("chip", NO_DN2NZ)
+def test_dn2nz_load_is_refused_without_the_capability(chip):
+    """UnsupportedError naming the chip, the kernel's own line, and the route to take instead."""
+    M, N, K = 32, 32, 32
+    a_t, b = np.ones((K, M), np.float16), np.ones((K, N), np.float16)
+    out = np.full((M, N), 7, np.float16)
+    with pytest.raises(pyto.UnsupportedError) as e:
+        pyto.run(dn_a_matmul, a_t, b, out, M=M, N=N, K=K, DN2NZ=True, chip=chip)
+    msg = str(e.value)
+    line = _line_of(dn_a_matmul, "transpose=True)      # the Dn2Nz load")
+    assert f"test_dn_route.py:{line}" in msg, msg
+    assert chip in msg and "Dn2Nz" in msg and "950" in msg
+    assert "as it is stored" in msg and "pl.load(l0_view, l1_view, transpose=True)" in msg
+    assert (out == 7).all()          # the run is all or nothing
+
+
 @pytest.mark.parametrize("dt", ["fp16", "bf16", "fp32", "int8"])
 def test_dn2nz_load_runs_on_the_950(dt):
     M, N, K = 32, 48, 64

@@ -207,6 +207,12 @@ def load(dst: Tile, src, offsets: Optional[Sequence[int]] = None, *, transpose: 
         raise UnsupportedError(f"{loc}: pl.load(..., transpose=True) of a {list(dst.shape)} matrix into UB: GM->UB is "
                                f"a plain MTE2 copy (the transposing Dn2Nz path goes to L1; a single row or column "
                                f"may be loaded transposed); load into L1, or transpose on the vector side")
+    if transpose and type(src) is GMTensor and type(dst) is Tile and dst.store.buf is _L1 and not tr.chip.dn2nz:
+        raise UnsupportedError(
+            f"{loc}: pl.load({dst!r}, {src!r}, transpose=True) is a Dn2Nz load (DN -> Nz on the way GM -> L1), "
+            f"which chip {tr.chip.name} does not have (seeds/004 4.4: Ascend 950PR/950DT only; chip table key "
+            f"formats.dn2nz); load the operand as it is stored (an L1 tile of the GM region's shape, "
+            f"transpose=False) and transpose it on the way to L0A/L0B: pl.load(l0_view, l1_view, transpose=True)")
     if type(dst) is Tile and type(src) is Tile and offsets is None and nd_num == 1:
         # the K loop's L1 -> L0A/L0B load, all its checks in one go (the general path below says
         # which one fails)
