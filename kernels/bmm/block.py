@@ -59,6 +59,14 @@ def l1_as_stored(transpose: bool) -> bool:
     return bool(transpose) and not pl.has_dn2nz()
 
 
+def m_trim(itemsize: int, a_stored: bool) -> int:
+    """The multiple an edge tile's M is trimmed to: 16 (L0A / L0C fractal rows), or, where L1 holds A as stored
+    ([K, M]: M is the 32 B inner axis, and the transposing L0A load moves int8 in 32 x 32 squares), 32 B of
+    elements and at least 16: 32 for int8. The kernels (`Buffers.m_align`) and the cost model (cost_tile) read
+    it here."""
+    return max(16, 32 // itemsize) if a_stored else 16
+
+
 class L1Operand:
     """An operand's L1 tile or view in the matmul's terms, A as [M, K] and B as [K, N], however L1 holds it.
 
@@ -135,7 +143,7 @@ class Buffers:
         self.align = max(16, 32 // dtype.itemsize)
         # M tiles too, where L1 holds A as stored ([K, M]: M is the 32 B inner axis, and a transposing L0A
         # load moves int8 in 32 x 32 squares)
-        self.m_align = self.align if l1_as_stored(transpose_a) else 16
+        self.m_align = m_trim(dtype.itemsize, l1_as_stored(transpose_a))
         self.a_l1 = self.b_l1 = self.a_hold = self.b_hold = None
         self.a_l0a = self.b_l0b = self.c_l0c = None
         self.bias_l1 = self.bias_bt = None

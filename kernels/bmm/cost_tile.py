@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .block import m_trim
 from .conditions import ACC_BYTES, FRACTAL, Problem, align_up, cdiv
 from .cost_pipes import _Work, a_region, b_region, region
 
@@ -58,7 +59,7 @@ def _acc_tile(w: _Work, rows: int, cols: int, k_len: int, *, base_m: int, base_n
     """
     p, chip = w.p, w.chip
     align = max(FRACTAL, p.k0)
-    mt = min(base_m, align_up(rows, FRACTAL))
+    mt = min(base_m, align_up(rows, m_trim(p.isz, p.transpose_a and not chip.dn2nz)))   # block.Buffers.m_align
     nt = min(base_n, align_up(cols, align))
     if pieces <= 0:
         a_r, b_c = min(base_m, p.M), min(base_n, p.N)
