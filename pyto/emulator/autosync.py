@@ -10,7 +10,12 @@ they take part in the tracking, and the dependencies found for them are added to
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir import Buf, GMTensor, Instr, Op, Pipe, is_cross_core, rect_covers
+from . import autosync_jit, autosync_table
+
+REFERENCE = False     # True: `insert` runs insert_reference, the plain algorithm (tests compare the two)
 
 _MFIX = frozenset({Pipe.M, Pipe.FIX})
 _L0C = Buf.L0C
@@ -41,6 +46,26 @@ def _later(deps: dict, unit, o: Instr) -> None:
 
 
 def insert(order: list, core: int, data: bool = True, wait_blocks_core: bool = False) -> None:
+    """Add auto-sync dependencies to the instructions of program `core`, given in program order: those
+    insert_reference adds, in its order, by its loop compiled on flat tables (autosync_jit.py)."""
+    if REFERENCE or not order:
+        insert_reference(order, core, data, wait_blocks_core)
+        return
+    t = autosync_table.tables(order, core)
+    ptr, deps = autosync_jit.run(t.keys, t.rank, core, data, wait_blocks_core, int(Pipe.M), int(Pipe.FIX), *t[2:])
+    if not len(deps):
+        return
+    waits = list(map(order.__getitem__, deps.tolist()))
+    bounds = ptr.tolist()
+    for i in np.flatnonzero(ptr[1:] != ptr[:-1]).tolist():
+        ins = order[i]
+        if ins.deps:
+            ins.deps.extend(waits[bounds[i]:bounds[i + 1]])
+        else:
+            ins.deps = waits[bounds[i]:bounds[i + 1]]
+
+
+def insert_reference(order: list, core: int, data: bool = True, wait_blocks_core: bool = False) -> None:
     """Add auto-sync dependencies to the instructions of program `core`, given in program order.
 
     `order` may hold other cores' instructions at the place this program meets them. With

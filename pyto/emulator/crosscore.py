@@ -102,16 +102,21 @@ def insert_all(programs: list, auto_sync: bool, wait_blocks_core: bool = False) 
     blocks: dict = {}
     for prog in programs:
         blocks.setdefault(prog.block, []).append(prog)
+    spliced: list = []       # the cross-core moves: auto-synced in two programs' orders
     for progs in blocks.values():
         real: dict = {}
-        for prog in progs:
-            seen: dict = {}
-            for ins in prog.instrs:
-                key = cross_key(ins)
-                if key is not None:
-                    n = seen.get(key, 0)
-                    seen[key] = n + 1
-                    real.setdefault(key, {}).setdefault(n, []).append(ins)
+        if len(progs) > 1:
+            for prog in progs:
+                seen: dict = {}
+                for ins in prog.instrs:
+                    if ins.op is not Op.MOVE:
+                        continue
+                    key = cross_key(ins)
+                    if key is not None:
+                        n = seen.get(key, 0)
+                        seen[key] = n + 1
+                        real.setdefault(key, {}).setdefault(n, []).append(ins)
+                        spliced.append(ins)
         aivs = [p for p in progs if p.role is not Role.AIC]
         for prog in sorted(progs, key=lambda p: p.role is not Role.AIC):
             if not auto_sync:
@@ -121,7 +126,7 @@ def insert_all(programs: list, auto_sync: bool, wait_blocks_core: bool = False) 
             else:
                 order = _spliced(prog, real)
             autosync.insert(order, prog.id, data=auto_sync, wait_blocks_core=wait_blocks_core)
-    for prog in programs:
-        for ins in prog.instrs:
-            if len(ins.deps) > 1:
-                ins.deps = list({id(d): d for d in ins.deps if d is not ins}.values())
+    # one order gives an instruction each dependency once, and never itself (autosync.insert)
+    for ins in spliced:
+        if len(ins.deps) > 1:
+            ins.deps = list({id(d): d for d in ins.deps if d is not ins}.values())
