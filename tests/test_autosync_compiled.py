@@ -27,6 +27,12 @@ run_module = importlib.import_module("pyto.emulator.run")
 COMPARED = []           # programs (blocks) compared, for the record
 
 
+@pytest.fixture(autouse=True)
+def _compiled_always(monkeypatch):
+    """The compiled loop on orders of any length (autosync.SMALL sends short ones to the reference)."""
+    monkeypatch.setattr(autosync, "SMALL", 0)
+
+
 def _deps(instrs: list) -> list:
     return [[id(d) for d in ins.deps] for ins in instrs]
 
@@ -307,3 +313,23 @@ def test_random_orders(seed, n_body, loops, data, wait):
 def test_record():
     """The number of programs compared so far (pytest -s shows it)."""
     print(f"\nauto-sync compared on {len(COMPARED)} programs, {sum(COMPARED)} instructions")
+
+
+@pytest.mark.parametrize("first_foreign", [False, True])
+def test_a_phased_write_key_equals_core_1s(first_foreign):
+    """The reference keys a phased L0C write (batch, rect, True) and core 1's write (batch, rect, 1): equal in
+    Python, so one replaces the other where it stands (the compiled loop's tags follow)."""
+    c = _Tile(Buf.L0C, (8, 8))
+    full = (0, 8, 0, 8)
+    mm = Instr(Op.MMAD, Pipe.M, (), (pyto.ir.Access(c, full),), {"phase": AccPhase.Final}, None, core=0, index=0)
+    fix = Instr(Op.MOVE, Pipe.FIX, (), (pyto.ir.Access(c, full),), {}, None, core=1, index=100)
+    read = Instr(Op.LOAD, Pipe.MTE1, (pyto.ir.Access(c, full),), (), {}, None, core=0, index=1)
+    read_m = Instr(Op.MMAD, Pipe.M, (pyto.ir.Access(c, full),), (), {}, None, core=0, index=2)
+    write = Instr(Op.LOAD, Pipe.MTE2, (), (pyto.ir.Access(c, full),), {}, None, core=0, index=3)
+    order = ([fix, mm] if first_foreign else [mm, fix]) + [read, read_m, write]
+    autosync.insert_reference(order, 0)
+    want = _deps(order)
+    for ins in order:
+        ins.deps = []
+    autosync.insert(order, 0)
+    assert _deps(order) == want

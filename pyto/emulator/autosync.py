@@ -16,6 +16,7 @@ from ..ir import Buf, GMTensor, Instr, Op, Pipe, is_cross_core, rect_covers
 from . import autosync_jit, autosync_table
 
 REFERENCE = False     # True: `insert` runs insert_reference, the plain algorithm (tests compare the two)
+SMALL = 24            # shorter orders run insert_reference: the tables' fixed cost is more than its loop
 
 _MFIX = frozenset({Pipe.M, Pipe.FIX})
 _L0C = Buf.L0C
@@ -48,7 +49,7 @@ def _later(deps: dict, unit, o: Instr) -> None:
 def insert(order: list, core: int, data: bool = True, wait_blocks_core: bool = False) -> None:
     """Add auto-sync dependencies to the instructions of program `core`, given in program order: those
     insert_reference adds, in its order, by its loop compiled on flat tables (autosync_jit.py)."""
-    if REFERENCE or not order:
+    if REFERENCE or len(order) < SMALL:
         insert_reference(order, core, data, wait_blocks_core)
         return
     t = autosync_table.tables(order, core)

@@ -31,12 +31,14 @@ def _exempt(pipe_a, pipe_b, phased_a, phased_b, pipe_m, pipe_fix):
 
 
 @njit(cache=True)
-def run(keys, rank, core, data, wait_blocks_core, pipe_m, pipe_fix,
-        k_kind, k_unit, k_phased, k_s0, k_s1, k_d1,
-        a_obj, a_batch, a_rect, o_gm, o_l0c, o_full, u_core, u_pipe, n_entries):
+def run(keys, rank, core, data, wait_blocks_core, pipe_m, pipe_fix, kt, at, ot, ut, n_entries):
     """The dependencies of each position of the order: (ptr, deps), deps[ptr[i]:ptr[i + 1]] the
     positions position i waits for, in the reference's order (see autosync_table for the tables)."""
     n = keys.shape[0]
+    k_kind, k_unit, k_phased, k_s0, k_s1, k_d1 = kt[:, 0], kt[:, 1], kt[:, 2] != 0, kt[:, 3], kt[:, 4], kt[:, 5]
+    a_obj, a_batch, a_rect = at[:, 0], at[:, 1], at[:, 2:]
+    o_gm, o_l0c, o_full = ot[:, 0] != 0, ot[:, 1] != 0, ot[:, 2:]
+    u_core, u_pipe = ut[:, 0], ut[:, 1]
     n_units = u_core.shape[0]
     n_objs = max(o_gm.shape[0], 1)
     cap = n_entries + 1

@@ -21,23 +21,14 @@ from .autosync_jit import BARRIER_ALL, CROSS_WAIT, PIPE_BARRIER, SET_FLAG
 
 
 class Tables(NamedTuple):
-    """autosync_jit.run's arguments after (core, data, wait_blocks_core)."""
+    """autosync_jit.run's arguments after (core, data, wait_blocks_core, pipe_m, pipe_fix)."""
     keys: np.ndarray        # per position: its key
     rank: np.ndarray        # per position: orders two instructions of one unit (position, or index if foreign)
-    k_kind: np.ndarray      # per key: 0, or SET_FLAG, PIPE_BARRIER, BARRIER_ALL, CROSS_WAIT
-    k_unit: np.ndarray
-    k_phased: np.ndarray
-    k_s0: np.ndarray        # per key: its sources are access rows k_s0..k_s1, its destinations k_s1..k_d1
-    k_s1: np.ndarray
-    k_d1: np.ndarray
-    a_obj: np.ndarray
-    a_batch: np.ndarray
-    a_rect: np.ndarray
-    o_gm: np.ndarray        # per relevant object: a GM tensor, an L0C tile, its whole rectangle
-    o_l0c: np.ndarray
-    o_full: np.ndarray
-    u_core: np.ndarray      # per unit
-    u_pipe: np.ndarray
+    kt: np.ndarray          # per key: kind (0, SET_FLAG, ...), unit, phased, and its sources are the access
+                            # rows s0..s1, its destinations s1..d1
+    at: np.ndarray          # per access of a relevant object: object, batch, rectangle (r0, r1, c0, c1)
+    ot: np.ndarray          # per relevant object: GM tensor, L0C tile, its whole rectangle
+    ut: np.ndarray          # per unit: core, pipe
     n_entries: int          # accesses of relevant objects: a bound on the entries tracked at once
 
 
@@ -116,13 +107,12 @@ def tables(order: list, core: int) -> Tables:
     keys, reps, intern = keys_of(order)
     keys = np.array(keys, np.int64)
     relevant = _relevant(reps)
-    gm_keys = [kid for kid, ins in enumerate(reps)
-               if any(a.obj in relevant and type(a.obj) is GMTensor for a in (*ins.srcs, *ins.dsts))]
+    gm = {o for o in relevant if type(o) is GMTensor}
+    gm_keys = [kid for kid, ins in enumerate(reps) if any(a.obj in gm for a in (*ins.srcs, *ins.dsts))] if gm else ()
     if gm_keys:       # a relevant GM tensor's accesses: their positions go into the key
         for i in np.flatnonzero(np.isin(keys, gm_keys)).tolist():
             ins = order[i]
-            where = tuple((a.batch, a.rect) for a in (*ins.srcs, *ins.dsts)
-                          if a.obj in relevant and type(a.obj) is GMTensor)
+            where = tuple((a.batch, a.rect) for a in (*ins.srcs, *ins.dsts) if a.obj in gm)
             t = (GMTensor, int(keys[i]), where)
             kid = intern.get(t)
             if kid is None:
@@ -131,43 +121,36 @@ def tables(order: list, core: int) -> Tables:
             keys[i] = kid
     units: dict = {}
     objs: dict = {}
-    o_rows: list = []
-    k_kind, k_unit, k_phased, k_s0, k_s1, k_d1 = [], [], [], [], [], []
-    a_obj, a_batch, a_rect = [], [], []
+    kt: list = []
+    at: list = []
+    ot: list = []
     for ins in reps:
-        k_kind.append(_kind(ins))
-        k_unit.append(units.setdefault((ins.core, ins.pipe), len(units)))
-        k_phased.append(ins.attrs.get("phase") is not None)
-        k_s0.append(len(a_obj))
-        for side, group in enumerate((ins.srcs, ins.dsts)):
-            for a in group:
-                o = a.obj
-                if o not in relevant:
-                    continue
-                oid = objs.get(o)
-                if oid is None:
-                    oid = objs[o] = len(o_rows)
-                    gm = type(o) is GMTensor
-                    o_rows.append((gm, not gm and o.buf is Buf.L0C,
-                                   (-1, -1, -1, -1) if gm else (0, o.shape[0], 0, o.shape[1])))
-                a_obj.append(oid)
-                a_batch.append(a.batch)
-                a_rect.append(a.rect)
-            if side == 0:
-                k_s1.append(len(a_obj))
-        k_d1.append(len(a_obj))
-    k_nacc = np.array(k_d1, np.int64) - np.array(k_s0, np.int64)
-    u_core = np.array([c for c, _ in units], np.int64)
+        s0 = len(at)
+        for a in ins.srcs:
+            if a.obj in relevant:
+                at.append((_object(a.obj, objs, ot), a.batch, *a.rect))
+        s1 = len(at)
+        for a in ins.dsts:
+            if a.obj in relevant:
+                at.append((_object(a.obj, objs, ot), a.batch, *a.rect))
+        kt.append((_kind(ins), units.setdefault((ins.core, ins.pipe), len(units)),
+                   ins.attrs.get("phase") is not None, s0, s1, len(at)))
+    kt = np.array(kt, np.int64).reshape(-1, 6)
     rank = np.arange(len(keys), dtype=np.int64)
     foreign = [kid for kid, ins in enumerate(reps) if ins.core != core]
     if foreign:        # another core's instructions: ordered among their unit by index (crosscore.py splices)
         for i in np.flatnonzero(np.isin(keys, foreign)).tolist():
             rank[i] = order[i].index
-    return Tables(
-        keys, rank, np.array(k_kind, np.int64), np.array(k_unit, np.int64), np.array(k_phased, np.bool_),
-        np.array(k_s0, np.int64), np.array(k_s1, np.int64), np.array(k_d1, np.int64),
-        np.array(a_obj, np.int64), np.array(a_batch, np.int64), np.array(a_rect, np.int64).reshape(-1, 4),
-        np.array([r[0] for r in o_rows], np.bool_), np.array([r[1] for r in o_rows], np.bool_),
-        np.array([r[2] for r in o_rows], np.int64).reshape(-1, 4),
-        u_core, np.array([int(p) for _, p in units], np.int64),
-        int(k_nacc[keys].sum()) if len(keys) else 0)
+    return Tables(keys, rank, kt, np.array(at, np.int64).reshape(-1, 6), np.array(ot, np.int64).reshape(-1, 6),
+                  np.array([(c, int(p)) for c, p in units], np.int64).reshape(-1, 2),
+                  int((kt[:, 5] - kt[:, 3])[keys].sum()) if len(keys) else 0)
+
+
+def _object(o, objs: dict, ot: list) -> int:
+    """o's row in the object table, added on first sight."""
+    oid = objs.get(o)
+    if oid is None:
+        oid = objs[o] = len(ot)
+        gm = type(o) is GMTensor
+        ot.append((gm, not gm and o.buf is Buf.L0C, *((-1, -1, -1, -1) if gm else (0, o.shape[0], 0, o.shape[1]))))
+    return oid
