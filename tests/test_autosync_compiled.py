@@ -333,3 +333,67 @@ def test_a_phased_write_key_equals_core_1s(first_foreign):
         ins.deps = []
     autosync.insert(order, 0)
     assert _deps(order) == want
+
+
+# ---- crosscore's orders: its splicing against the straightforward loops it replaced -----------------
+
+def _plain_with(instrs, extra):
+    order = []
+    for i, ins in enumerate(instrs):
+        order.extend(extra.get(i, ()))
+        order.append(ins)
+    order.extend(extra.get(len(instrs), ()))
+    return order
+
+
+def _plain_spliced(prog, real):
+    count, extra = {}, {}
+    for pos, marker in prog.markers:
+        key = crosscore.cross_key(marker)
+        if key is None:
+            continue
+        n = count.get(key, 0)
+        count[key] = n + 1
+        for ins in real.get(key, {}).get(n, ()):
+            extra.setdefault(pos, []).append(ins)
+    return _plain_with(prog.instrs, extra)
+
+
+def _plain_aic_order(aic, aivs):
+    cube = [i for i, ins in enumerate(aic.instrs) if ins.op is not Op.SYNC_ALL]
+    syncs = [i for i, ins in enumerate(aic.instrs) if ins.op is Op.SYNC_ALL]
+    extra = {}
+    for prog in aivs:
+        met = n_sync = 0
+        for i, ins in enumerate(prog.instrs):
+            while met < len(prog.markers) and prog.markers[met][0] <= i:
+                met += 1
+            if ins.op is Op.SYNC_ALL:
+                n_sync += 1
+            elif crosscore.cross_key(ins) is not None and ins.attrs["path"] == ("UB", "L1"):
+                at = max(cube[met - 1] + 1 if met else 0, syncs[n_sync - 1] + 1 if n_sync else 0)
+                extra.setdefault(at, []).append(ins)
+    return _plain_with(aic.instrs, extra)
+
+
+@pytest.mark.parametrize("M,N,D,BN,DK,mode", [(128, 512, 128, 128, 64, 0), (64, 256, 64, 64, 32, 2)])
+def test_crosscore_orders(M, N, D, BN, DK, mode):
+    from kernels.examples.flash_attention import flash_attention
+    from pyto.ir import Role
+    (progs,) = _traced_blocks(flash_attention, (_spec(M, D), _spec(N, D), _spec(N, D), _spec(M, D)),
+                              dict(M=M, N=N, D=D, BN=BN, DK=DK, MODE=mode))
+    real = {}
+    for prog in progs:
+        seen = {}
+        for ins in prog.instrs:
+            key = crosscore.cross_key(ins)
+            if key is not None:
+                n = seen.get(key, 0)
+                seen[key] = n + 1
+                real.setdefault(key, {}).setdefault(n, []).append(ins)
+    aic, aivs = progs[0], [p for p in progs if p.role is not Role.AIC]
+    assert list(map(id, crosscore._aic_order(aic, aivs))) == list(map(id, _plain_aic_order(aic, aivs)))
+    assert len(crosscore._aic_order(aic, aivs)) > len(aic.instrs)
+    for prog in aivs:
+        assert list(map(id, crosscore._spliced(prog, real))) == list(map(id, _plain_spliced(prog, real)))
+        assert len(crosscore._spliced(prog, real)) > len(prog.instrs)

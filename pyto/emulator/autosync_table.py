@@ -34,7 +34,8 @@ class Tables(NamedTuple):
 
 def keys_of(order: list) -> tuple:
     """(key per position, the first instruction of each key, the intern table). The hot loop of auto-sync
-    in Python: a move (one source, one destination) has a tuple of its own shape, the others a list's."""
+    in Python: one source and one destination (moves), or two and one (vector ops, matmuls), make a tuple of
+    their own length; the others a list first."""
     intern: dict = {}
     reps: list = []
     keys: list = []
@@ -48,7 +49,12 @@ def keys_of(order: list) -> tuple:
             so, do = s.obj, d.obj
             t = (op, ins.pipe, ins.core, ins.attrs.get("phase"), so, None if type(so) is gm else s.rect,
                  do, None if type(do) is gm else d.rect)
-        else:          # (starts with a str: never equal to a move's)
+        elif len(srcs) == 2 and len(dsts) == 1 and op is not barrier and op is not wait:   # vector, matmul
+            s, s2, d = srcs[0], srcs[1], dsts[0]
+            so, so2, do = s.obj, s2.obj, d.obj
+            t = (op, ins.pipe, ins.core, ins.attrs.get("phase"), so, None if type(so) is gm else s.rect,
+                 so2, None if type(so2) is gm else s2.rect, do, None if type(do) is gm else d.rect)
+        else:          # (starts with a str: never equal to the tuples above)
             attrs = ins.attrs
             k = ["", op, ins.pipe, ins.core, attrs.get("phase")]
             if op is barrier:

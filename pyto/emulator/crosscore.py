@@ -12,11 +12,14 @@ done with the tile (WAR: the buffer's release back). These edges are part of hap
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+
 from ..errors import KernelError
 from ..ir import Op, Role
 from . import autosync
 
 _CROSS = {("L0C", "UB"), ("UB", "L1")}
+_MOVE = Op.MOVE
 
 
 def cross_key(ins):
@@ -30,7 +33,7 @@ def _spliced(prog, real: dict) -> list:
     """The program's own instructions with the paired real cross-core moves at their markers."""
     count: dict = {}
     extra: dict = {}
-    for pos, marker in prog.markers:
+    for pos, marker in [pm for pm in prog.markers if pm[1].op is _MOVE]:
         key = cross_key(marker)
         if key is None:
             continue
@@ -45,16 +48,18 @@ def _with(instrs: list, extra: dict) -> list:
     """`instrs` with extra[i] (other cores' moves) placed before instruction i (at the end for len)."""
     if not extra:
         return instrs
-    order = []
-    for i, ins in enumerate(instrs):
-        order.extend(extra.get(i, ()))
-        order.append(ins)
-    order.extend(extra.get(len(instrs), ()))
+    order: list = []
+    start = 0
+    for i in sorted(extra):
+        order.extend(instrs[start:i])
+        order.extend(extra[i])
+        start = i
+    order.extend(instrs[start:])
     return order
 
 
 def _into_l1(ins) -> bool:
-    return cross_key(ins) is not None and ins.attrs["path"] == ("UB", "L1")
+    return ins.op is Op.MOVE and ins.attrs.get("path") == ("UB", "L1")
 
 
 def _first_difference(prog, aic, cube: list):
@@ -77,22 +82,21 @@ def _aic_order(aic, aivs: list) -> list:
     syncs = [i for i, ins in enumerate(aic.instrs) if ins.op is Op.SYNC_ALL]
     extra: dict = {}
     for prog in aivs:
-        if not any(_into_l1(ins) for ins in prog.instrs):
+        moves = [i for i, ins in enumerate(prog.instrs) if ins.op is _MOVE and _into_l1(ins)]
+        if not moves:
             continue
         bad = _first_difference(prog, aic, cube)
         if bad is not None:
             raise KernelError(f"{bad.loc}: {prog} traces the cube code differently from the AIC (around this "
                               f"line): cube instructions must not depend on pl.subblock_idx() outside "
                               f"pl.section_vector()")
-        met = n_sync = 0              # cube instructions (markers) and sync_alls met so far
-        for i, ins in enumerate(prog.instrs):
-            while met < len(prog.markers) and prog.markers[met][0] <= i:
-                met += 1
-            if ins.op is Op.SYNC_ALL:
-                n_sync += 1
-            elif _into_l1(ins):
-                at = max(cube[met - 1] + 1 if met else 0, syncs[n_sync - 1] + 1 if n_sync else 0)
-                extra.setdefault(at, []).append(ins)
+        # a move at i has met the markers placed at or before i and the sync_alls before it
+        placed = [pos for pos, _ in prog.markers]
+        own_syncs = [i for i, ins in enumerate(prog.instrs) if ins.op is Op.SYNC_ALL]
+        for i in moves:
+            met, n_sync = bisect_right(placed, i), bisect_left(own_syncs, i)
+            at = max(cube[met - 1] + 1 if met else 0, syncs[n_sync - 1] + 1 if n_sync else 0)
+            extra.setdefault(at, []).append(prog.instrs[i])
     return _with(aic.instrs, extra)
 
 
@@ -108,9 +112,7 @@ def insert_all(programs: list, auto_sync: bool, wait_blocks_core: bool = False) 
         if len(progs) > 1:
             for prog in progs:
                 seen: dict = {}
-                for ins in prog.instrs:
-                    if ins.op is not Op.MOVE:
-                        continue
+                for ins in [ins for ins in prog.instrs if ins.op is _MOVE]:
                     key = cross_key(ins)
                     if key is not None:
                         n = seen.get(key, 0)
