@@ -298,9 +298,14 @@ def _random_order(seed: int, n_body: int, loops: int):
 
 
 @settings(max_examples=300, derandomize=True, deadline=None)
-@given(st.integers(0, 2 ** 32), st.integers(1, 16), st.integers(1, 8), st.booleans(), st.booleans())
-def test_random_orders(seed, n_body, loops, data, wait):
+@given(st.integers(0, 2 ** 32), st.integers(1, 16), st.integers(1, 8), st.booleans(), st.booleans(),
+       st.sampled_from(["traced", "tied", "shuffled"]))
+def test_random_orders(seed, n_body, loops, data, wait, index):
     order = _random_order(seed, n_body, loops)
+    if index != "traced":       # insert compares indices as the reference does, whatever they are
+        values = [-1] * len(order) if index == "tied" else random.Random(seed).sample(range(len(order)), len(order))
+        for ins, v in zip(order, values):
+            ins.index = v
     autosync.insert_reference(order, 0, data, wait)
     want = _deps(order)
     for ins in order:

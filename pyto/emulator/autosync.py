@@ -52,7 +52,7 @@ def insert(order: list, core: int, data: bool = True, wait_blocks_core: bool = F
     if REFERENCE or len(order) < SMALL:
         insert_reference(order, core, data, wait_blocks_core)
         return
-    t = autosync_table.tables(order, core)
+    t = autosync_table.tables(order)
     ptr, deps = autosync_jit.run(t.keys, t.rank, core, data, wait_blocks_core, int(Pipe.M), int(Pipe.FIX), *t[2:])
     if not len(deps):
         return

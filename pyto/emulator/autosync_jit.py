@@ -4,7 +4,7 @@ autosync_table.py: the same dependencies in the same order, at tens of ns an ins
 The reference keeps per-object dicts of entries; here each object has three linked lists in one
 entry pool (its writes, its reads, its GM reads), scanned in insertion order as the dicts are, an
 assignment to an existing key updating that entry in place as a dict assignment does. Instructions
-are positions in the order; `rank` orders two instructions of one unit as their `index` does.
+are positions in the order; `rank` holds their `index`, by which the reference finds a unit's latest.
 One function with the list operations written out: a call passing arrays costs a reference count
 each (atomic), more than the work here.
 """

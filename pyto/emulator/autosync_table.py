@@ -12,6 +12,7 @@ pipe) are left out of the tables altogether, tiles alike.
 """
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -19,11 +20,13 @@ import numpy as np
 from ..ir import Buf, GMTensor, Op, Pipe, is_cross_core
 from .autosync_jit import BARRIER_ALL, CROSS_WAIT, PIPE_BARRIER, SET_FLAG
 
+_INDEX = attrgetter("index")
+
 
 class Tables(NamedTuple):
     """autosync_jit.run's arguments after (core, data, wait_blocks_core, pipe_m, pipe_fix)."""
     keys: np.ndarray        # per position: its key
-    rank: np.ndarray        # per position: orders two instructions of one unit (position, or index if foreign)
+    rank: np.ndarray        # per position: the instruction's index (the reference orders a unit's by it)
     kt: np.ndarray          # per key: kind (0, SET_FLAG, ...), unit, phased, and its sources are the access
                             # rows s0..s1, its destinations s1..d1
     at: np.ndarray          # per access of a relevant object: object, batch, rectangle (r0, r1, c0, c1)
@@ -108,8 +111,8 @@ def _relevant(reps: list) -> set:
     return {o for o in written if len(units[o]) > 1}
 
 
-def tables(order: list, core: int) -> Tables:
-    """The tables of `order` (program `core`'s order, see autosync.insert)."""
+def tables(order: list) -> Tables:
+    """The tables of one program's order (autosync.insert)."""
     keys, reps, intern = keys_of(order)
     keys = np.array(keys, np.int64)
     relevant = _relevant(reps)
@@ -142,11 +145,7 @@ def tables(order: list, core: int) -> Tables:
         kt.append((_kind(ins), units.setdefault((ins.core, ins.pipe), len(units)),
                    ins.attrs.get("phase") is not None, s0, s1, len(at)))
     kt = np.array(kt, np.int64).reshape(-1, 6)
-    rank = np.arange(len(keys), dtype=np.int64)
-    foreign = [kid for kid, ins in enumerate(reps) if ins.core != core]
-    if foreign:        # another core's instructions: ordered among their unit by index (crosscore.py splices)
-        for i in np.flatnonzero(np.isin(keys, foreign)).tolist():
-            rank[i] = order[i].index
+    rank = np.fromiter(map(_INDEX, order), np.int64, len(order))
     return Tables(keys, rank, kt, np.array(at, np.int64).reshape(-1, 6), np.array(ot, np.int64).reshape(-1, 6),
                   np.array([(c, int(p)) for c, p in units], np.int64).reshape(-1, 2),
                   int((kt[:, 5] - kt[:, 3])[keys].sum()) if len(keys) else 0)
