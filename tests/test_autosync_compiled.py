@@ -9,7 +9,6 @@ batches, other cores' instructions, phases on any pipe), which reach corners no 
 import importlib
 import random
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -315,11 +314,6 @@ def test_random_orders(seed, n_body, loops, data, wait, index):
     COMPARED.append(len(order))
 
 
-def test_record():
-    """The number of programs compared so far (pytest -s shows it)."""
-    print(f"\nauto-sync compared on {len(COMPARED)} programs, {sum(COMPARED)} instructions")
-
-
 @pytest.mark.parametrize("first_foreign", [False, True])
 def test_a_phased_write_key_equals_core_1s(first_foreign):
     """The reference keys a phased L0C write (batch, rect, True) and core 1's write (batch, rect, 1): equal in
@@ -402,3 +396,8 @@ def test_crosscore_orders(M, N, D, BN, DK, mode):
     for prog in aivs:
         assert list(map(id, crosscore._spliced(prog, real))) == list(map(id, _plain_spliced(prog, real)))
         assert len(crosscore._spliced(prog, real)) > len(prog.instrs)
+
+
+def test_record():
+    """The number of programs compared so far (pytest -s shows it)."""
+    print(f"\nauto-sync compared on {len(COMPARED)} programs, {sum(COMPARED)} instructions")
