@@ -213,55 +213,32 @@ class Memory:
 
 
 class Initialised:
-    """Which parts of each tile and workspace have been written, for the checked pass's
-    UninitializedReadError (cells: fractals of fractal tiles, 32-byte blocks of ND rows, GM elements)."""
+    """Which parts of each tile and workspace a launch tracks for the checked pass's UninitializedReadError
+    (cells: fractals of fractal tiles, 32-byte blocks of ND rows, GM elements). The written cells
+    themselves are kept by the checked pass (checkcore.py), in one flat mask laid out by `geometry`."""
 
     def __init__(self, tensors: list):
-        self.init: dict = {}
-        # ids of objects written everywhere, whose reads need no mask lookup: from the start, the
-        # kernel's arguments (only workspaces, made by the kernel, are tracked)
+        # ids of objects written everywhere from the start: the kernel's arguments (only workspaces, made by
+        # the kernel, are tracked)
         self.full: set = {id(t) for t in tensors if not t.workspace}
 
-    def _mask(self, obj) -> np.ndarray:
-        m = self.init.get(id(obj))
-        if m is None:
-            if isinstance(obj, TileStore):
-                g = obj.grid
-                m = np.zeros((-(-obj.padded[0] // g[0]), -(-obj.padded[1] // g[1])), dtype=bool)
-            else:
-                m = np.zeros(_flat3(obj.shape), dtype=bool)
-            self.init[id(obj)] = m
-        return m
+    def geometry(self, obj) -> Optional[tuple]:
+        """(batches, rows, cols, row grid, col grid) of obj's mask of cells, None if it is not tracked. A
+        tile's cell is one grid step; an access [r0:r1, c0:c1] covers cells [r0 // grid : ceil(r1 / grid)]."""
+        if isinstance(obj, TileStore):
+            g = obj.grid
+            return 1, -(-obj.padded[0] // g[0]), -(-obj.padded[1] // g[1]), g[0], g[1]
+        if id(obj) in self.full or not obj.workspace:
+            return None
+        return (*_flat3(obj.shape), 1, 1)
 
-    def _cells(self, acc: Access):
+    @staticmethod
+    def error(acc: Access, instr: Instr, unwritten: int, cells: int) -> UninitializedReadError:
+        """The error for `instr` reading `acc`, `unwritten` of whose `cells` cells were never written."""
         r0, r1, c0, c1 = acc.rect
-        if isinstance(acc.obj, TileStore):
-            g = acc.obj.grid
-            return self._mask(acc.obj)[r0 // g[0]: -(-r1 // g[0]), c0 // g[1]: -(-c1 // g[1])]
-        if not acc.obj.workspace:
-            return None
-        return self._mask(acc.obj)[acc.batch, r0:r1, c0:c1]
-
-    def mark_written(self, acc: Access) -> None:
-        if id(acc.obj) in self.full:
-            return
-        cells = self._cells(acc)
-        if cells is not None:
-            cells[...] = True
-            if isinstance(acc.obj, TileStore) and self.init[id(acc.obj)].all():
-                self.full.add(id(acc.obj))
-
-    def check_read(self, acc: Access, instr: Instr):
-        """An UninitializedReadError if part of `acc` was never written, else None."""
-        if id(acc.obj) in self.full:
-            return None
-        cells = self._cells(acc)
-        if cells is not None and not cells.all():
-            r0, r1, c0, c1 = acc.rect
-            return UninitializedReadError(
-                f"{instr.loc}: {instr.name} on PIPE_{instr.pipe.name} of block {instr.core // 3} "
-                f"{('AIC', 'AIV0', 'AIV1')[instr.core % 3]} reads "
-                f"{acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
-                f"but part of it was never written ({int((~cells).sum())} of {cells.size} "
-                f"{_cell_name(acc.obj)} uninitialised)")
-        return None
+        return UninitializedReadError(
+            f"{instr.loc}: {instr.name} on PIPE_{instr.pipe.name} of block {instr.core // 3} "
+            f"{('AIC', 'AIV0', 'AIV1')[instr.core % 3]} reads "
+            f"{acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
+            f"but part of it was never written ({unwritten} of {cells} "
+            f"{_cell_name(acc.obj)} uninitialised)")

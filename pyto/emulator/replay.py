@@ -1,6 +1,8 @@
 """The checked pass over a schedule: each instruction, in the order it started, gets its happens-before
 and race checks and the uninitialised-read check. (The data path is a separate pass, datapass.DataPass:
-the verdicts do not depend on the data.)
+the verdicts do not depend on the data.) This module decides what is visited and with which clocks; the
+walk itself runs over integer arrays (lower.py makes them, checkcore.py checks them) and the messages are
+made from the Instr records (sanitizer.race_error, memory.Initialised.error).
 
 Blocks that share an encoding (blockcache.py) and whose waits were released by the same instructions
 (relative to the block: the schedule's joins) have the same happens-before order, so the race checker
@@ -11,17 +13,17 @@ uninitialised reads are its leader's. In a launch that stalls every block is che
 """
 from __future__ import annotations
 
-from operator import attrgetter
+import os
 from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import DeadlockError
-from ..ir import GMTensor, Op, Role
+from ..ir import Role
+from . import checkcore
+from .lower import Lowering, deps, threads
 from .memory import Initialised
-from .sanitizer import Sanitizer
-
-_OP = attrgetter("op")
+from .sanitizer import race_error
 
 
 class Span(NamedTuple):
@@ -58,69 +60,22 @@ def _leaders(spans: list, sched) -> list:
     return out
 
 
-def _tracked(ins, written: set) -> bool:
-    """Whether `ins` touches a GM tensor some instruction writes (where blocks can race)."""
-    for group in (ins.srcs, ins.dsts):
-        for a in group:
-            if id(a.obj) in written:
-                return True
-    return False
-
-
-def _gm_uses(spans: list, leader: list, written: set) -> list:
-    """Per block, the relative indices of (instructions touching GM that the launch writes, instructions
-    reading a workspace, sync_alls): the only ones a follower visits itself. Found once per followed
-    encoding, on its leader."""
-    found: dict = {}
-    followed = {id(sp.code) for b, sp in enumerate(spans) if leader[b] != b}
+def _follower_uses(spans: list, lead: np.ndarray, uses: np.ndarray, sync: np.ndarray, n: int) -> tuple:
+    """Per instruction of a follower: (it touches GM the launch writes, it reads a workspace and does not,
+    it is visited: one of those or a sync_all), read off the first leader of its encoding at the same place;
+    the only instructions a follower visits itself."""
+    tracked, reads, visit = np.zeros(n, np.bool_), np.zeros(n, np.bool_), np.zeros(n, np.bool_)
+    model: dict = {}
     for b, sp in enumerate(spans):
-        if leader[b] == b and id(sp.code) in followed and id(sp.code) not in found:
-            tracked, reads_ws, syncs = set(), set(), set()
-            for k, ins in enumerate(ins for prog in sp.programs for ins in prog.instrs):
-                if _tracked(ins, written):
-                    tracked.add(k)
-                elif any(isinstance(a.obj, GMTensor) and a.obj.workspace for a in ins.srcs):
-                    reads_ws.add(k)
-                elif ins.op is Op.SYNC_ALL:
-                    syncs.add(k)
-            found[id(sp.code)] = (tracked, reads_ws, syncs)
-    return [found.get(id(sp.code)) for sp in spans]
-
-
-def _positions(spans: list, leader: list, gm_of: list, order: np.ndarray, n: int):
-    """The start positions the checked pass must visit: the leaders' and the followers' own GM uses."""
-    need = np.zeros(n, bool)
+        if lead[b]:
+            model.setdefault(id(sp.code), sp.first)
     for b, sp in enumerate(spans):
-        if leader[b] == b:
-            need[sp.first:sp.first + sp.code.n] = True
-        else:
-            need[[sp.first + rel for rel in (*gm_of[b][0], *gm_of[b][1], *gm_of[b][2])]] = True
-    return np.flatnonzero(need[order]).tolist()
-
-
-def _check_reads(ins, init: Initialised, uninit: list, gm_only: bool) -> tuple:
-    """Hold back an uninitialised read of `ins` (of GM only, for a follower); return the positions of the
-    sources read uninitialised (the sanitizer's fresh reads)."""
-    fresh = ()
-    for k, acc in enumerate(ins.srcs):
-        if not gm_only or isinstance(acc.obj, GMTensor):
-            err = init.check_read(acc, ins)
-            if err is not None:
-                uninit.append(err)
-                fresh += (k,)
-    return fresh
-
-
-def _check_deferred(san: Sanitizer, deferred: list, block_of: list, leader: list, first: list,
-                    clocks_of: dict) -> None:
-    """The followers' GM checks of one sync_all phase, after the leaders' accesses of that phase and before
-    any of the next: accesses of two blocks are ordered only by sync_all phases, so within a phase the order
-    of the checks between blocks does not matter (within a block it is the start order); checked after a
-    later phase, an entry of this phase could already be covered by a later write and gone."""
-    for ins, fresh in deferred:
-        b = block_of[ins.index]
-        san.check_gm(ins, *clocks_of[leader[b]][ins.index - first[b]], fresh)
-    deferred.clear()
+        if not lead[b]:
+            f, s, m = model[id(sp.code)], sp.first, sp.code.n
+            u = uses[f:f + m]
+            tracked[s:s + m], reads[s:s + m] = u == 1, u == 2
+            visit[s:s + m] = (u != 0) | sync[f:f + m]
+    return tracked, reads, visit
 
 
 def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> set:
@@ -130,66 +85,60 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> 
     An uninitialised read is held back until the end: if it is half of a race, the race is reported
     whichever access the simulation happened to run first.
     """
+    n = len(instrs)
     leader = _leaders(spans, sched)
-    leads = [sp for b, sp in enumerate(spans) if leader[b] == b]
-    for sp in leads:
-        if not sp.synced:
-            sp.code.attach_deps(sp.programs)     # the race checker follows each instruction's dependencies
-    # a follower's instructions are its leader's, up to GM position: the leaders name every tensor written
-    written = {id(a.obj) for sp in leads for prog in sp.programs for ins in prog.instrs for a in ins.dsts
-               if isinstance(a.obj, GMTensor)}
-    keep = {d.index for sp in leads for prog in sp.programs for ins in prog.instrs for d in ins.deps}
-    keep.update(int(j) for j in sched.join_idx)
-    san = Sanitizer(blocks, written, vector=any(prog.role is not Role.AIC for sp in spans for prog in sp.programs))
-    first = [sp.first for sp in spans]
-    block_of = np.repeat(np.arange(len(spans)), [sp.code.n for sp in spans]).tolist()
-    gm_of = _gm_uses(spans, leader, written)
-    clocks_of: dict = {}      # leader block -> {relative index: (clocks, phase)} of its tracked GM accesses
-    followed = any(lead != b for b, lead in enumerate(leader))   # else no one borrows those clocks
-    deferred: list = []       # followers' tracked GM accesses of the current sync_all phase, in start order
-    barriers_seen: dict = {}
-    # the cores every sync_all joins; once all have started the n-th, phase n-1 is over (all of its work
-    # has completed, so every leader clock of that phase is recorded)
-    parties = {prog.block * 3 + int(prog.role) for sp in spans for prog in sp.programs
-               if Op.SYNC_ALL in map(_OP, prog.instrs)}     # (a C-level scan: every instruction of the launch)
-    phase = 0
-    uninit: list = []
-    order, ptr, idx = sched.order.tolist(), sched.join_ptr.tolist(), sched.join_idx.tolist()
-    for pos in _positions(spans, leader, gm_of, sched.order, len(instrs)):
-        i = order[pos]
+    lead = np.array([lb == b for b, lb in enumerate(leader)], np.bool_)
+    first = np.array([sp.first for sp in spans], np.int64)
+    blk = np.repeat(np.arange(len(spans), dtype=np.int64), [sp.code.n for sp in spans])
+    core, thr, sync = threads(spans)
+    leader_ins = lead[blk]
+    low = Lowering(instrs)
+    low.add(np.flatnonzero(leader_ins))
+    uses = low.leaders_walked()     # 1: touches GM the leaders write, 2: reads a workspace
+    followed = not lead.all()
+    if followed:
+        f_tracked, f_reads, f_visit = _follower_uses(spans, lead, uses, sync, n)
+        low.add(np.flatnonzero(f_tracked | f_reads))
+        visit = leader_ins | f_visit
+    else:
+        f_tracked = f_reads = np.zeros(n, np.bool_)
+        visit = leader_ins
+    acc = low.finish(init)
+    dep_ptr, dep_idx = deps(spans, lead, n)
+    # instructions whose clocks are kept: those others wait for, and (for followers) the leaders' GM uses
+    keep = np.zeros(n, np.bool_)
+    keep[dep_idx] = True
+    keep[sched.join_idx] = True
+    if followed:
+        keep |= leader_ins & (uses == 1)
+    slot = np.where(keep, np.cumsum(keep) - 1, -1)
+    parties = np.unique(core[sync])                # the cores every sync_all joins
+    # a launch without vector-side instructions has the AIC's threads only: shorter clocks to join
+    width = 13 if any(prog.role is not Role.AIC for sp in spans for prog in sp.programs) else 5
+    order = sched.order
+    positions = np.flatnonzero(visit[order])
+    fn = checkcore.check if os.environ.get("PYTO_NUMBA", "1") != "0" else checkcore.check.py_func
+    race, un = fn(positions, order.astype(np.int64), sched.join_ptr.astype(np.int64),
+                  sched.join_idx.astype(np.int64), blk, thr, core, sync, np.array(leader, np.int64), first,
+                  dep_ptr, dep_idx, slot, int(keep.sum()), f_tracked, f_reads, parties, max(blocks, 1), width,
+                  *acc)
+    if race[0]:
+        raise _race(instrs, acc, race, sched.left_set)
+    if un[0]:
+        i, a, unwritten, cells = (int(x) for x in un[1:])
         ins = instrs[i]
-        b = block_of[i]
-        if ins.op is Op.SYNC_ALL:
-            n = barriers_seen[ins.core] = barriers_seen.get(ins.core, 0) + 1
-            if leader[b] == b:
-                san.pass_barrier(ins, n)
-            done = min(barriers_seen.get(c, 0) for c in parties)
-            if done > phase:      # check the followers' accesses of the phase that ended, before any of the next
-                phase = done
-                _check_deferred(san, deferred, block_of, leader, first, clocks_of)
-        if leader[b] != b:    # a follower: only its GM uses are its own to check
-            tracked, reads_ws, _ = gm_of[b]
-            rel = i - first[b]
-            fresh = _check_reads(ins, init, uninit, gm_only=True) if rel in tracked or rel in reads_ws else ()
-            if rel in tracked:
-                deferred.append((ins, fresh))
-                for acc in ins.dsts:
-                    init.mark_written(acc)
-            continue
-        joins = ins.deps
-        if ptr[pos + 1] > ptr[pos]:
-            joins = joins + [instrs[j] for j in idx[ptr[pos]:ptr[pos + 1]]]
-        fresh = _check_reads(ins, init, uninit, gm_only=False)
-        seen = san.begin(ins, joins, i in keep, fresh)
-        if followed and _tracked(ins, written):
-            clocks_of.setdefault(b, {})[i - first[b]] = seen
-        for acc in ins.dsts:
-            init.mark_written(acc)
-    _check_deferred(san, deferred, block_of, leader, first, clocks_of)
-    if san.race is not None:
-        raise san.first_race(sched.left_set)
-    if uninit:
-        raise uninit[0]
+        raise init.error(ins.srcs[a - int(acc.start[i])], ins, unwritten, cells)
     if sched.deadlock:
         raise DeadlockError(sched.deadlock)
-    return written
+    return low.written
+
+
+def _race(instrs: list, acc, race: np.ndarray, note: str):
+    """The RaceError of checkcore's race record."""
+    i, write, a = int(race[4]), bool(race[5]), int(race[6])
+    ins = instrs[i]
+    k = a - int(acc.start[i])
+    access = ins.dsts[k - len(ins.srcs)] if write else ins.srcs[k]
+    e = [int(x) for x in race[7:]]
+    entry = (tuple(e[:4]), access.batch, e[4], e[5], e[6], e[7], bool(e[8]), bool(e[9]), instrs[e[10]], bool(e[11]))
+    return race_error(access.obj, access, entry, ins, write, note)
