@@ -2,9 +2,10 @@
 race checks against per-buffer access histories (FastTrack), the uninitialised-read masks, and the
 followers' GM checks at sync_all phase ends (replay.py says what each is for; lower.py makes the arrays).
 
-It finds what the Python checker found, in the same order, and returns the numbers to name it by: the
-race whose later access comes first in program order and the first uninitialised read. replay.py builds
-the messages from the Instr records. `check.py_func` is the same loop in plain Python (PYTO_NUMBA=0).
+It returns the numbers to name what it found by: the race whose later access comes first in program order
+(then the latest earlier access, then RAW, WAR, WAW; among equal keys the first met, so the order of the
+checks is part of the verdict) and the first uninitialised read in start order. replay.py builds the
+messages from the Instr records. `check.py_func` is the same loop in plain Python (PYTO_NUMBA=0).
 
 A history entry is one row of an arena: _R0.._C1 its rectangle, _B/_T block and thread, _CLK that
 thread's clock, _EP sync_all phase, _W write, _AT atomic add, _INS instruction, _FRESH a read of data
@@ -50,6 +51,36 @@ def _race_key(E, k, i, write, h, core, start, nsrc, hist, rect):
 
 
 @njit(cache=True)
+def _found(race, E, k, i, write, a, h, core, start, nsrc, hist, rect):
+    """Keep the race of entry E[k] and access `a` of instruction i if it comes first (the module's order)."""
+    k0, k1, k2 = _race_key(E, k, i, write, h, core, start, nsrc, hist, rect)
+    if race[0] == 0 or (k0, k1, k2) < (race[1], race[2], race[3]):
+        race[0], race[1], race[2], race[3] = 1, k0, k1, k2
+        race[4], race[5], race[6] = i, write, a
+        for x in range(N_FIELDS):
+            race[7 + x] = E[k, x]
+
+
+@njit(cache=True)
+def _move(E, hstart, hcap, h, n, top):
+    """Move history h (n entries) to the arena's end (`top`) with room for 2n (at least 4); return the arena,
+    grown if it had to be."""
+    cap = max(4, 2 * n)
+    if top + cap > E.shape[0]:
+        bigger = np.empty((max(2 * E.shape[0], top + cap), N_FIELDS), np.int64)
+        for k in range(top):
+            for x in range(N_FIELDS):
+                bigger[k, x] = E[k, x]
+        E = bigger
+    s = hstart[h]
+    for k in range(n):
+        for x in range(N_FIELDS):
+            E[top + k, x] = E[s + k, x]
+    hstart[h], hcap[h] = top, cap
+    return E
+
+
+@njit(cache=True)
 def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, first, dep_ptr, dep_idx,
           slot, n_slots, f_tracked, f_reads, parties, n_blocks, width,
           start, nsrc, nacc, atomic, hist, obj, rect, cell, stride, cells, gm, tracked, masked, ncells, mask_size,
@@ -60,16 +91,20 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
     live = n_blocks * 13
     clk = np.zeros((live + n_slots, width), np.int64)     # vector clocks: live rows, then snapshots
     ep_of = np.zeros(live + n_slots, np.int64)            # their sync_all phases
-    snap_b = np.full(n_slots, -1, np.int64)               # a snapshot's block (-1: not taken yet) and thread
+    snap_b = np.empty(n_slots, np.int64)                  # a snapshot's block (-1: not taken yet) and thread
+    for x in range(n_slots):
+        snap_b[x] = -1
     snap_t = np.zeros(n_slots, np.int64)
     m = len(hist)
     fresh = np.zeros(m, np.bool_)
     mask = np.zeros(mask_size, np.bool_)
-    unset = ncells.copy()
+    unset = np.empty(len(ncells), np.int64)              # per object, its cells not written yet
+    for x in range(len(ncells)):
+        unset[x] = ncells[x]
     hstart = np.zeros(n_hist, np.int64)
     hlen = np.zeros(n_hist, np.int64)
     hcap = np.zeros(n_hist, np.int64)
-    top = 0
+    top = np.int64(0)                                     # the arena's first free row
     E = np.empty((max(64, 8 * n_hist), N_FIELDS), np.int64)
     race = np.zeros(RACE_FIELDS, np.int64)
     uninit = np.zeros(5, np.int64)
@@ -131,8 +166,9 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
             row = (core[i] // 3) * 13 + thr[i]
             b = core[i] // 3
             ep = ep_of[row]
+            pos = positions[p]
             for q in range(2):
-                lo, hi = (dep_ptr[i], dep_ptr[i + 1]) if q == 0 else (join_ptr[positions[p]], join_ptr[positions[p] + 1])
+                lo, hi = (dep_ptr[i], dep_ptr[i + 1]) if q == 0 else (join_ptr[pos], join_ptr[pos + 1])
                 for jj in range(lo, hi):
                     s = slot[dep_idx[jj] if q == 0 else join_idx[jj]]
                     if s >= 0 and snap_b[s] == b:
@@ -149,7 +185,10 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
             for a in range(start[i], start[i] + nacc[i]):
                 work_a[n_work], work_row[n_work], work_i[n_work] = a, row, i
                 n_work += 1
-        for w in range(n_work):    # each access against its history, then recorded (Sanitizer._access)
+        # each access against its history, then recorded. Entries it covers and that happen before it are
+        # dropped in the same pass (a later access ordered after this write is ordered after them; a read of
+        # the same thread stands for its earlier reads)
+        for w in range(n_work):
             a, row = work_a[w], work_row[w]
             o = obj[a]
             if gm[o] and not tracked[o]:
@@ -169,13 +208,10 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
                 ordered = eb == b and E[k, _CLK] <= clk[row, et]     # by the block's own happens-before
                 if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (at and eatomic)
                         and eep == ep and not ordered):            # a sync_all between orders any two
-                    k0, k1, k2 = _race_key(E, k, ii, write, h, core, start, nsrc, hist, rect)
-                    if race[0] == 0 or (k0, k1, k2) < (race[1], race[2], race[3]):
-                        race[0], race[1], race[2], race[3] = 1, k0, k1, k2
-                        race[4], race[5], race[6] = ii, write, a
-                        for x in range(N_FIELDS):
-                            race[7 + x] = E[k, x]
-                # covered and happening before it: dropped (see Sanitizer._access)
+                    _found(race, E, k, ii, write, a, h, core, start, nsrc, hist, rect)
+                # only an entry that happens before this access is covered by it (a follower's deferred check
+                # meets entries of later phases); an atomic add covers only atomic adds: a later atomic add is
+                # not checked against it, so the plain accesses it follows stay to be checked
                 if ((ordered or eep < ep) and r0 <= e0 and e1 <= r1 and c0 <= f0 and f1 <= c1
                         and (eatomic if at else (write or (eb == b and et == t and not ewrite)))):
                     continue
@@ -185,17 +221,9 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
                 keep_to += 1
             n = keep_to - s
             if n == hcap[h]:         # full: move the history to the arena's end, with twice the room
-                cap = max(4, 2 * n)
-                if top + cap > E.shape[0]:
-                    bigger = np.empty((max(2 * E.shape[0], top + cap), N_FIELDS), np.int64)
-                    bigger[:top] = E[:top]
-                    E = bigger
-                for k in range(n):
-                    for x in range(N_FIELDS):
-                        E[top + k, x] = E[s + k, x]
-                hstart[h], hcap[h] = top, cap
+                E = _move(E, hstart, hcap, h, n, top)
                 s = top
-                top += cap
+                top += hcap[h]
             k = s + n
             E[k, _R0], E[k, _R1], E[k, _C0], E[k, _C1] = r0, r1, c0, c1
             E[k, _B], E[k, _T], E[k, _CLK], E[k, _EP] = b, t, clk[row, t], ep

@@ -2,15 +2,18 @@
 instructions the pass visits reads their accesses; everything else comes from the block encodings
 (threads, cores, sync_alls, auto-sync dependencies) with numpy.
 
-An access is a row (object, batch, r0, r1, c0, c1); an instruction's sources come first, then its
+An access is (object, batch, r0, r1, c0, c1); an instruction's sources come first, then its
 destinations. Objects (tiles and GM tensors, by identity) and histories ((object, batch) pairs) get dense
 numbers; a tile or workspace gets a region of one flat mask of written cells (memory.Initialised's
 geometry)."""
 from __future__ import annotations
 
+import os
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
 from ..ir import GMTensor, Pipe
 from .memory import Initialised
@@ -52,20 +55,24 @@ class Accesses(NamedTuple):
 
 def threads(spans: list) -> tuple:
     """Per instruction of the launch: (its core, block*3 + role; its thread within the block; whether it is a
-    sync_all), from the block encodings."""
-    cores, pipes, kinds = [], [], []
+    sync_all), from the block encodings (worked out once per encoding and role pattern)."""
+    seen: dict = {}
+    cores, threads_, syncs = [], [], []
     for sp in spans:
-        a = sp.code.arrays
-        ids = np.array([prog.id for prog in sp.programs], np.int64)
-        cores.append(ids[a["core_i"]])
-        pipes.append(a["pipe_i"].astype(np.int64))
-        kinds.append(a["kind"])
-    core = np.concatenate(cores) if cores else np.zeros(0, np.int64)
-    pipe = np.concatenate(pipes) if pipes else np.zeros(0, np.int64)
-    role = core % 3
-    thread = np.where(role == 0, _AIC_T[pipe], 5 + (role - 1) * 4 + _AIV_T[pipe])
-    sync = (np.concatenate(kinds) == 3) if kinds else np.zeros(0, bool)
-    return core, thread, sync
+        roles = tuple(prog.id % 3 for prog in sp.programs)
+        got = seen.get((id(sp.code), roles))
+        if got is None:
+            a = sp.code.arrays
+            role = np.array(roles, np.int64)[a["core_i"]]
+            pipe = a["pipe_i"].astype(np.int64)
+            thread = np.where(role == 0, _AIC_T[pipe], 5 + (role - 1) * 4 + _AIV_T[pipe])
+            got = seen[(id(sp.code), roles)] = (role, thread, a["kind"] == 3)
+        cores.append(got[0] + 3 * (sp.programs[0].id // 3))
+        threads_.append(got[1])
+        syncs.append(got[2])
+    if not spans:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.bool_)
+    return np.concatenate(cores), np.concatenate(threads_), np.concatenate(syncs)
 
 
 def deps(spans: list, leads: np.ndarray, n: int) -> tuple:
@@ -81,23 +88,27 @@ def deps(spans: list, leads: np.ndarray, n: int) -> tuple:
     return ptr, (np.concatenate(idx) if idx else np.zeros(0, np.int64))
 
 
-def _walk(instrs: list, sel: list) -> tuple:
-    """The one pass over Instr records: per visited instruction its source and destination counts and
-    whether it adds atomically; per access (id of object, batch, r0, r1, c0, c1)."""
-    flat, counts, atomic = [], [], []
-    for i in sel:
-        ins = instrs[i]
+def _walk(walked) -> tuple:
+    """The one pass over Instr records (`walked`, an iterable): per instruction its source and destination counts and
+    whether it adds atomically; per access its object and rectangle (the tuple) and batch."""
+    objs, rects, batches, counts, atomic = [], [], [], [], []
+    add_obj, add_rect, add_batch = objs.append, rects.append, batches.append
+    for ins in walked:
         s, d = ins.srcs, ins.dsts
         counts += (len(s), len(d))
         for a in s:
-            flat += (id(a.obj), a.batch, *a.rect)
+            add_obj(a.obj)
+            add_rect(a.rect)
+            add_batch(a.batch)
         if d:
             atomic.append(ins.attrs.get("atomic") == "add")
             for a in d:
-                flat += (id(a.obj), a.batch, *a.rect)
+                add_obj(a.obj)
+                add_rect(a.rect)
+                add_batch(a.batch)
         else:
             atomic.append(False)
-    return flat, counts, atomic
+    return objs, rects, batches, counts, atomic
 
 
 class Lowering:
@@ -109,45 +120,50 @@ class Lowering:
         self.instrs = instrs
         self.start, self.nsrc, self.nacc = (np.zeros(n, np.int64) for _ in range(3))
         self.atomic = np.zeros(n, np.bool_)
-        self.rows: list = []
-        self.owners: list = []
+        self.objs: list = []
+        self.ids: list = [np.zeros(0, np.int64)]           # per access, in chunks (one per add)
+        self.rects: list = [np.zeros((0, 4), np.int64)]
+        self.batches: list = [np.zeros(0, np.int64)]
+        self.owners: list = [np.zeros(0, np.int64)]        # its instruction
+        self.dsts: list = [np.zeros(0, np.bool_)]          # whether it is a destination
         self.m = 0
         self.written: set = set()
         self._cached = (-1, None)       # (rows walked, _table of them)
 
     def add(self, sel: np.ndarray) -> None:
         """Walk instructions `sel` (global indices, each at most once)."""
-        flat, counts, atomic = _walk(self.instrs, sel.tolist())
-        rows = np.array(flat, np.int64).reshape(-1, 6)
+        walked = self.instrs if len(sel) == len(self.instrs) else map(self.instrs.__getitem__, sel.tolist())
+        objs, rects, batches, counts, atomic = _walk(walked)
+        m = len(objs)
         sd = np.array(counts, np.int64).reshape(-1, 2)
         tot = sd[:, 0] + sd[:, 1]
         self.start[sel] = self.m + np.cumsum(tot) - tot
         self.nsrc[sel], self.nacc[sel], self.atomic[sel] = sd[:, 0], tot, atomic
-        self.rows.append(rows)
+        self.objs += objs
+        self.ids.append(np.fromiter(map(id, objs), np.int64, m))
+        self.rects.append(np.fromiter(chain.from_iterable(rects), np.int64, 4 * m).reshape(m, 4))
+        self.batches.append(np.array(batches, np.int64))
+        self.dsts.append(np.repeat(np.tile(np.array([False, True]), len(sel)), sd.reshape(-1)))
         self.owners.append(np.repeat(sel, tot))
-        self.m += len(rows)
+        self.m += m
 
     def _table(self) -> tuple:
-        """(all rows, owner of each, object number of each, the objects, whether each is a GM tensor)."""
+        """(ids, rectangles, batches, owner, whether a destination: per access; object number of each access,
+        the objects, whether each is a GM tensor)."""
         if self._cached[0] == self.m:
             return self._cached[1]
-        rows = np.concatenate(self.rows) if self.rows else np.zeros((0, 6), np.int64)
-        owner = np.concatenate(self.owners) if self.owners else np.zeros(0, np.int64)
-        _, at, obj = np.unique(rows[:, 0], return_index=True, return_inverse=True)
-        objects = []
-        for p in at.tolist():                                  # the object behind each id, from one access
-            ins = self.instrs[int(owner[p])]
-            k = p - int(self.start[owner[p]])
-            objects.append((ins.srcs[k] if k < len(ins.srcs) else ins.dsts[k - len(ins.srcs)]).obj)
+        ids, rect, batch, owner, is_dst = (np.concatenate(x) for x in (self.ids, self.rects, self.batches,
+                                                                       self.owners, self.dsts))
+        _, at, obj = np.unique(ids, return_index=True, return_inverse=True)
+        objects = [self.objs[p] for p in at.tolist()]
         gm = np.array([type(o) is GMTensor for o in objects], np.bool_)
-        self._cached = (self.m, (rows, owner, obj.reshape(-1), objects, gm))
+        self._cached = (self.m, (rect, batch, owner, is_dst, obj.reshape(-1), objects, gm))
         return self._cached[1]
 
     def leaders_walked(self) -> np.ndarray:
         """Once the leaders' instructions are walked: note the GM tensors they write (`written`) and return,
         per instruction, 1 if it touches one of those, 2 if it reads a workspace (and touches none), else 0."""
-        rows, owner, obj, objects, gm = self._table()
-        is_dst = np.arange(len(rows)) - self.start[owner] >= self.nsrc[owner]
+        _, _, owner, is_dst, obj, objects, gm = self._table()
         wrote = np.zeros(len(objects), np.bool_)
         wrote[obj[is_dst & gm[obj]]] = True
         self.written = {id(o) for o, w in zip(objects, wrote) if w}
@@ -158,8 +174,8 @@ class Lowering:
         return out
 
     def finish(self, init: Initialised) -> Accesses:
-        rows, owner, obj, objects, gm = self._table()
-        no, m = len(objects), len(rows)
+        rect, batch, _, _, obj, objects, gm = self._table()
+        no, m = len(objects), len(obj)
         tracked = ~gm | np.array([id(o) in self.written for o in objects], np.bool_)
         # cell geometry: (batches, rows, cols, row grid, col grid) per masked object
         geo = np.zeros((no, 5), np.int64)
@@ -172,17 +188,32 @@ class Lowering:
         base = np.zeros(no, np.int64)
         if no > 1:
             np.cumsum(ncells[:-1], out=base[1:])
-        g = geo[obj]
-        batch, rect = rows[:, 1], np.ascontiguousarray(rows[:, 2:6])
-        nr, nc = g[:, 1], g[:, 2]
-        gr, gc = np.maximum(g[:, 3], 1), np.maximum(g[:, 4], 1)
-        cells = np.stack([np.clip(rect[:, 0] // gr, 0, nr), np.clip(-(-rect[:, 1] // gr), 0, nr),
-                          np.clip(rect[:, 2] // gc, 0, nc), np.clip(-(-rect[:, 3] // gc), 0, nc)], axis=1)
-        cell = base[obj] + np.where(gm[obj], batch, 0) * nr * nc
+        fn = _cells if os.environ.get("PYTO_NUMBA", "1") != "0" else _cells.py_func
+        cells, cell, stride = fn(obj, rect, batch, geo, base, gm)
         # histories: (object, batch) pairs (a tile's batch is -1)
         key = obj * (int(batch.max()) + 2 if m else 1) + batch + 1
         _, hist = np.unique(key, return_inverse=True)
         hist = hist.reshape(-1).astype(np.int64)
         return Accesses(self.start, self.nsrc, self.nacc, self.atomic, hist, obj.astype(np.int64), rect, cell,
-                        np.ascontiguousarray(nc), cells, gm, tracked, masked, ncells, int(ncells.sum()),
-                        int(hist.max()) + 1 if m else 0)
+                        stride, cells, gm, tracked, masked, ncells, int(ncells.sum()), int(hist.max()) + 1 if m else 0)
+
+
+@njit(cache=True)
+def _cells(obj, rect, batch, geo, base, gm):
+    """Per access: its cell rectangle in its object's mask, clipped as numpy slicing clips ([r0 // grid :
+    ceil(r1 / grid)] within the mask), the flat offset of its batch's row 0, the row stride."""
+    m = len(obj)
+    cells = np.empty((m, 4), np.int64)
+    cell = np.empty(m, np.int64)
+    stride = np.empty(m, np.int64)
+    for a in range(m):
+        o = obj[a]
+        nr, nc = geo[o, 1], geo[o, 2]
+        gr, gc = max(geo[o, 3], 1), max(geo[o, 4], 1)
+        cells[a, 0] = min(max(rect[a, 0] // gr, 0), nr)
+        cells[a, 1] = min(max(-(-rect[a, 1] // gr), 0), nr)
+        cells[a, 2] = min(max(rect[a, 2] // gc, 0), nc)
+        cells[a, 3] = min(max(-(-rect[a, 3] // gc), 0), nc)
+        cell[a] = base[o] + (batch[a] if gm[o] else 0) * nr * nc
+        stride[a] = nc
+    return cells, cell, stride

@@ -118,8 +118,8 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> 
     order = sched.order
     positions = np.flatnonzero(visit[order])
     fn = checkcore.check if os.environ.get("PYTO_NUMBA", "1") != "0" else checkcore.check.py_func
-    race, un = fn(positions, order.astype(np.int64), sched.join_ptr.astype(np.int64),
-                  sched.join_idx.astype(np.int64), blk, thr, core, sync, np.array(leader, np.int64), first,
+    race, un = fn(positions, np.asarray(order, np.int64), np.asarray(sched.join_ptr, np.int64),
+                  np.asarray(sched.join_idx, np.int64), blk, thr, core, sync, np.array(leader, np.int64), first,
                   dep_ptr, dep_idx, slot, int(keep.sum()), f_tracked, f_reads, parties, max(blocks, 1), width,
                   *acc)
     if race[0]:
