@@ -105,12 +105,13 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> 
         visit = leader_ins
     acc = low.finish(init)
     dep_ptr, dep_idx = deps(spans, lead, n)
-    # instructions whose clocks are kept: those others wait for, and (for followers) the leaders' GM uses
+    # the leaders' instructions whose clocks are kept: those others wait for, and (for followers) GM uses
     keep = np.zeros(n, np.bool_)
     keep[dep_idx] = True
     keep[sched.join_idx] = True
     if followed:
-        keep |= leader_ins & (uses == 1)
+        keep |= uses == 1
+    keep &= leader_ins
     slot = np.where(keep, np.cumsum(keep) - 1, -1)
     parties = np.unique(core[sync])                # the cores every sync_all joins
     # a launch without vector-side instructions has the AIC's threads only: shorter clocks to join
