@@ -18,7 +18,8 @@ from numba import njit
 from ..ir import GMTensor, Pipe
 from .memory import Initialised
 
-# thread within a block (sanitizer.thread_of) by pipe: the AIC's and an AIV's (-1: not on that core)
+# an instruction's thread within its block (sanitizer.py's threads: the AIC's MTE2 MTE1 M FIX S are 0-4, AIV0's
+# MTE2 V MTE3 S 5-8, AIV1's 9-12), by pipe: the AIC's and an AIV's offset (-1: not on that core)
 _AIC_T = np.full(len(Pipe), -1, np.int64)
 _AIV_T = np.full(len(Pipe), -1, np.int64)
 for _p, _t in ((Pipe.MTE2, 0), (Pipe.MTE1, 1), (Pipe.M, 2), (Pipe.FIX, 3), (Pipe.S, 4)):
@@ -66,6 +67,7 @@ def threads(spans: list) -> tuple:
             role = np.array(roles, np.int64)[a["core_i"]]
             pipe = a["pipe_i"].astype(np.int64)
             thread = np.where(role == 0, _AIC_T[pipe], 5 + (role - 1) * 4 + _AIV_T[pipe])
+            assert (np.where(role == 0, _AIC_T[pipe], _AIV_T[pipe]) >= 0).all(), "a pipe its core does not have"
             got = seen[(id(sp.code), roles)] = (role, thread, a["kind"] == 3)
         cores.append(got[0] + 3 * (sp.programs[0].id // 3))
         threads_.append(got[1])
