@@ -9,7 +9,8 @@ geometry)."""
 from __future__ import annotations
 
 import os
-from itertools import chain
+import struct
+from itertools import starmap
 from typing import NamedTuple
 
 import numpy as np
@@ -26,6 +27,9 @@ for _p, _t in ((Pipe.MTE2, 0), (Pipe.MTE1, 1), (Pipe.M, 2), (Pipe.FIX, 3), (Pipe
     _AIC_T[_p] = _t
 for _p, _t in ((Pipe.MTE2, 0), (Pipe.V, 1), (Pipe.MTE3, 2), (Pipe.S, 3)):
     _AIV_T[_p] = _t
+
+
+_RECT = struct.Struct("4q")      # a rectangle as 4 int64 (packing tuples beats numpy's conversion of them)
 
 
 class Accesses(NamedTuple):
@@ -143,7 +147,8 @@ class Lowering:
         self.nsrc[sel], self.nacc[sel], self.atomic[sel] = sd[:, 0], tot, atomic
         self.objs += objs
         self.ids.append(np.fromiter(map(id, objs), np.int64, m))
-        self.rects.append(np.fromiter(chain.from_iterable(rects), np.int64, 4 * m).reshape(m, 4))
+        packed = b"".join(starmap(_RECT.pack, rects))
+        self.rects.append(np.frombuffer(packed, np.int64).reshape(m, 4))     # read-only: _table copies it
         self.batches.append(np.array(batches, np.int64))
         self.dsts.append(np.repeat(np.tile(np.array([False, True]), len(sel)), sd.reshape(-1)))
         self.owners.append(np.repeat(sel, tot))
