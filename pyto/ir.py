@@ -167,7 +167,8 @@ class Instr:
         self.core = core
         self.index = index
         self.name = name
-        self.deps = [] if deps is None else deps   # instructions whose completion this one waits for
+        self.deps = () if deps is None else deps   # instructions whose completion this one waits for (a list once
+        # auto-sync gives it any; the shared empty tuple until then: most instructions get none)
 
     def describe(self) -> str:
         return f"{self.name or self.op.name.lower()} on {self.pipe.name}"

@@ -41,6 +41,13 @@ class _Track:
         self.gm_reads: dict = {}   # GM: unit -> last reading instr (conservative WAR)
 
 
+def _add(ins: Instr, more) -> None:
+    """Append dependencies to `ins` (Instr.deps starts as a shared empty tuple: most instructions get none)."""
+    more = list(more)
+    if more:
+        ins.deps = ins.deps + more if ins.deps else more
+
+
 def _later(deps: dict, unit, o: Instr) -> None:
     if unit not in deps or deps[unit].index < o.index:
         deps[unit] = o
@@ -85,7 +92,7 @@ def insert_reference(order: list, core: int, data: bool = True, wait_blocks_core
         if own and (ins.op is Op.SET_FLAG or (ins.op is Op.BARRIER and ins.attrs.get("pipe") is not Pipe.ALL)):
             # a flag is raised (a barrier passed) once the pipe's earlier work has completed, its data landed
             # a latency after the pipe let it go: it waits for each instruction in flight on its own pipe
-            ins.deps.extend(issued.pop(unit, ()))
+            _add(ins, issued.pop(unit, ()))
         elif own:
             issued.setdefault(unit, []).append(ins)
         deps: dict = {}
@@ -93,7 +100,7 @@ def insert_reference(order: list, core: int, data: bool = True, wait_blocks_core
             for u, last in last_on.items():
                 if u != unit:
                     deps[u] = last
-            ins.deps.extend(deps.values())
+            _add(ins, deps.values())
             barrier, after_barrier = ins, set()
             last_on[unit] = ins
             continue
@@ -104,7 +111,7 @@ def insert_reference(order: list, core: int, data: bool = True, wait_blocks_core
         if data:
             _data_deps(ins, unit, tracks, deps, core)
         if deps:
-            ins.deps.extend([d for d in deps.values() if d is not ins])
+            _add(ins, [d for d in deps.values() if d is not ins])
         if own:
             last_on[unit] = ins
             if wait_blocks_core and ins.op is Op.WAIT_FLAG and is_cross_core(ins.attrs["key"]):

@@ -149,13 +149,6 @@ class BlockCode:
     gm_write: float
     gm_io: list
 
-    def attach_deps(self, programs: list) -> None:
-        """Give `programs` (a block traced like the one encoded) the auto-sync dependencies of this code."""
-        instrs = [ins for prog in programs for ins in prog.instrs]
-        ptr, idx = self.dep_ptr.tolist(), self.dep_idx.tolist()
-        for i, ins in enumerate(instrs):
-            ins.deps = [instrs[j] for j in idx[ptr[i]:ptr[i + 1]]]
-
 
 def _np(values, dtype) -> np.ndarray:
     return np.array(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
