@@ -11,7 +11,7 @@ import numpy as np
 
 from ..chip import Chip
 from ..errors import SyncError
-from ..ir import AccPhase, GMTensor, Instr, Op, STPhase, is_cross_core
+from ..ir import AccPhase, GMTensor, Instr, Op, Pipe, STPhase, is_cross_core
 from .l2 import l2_hits
 from .timing import COST_KEYS, cost
 
@@ -167,6 +167,37 @@ def _l2_accesses(index: int, ins: Instr, nbytes: float, read: bool, phase: int) 
     return [(index, hash(r), r, share, read, phase) for r in regions]
 
 
+_STATIC = ("occ", "lat", "gmb", "l2b", "io_bytes", "read", "flops", "name_i", "loc_i", "pipe_i", "kind")
+
+
+def _slots(core_i: np.ndarray, pipe_i: np.ndarray) -> tuple:
+    """The block's pipe slots, one per (program position, pipe) in order of first use: (slots as (position,
+    Pipe), each instruction's slot, each slot's instruction indices in program order)."""
+    key = core_i * 64 + pipe_i
+    uniq, first, slot_of_uniq = np.unique(key, return_index=True, return_inverse=True)
+    rank = np.empty(len(uniq), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
+    slot_i = rank[slot_of_uniq.reshape(-1)]
+    slots = [(int(k) // 64, Pipe(int(k) % 64)) for k in uniq[np.argsort(first, kind="stable")]]
+    by_slot = np.argsort(slot_i, kind="stable")
+    queues = np.split(by_slot, np.cumsum(np.bincount(slot_i, minlength=len(slots)))[:-1]) if len(slots) else []
+    return slots, slot_i, queues
+
+
+def _gm_io(lens: list, io: np.ndarray, read: np.ndarray, nbytes: np.ndarray, kind: np.ndarray) -> list:
+    """Per program, its GM transfers as (position in the program, block-local index, bytes, is_read, sync_all
+    phase): the L2 replay (l2.py) orders GM accesses by phase."""
+    out, lo = [], 0
+    for length in lens:
+        hi = lo + length
+        at = np.flatnonzero(io[lo:hi])
+        phase = np.cumsum(kind[lo:hi] == 3)[at]
+        out.append(list(zip(at.tolist(), (at + lo).tolist(), nbytes[lo:hi][at].tolist(), read[lo:hi][at].tolist(),
+                            phase.tolist())))
+        lo = hi
+    return out
+
+
 class Encoder:
     """Encode each block (auto-synced, indices assigned) with `encode`, append it with `add`, then
     `finish()` joins the blocks into launch-wide arrays."""
@@ -182,86 +213,93 @@ class Encoder:
         self.n_regions = self.n_ufblocks = self.n_fkeys = 0
         self.gm_read = self.gm_write = self.flops = 0.0
         self.cube_dtype = None
-        self._rows: dict = {}      # (op, cost key, name, loc) -> _static's row part: instructions alike cost alike
+        self._memo: dict = {}      # (op, cost key, pipe, name, line) -> its row of _statics
+        self._statics: list = []   # per distinct instruction: the _STATIC columns
+        self._dtypes: list = []    # per row of _statics: its dtype attribute (an MMAD's: the cube's dtype)
 
-    def _static(self, ins: Instr) -> tuple:
-        """What an instruction's row takes from its op, attributes, name and line: (occupancy, latency, GM and L2
-        channel bytes, GM bytes of a GM transfer (None otherwise), whether it reads GM, MMAD flops, name and line
-        numbers)."""
+    def _static(self, ins: Instr) -> int:
+        """The row of `statics` for what an instruction's encoding takes from its op, pipe, attributes, name and
+        line (encode memoises it on them: instructions alike cost alike)."""
         c = cost(self.chip, ins)
         path = ins.attrs.get("path", ())
-        io_bytes = c.gm_bytes if ins.op in (Op.LOAD, Op.STORE) and "GM" in path else None
+        io_bytes = c.gm_bytes if ins.op in (Op.LOAD, Op.STORE) and "GM" in path else -1.0
         flops = 2.0 * ins.attrs["m"] * ins.attrs["n"] * ins.attrs["k"] if ins.op is Op.MMAD else 0.0
-        return (c.occ, c.lat, c.gm_bytes, c.l2_bytes, io_bytes, path[:1] == ("GM",), flops,
-                self.names.setdefault(ins.name, len(self.names)), self.locs.setdefault(ins.loc, len(self.locs)))
+        self._statics.append((c.occ, c.lat, c.gm_bytes, c.l2_bytes, io_bytes, float(path[:1] == ("GM",)), flops,
+                              self.names.setdefault(ins.name, len(self.names)),
+                              self.locs.setdefault(ins.loc, len(self.locs)), int(ins.pipe), _KIND.get(ins.op, 0)))
+        self._dtypes.append(ins.attrs.get("dtype"))
+        return len(self._statics) - 1
 
     def encode(self, programs: list) -> BlockCode:
-        """The block's BlockCode; its instructions must be numbered from the encoder's next index."""
+        """The block's BlockCode; its instructions must be numbered from the encoder's next index. One pass in
+        Python per instruction (its memoised static row, its dependencies; flags, waits and unit_flag regions
+        where it has them), the columns then in numpy."""
         n0 = self.n
         uf = _UnitFlagRegions(self.chip.unit_flag_block_bytes)
-        slots, queues, rows = [], [], []
+        mids: list = []
         dep_ptr, dep_idx = [0], []
+        special: list = []     # (index, program position, instr) of flags, waits and sync_alls
+        phased: list = []      # (index, instr) of unit_flag (phased) instructions
+        memo, static = self._memo, self._static
+        i = 0
+        for pos, prog in enumerate(programs):
+            instrs = prog.instrs
+            assert not instrs or (instrs[0].index == n0 + i and instrs[-1].index == n0 + i + len(instrs) - 1), \
+                "instructions must be encoded in index order"
+            for ins in instrs:
+                op, a = ins.op, ins.attrs
+                key = (op, COST_KEYS[op](a), ins.pipe, ins.name, ins.loc)
+                mid = memo.get(key)
+                if mid is None:
+                    mid = memo[key] = static(ins)
+                mids.append(mid)
+                deps = ins.deps
+                if deps:
+                    dep_idx.extend([d.index - n0 for d in deps])
+                dep_ptr.append(len(dep_idx))
+                if op in _KIND:
+                    special.append((i, pos, ins))
+                if a.get("phase") is not None:
+                    phased.append((i, ins))
+                i += 1
+        n = i
+        mid = np.fromiter(mids, np.int64, n)
+        table = np.array(self._statics, np.float64).reshape(-1, len(_STATIC))
+        col = {name: table[:, c][mid] for c, name in enumerate(_STATIC)}
+        lens = [len(prog.instrs) for prog in programs]
+        core_i = np.repeat(np.arange(len(programs)), lens)
+        kind = col["kind"].astype(np.int8)
+        for pos, prog in enumerate(programs):
+            lo = sum(lens[:pos])
+            if (kind[lo:lo + lens[pos]] == 1).any():
+                check_flag_pairs(prog)
+        slots, slot_i, queues = _slots(core_i, col["pipe_i"].astype(np.int64))
+        fkey = np.zeros(n, np.int64)
         fkeys: dict = {}
         waits: dict = {}
-        gm_io: list = []
-        flops = gm_read = gm_write = 0.0
-        cube_dtype = None
-        i = 0
-        rows_of = self._rows
-        for pos, prog in enumerate(programs):
-            slot_of = {}        # pipe -> (its slot, the pipe as an int)
-            ops = set(map(_OP, prog.instrs))
-            if Op.SET_FLAG in ops:
-                check_flag_pairs(prog)
-            io = []
-            phase = 0          # sync_all phase: the L2 replay orders GM accesses by it (l2.py)
-            for j, ins in enumerate(prog.instrs):
-                assert ins.index == n0 + i, "instructions must be encoded in index order"
-                op, pipe, a = ins.op, ins.pipe, ins.attrs
-                got = slot_of.get(pipe)
-                if got is None:
-                    got = slot_of[pipe] = (len(slots), int(pipe))
-                    slots.append((pos, pipe))
-                    queues.append([])
-                slot, pipe_i = got
-                queues[slot].append(i)
-                if ins.deps:
-                    dep_idx.extend([d.index - n0 for d in ins.deps])
-                dep_ptr.append(len(dep_idx))
-                k = _KIND.get(op, 0)
-                if k == 1 or k == 2:      # a flag queue: a program's own, or a cross-core one the block shares
-                    key = a["key"]
-                    fkey = fkeys.setdefault(key if is_cross_core(key) else (pos, key), len(fkeys))
-                else:
-                    fkey = 0
-                if k >= 2:
-                    waits[i] = _wait_text(ins)
-                    if k == 3:
-                        phase += 1
-                memo = (op, COST_KEYS[op](a), ins.name, ins.loc)
-                row = rows_of.get(memo)
-                if row is None:
-                    row = rows_of[memo] = self._static(ins)
-                occ, lat, gmb, l2b, io_bytes, read, fl, name_i, loc_i = row
-                if fl:
-                    flops += fl
-                    cube_dtype = a["dtype"]
-                elif io_bytes is not None:
-                    io.append((j, i, io_bytes, read, phase))
-                    if read:
-                        gm_read += io_bytes
-                    else:
-                        gm_write += io_bytes
-                flag = _NO_UNIT_FLAG if a.get("phase") is None else uf.of(ins)   # phased ones only
-                rows.append((slot, *flag, k, fkey, occ, lat, gmb, l2b, pos, pipe_i, name_i, loc_i))
-                i += 1
-            gm_io.append(io)
-        cols = list(zip(*rows)) if rows else [()] * len(_COLUMNS)
-        arrays = {name: _np(col, dt) for (name, dt), col in zip(_COLUMNS.items(), cols)}
-        return BlockCode(i, slots, [_np(q, np.int64) for q in queues], arrays, _np(dep_ptr, np.int64),
-                         _np(dep_idx, np.int64), _np(uf.ptr, np.int64), _np(uf.blocks, np.int64), uf.names,
-                         uf.total, len(fkeys), waits, flops, cube_dtype, gm_read, gm_write,
-                         gm_io)
+        for j, pos, ins in special:
+            k = _KIND[ins.op]
+            if k == 1 or k == 2:      # a flag queue: a program's own, or a cross-core one the block shares
+                key = ins.attrs["key"]
+                fkey[j] = fkeys.setdefault(key if is_cross_core(key) else (pos, key), len(fkeys))
+            if k >= 2:
+                waits[j] = _wait_text(ins)
+        uf_cols = np.full((3, n), -1, np.int64)
+        for j, ins in phased:
+            uf_cols[:, j] = uf.of(ins)
+        io_bytes, flops = col["io_bytes"], col["flops"]
+        mmads = np.flatnonzero(flops)
+        io = io_bytes >= 0
+        read = io & (col["read"] > 0)
+        gm_io = _gm_io(lens, io, read, io_bytes, kind)
+        arrays = dict(pipe_of=slot_i, uf_rid=uf_cols[0], uf_wait=uf_cols[1], uf_set=uf_cols[2], kind=kind,
+                      fkey=fkey, occ=col["occ"], lat=col["lat"], gmb=col["gmb"], l2b=col["l2b"], core_i=core_i,
+                      pipe_i=col["pipe_i"], name_i=col["name_i"], loc_i=col["loc_i"])
+        arrays = {name: arrays[name].astype(dt, copy=False) for name, dt in _COLUMNS.items()}
+        return BlockCode(n, slots, queues, arrays, _np(dep_ptr, np.int64), _np(dep_idx, np.int64),
+                         _np(uf.ptr, np.int64), _np(uf.blocks, np.int64), uf.names, uf.total, len(fkeys), waits,
+                         float(flops.sum()), self._dtypes[mid[mmads[-1]]] if len(mmads) else None,
+                         float(io_bytes[read].sum()), float(io_bytes[io & ~read].sum()), gm_io)
 
     def add(self, programs: list, code: BlockCode) -> None:
         """Append a block: its programs (numbered from the next index) encoded as `code`."""
