@@ -30,6 +30,23 @@ def _exempt(pipe_a, pipe_b, phased_a, phased_b, pipe_m, pipe_fix):
             and (phased_a or phased_b))
 
 
+@njit(cache=True, inline="always")
+def _unlink(e, ob, ls, head, tail, e_prev, e_next, free):
+    """Take entry e out of object ob's list ls (doubly linked through e_prev/e_next) onto the free list;
+    return the new free list head."""
+    q, t = e_prev[e], e_next[e]
+    if q == -1:
+        head[ob, ls] = t
+    else:
+        e_next[q] = t
+    if t == -1:
+        tail[ob, ls] = q
+    else:
+        e_prev[t] = q
+    e_next[e] = free
+    return e
+
+
 @njit(cache=True)
 def run(keys, rank, core, data, wait_blocks_core, pipe_m, pipe_fix, kt, at, ot, ut, n_entries):
     """The dependencies of each position of the order: (ptr, deps), deps[ptr[i]:ptr[i + 1]] the
@@ -197,17 +214,7 @@ def run(keys, rank, core, data, wait_blocks_core, pipe_m, pipe_fix, kt, at, ot, 
                         while e != -1:
                             if (e_tag[e] == NO_TAG and e_batch[e] == batch and e_r0[e] == r0 and e_r1[e] == r1
                                     and e_c0[e] == c0 and e_c1[e] == c1):
-                                q, t = e_prev[e], e_next[e]
-                                if q == -1:
-                                    head[ob, _W] = t
-                                else:
-                                    e_next[q] = t
-                                if t == -1:
-                                    tail[ob, _W] = q
-                                else:
-                                    e_prev[t] = q
-                                e_next[e] = free
-                                free = e
+                                free = _unlink(e, ob, _W, head, tail, e_prev, e_next, free)
                                 break
                             e = e_next[e]
                     elif ph and o_l0c[ob]:
@@ -246,17 +253,7 @@ def run(keys, rank, core, data, wait_blocks_core, pipe_m, pipe_fix, kt, at, ot, 
                                                 ok = False
                                                 break
                                     if ok:
-                                        q, t = e_prev[e], e_next[e]
-                                        if q == -1:
-                                            head[ob, ls] = t
-                                        else:
-                                            e_next[q] = t
-                                        if t == -1:
-                                            tail[ob, ls] = q
-                                        else:
-                                            e_prev[t] = q
-                                        e_next[e] = free
-                                        free = e
+                                        free = _unlink(e, ob, ls, head, tail, e_prev, e_next, free)
                                 e = nxt
                     e = head[ob, _W]
                     while e != -1 and not (e_tag[e] == tag and e_batch[e] == batch and e_r0[e] == r0
