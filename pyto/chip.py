@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -273,6 +274,7 @@ def _parse(doc: dict, file: str) -> Chip:
 
 
 _CACHE: dict[tuple, Chip] = {}
+_RESOLVED: dict[str, str] = {}     # a bundled chip's name -> its table's resolved path (found once)
 
 
 def load_chip(name: "str | Path | Chip" = "ascend950pr") -> Chip:
@@ -280,14 +282,22 @@ def load_chip(name: "str | Path | Chip" = "ascend950pr") -> Chip:
     per file and read again when the file changes (a what-if edit is seen by the next load)."""
     if isinstance(name, Chip):
         return name
-    path = Path(str(name))
-    if not (path.suffix == ".toml" or path.exists()):
-        path = _chips.chip_path(str(name))
-        if not path.exists():
-            raise ChipError(f"unknown chip {str(name)!r}; known chips: {', '.join(list_chips())} (or give a .toml path)")
+    resolved = _RESOLVED.get(str(name))
+    if resolved is None:
+        path = Path(str(name))
+        bundled = not (path.suffix == ".toml" or path.exists())
+        if bundled:
+            path = _chips.chip_path(str(name))
+            if not path.exists():
+                raise ChipError(f"unknown chip {str(name)!r}; known chips: {', '.join(list_chips())} (or give a .toml "
+                                f"path)")
+        resolved = str(path.resolve())
+        if bundled:          # (a path given is resolved each time: it may be relative to a working directory)
+            _RESOLVED[str(name)] = resolved
+    path = Path(resolved)
     try:
-        stat = path.stat()
-        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+        stat = os.stat(resolved)
+        key = (resolved, stat.st_mtime_ns, stat.st_size)
         if key in _CACHE:
             return _CACHE[key]
         for old in [k for k in _CACHE if k[0] == key[0]]:      # an edited table's earlier versions
