@@ -96,25 +96,19 @@ def deps(spans: list, leads: np.ndarray, n: int) -> tuple:
 
 def _walk(walked) -> tuple:
     """The one pass over Instr records (`walked`, an iterable): per instruction its source and destination counts and
-    whether it adds atomically; per access its object and rectangle (the tuple) and batch."""
-    objs, rects, batches, counts, atomic = [], [], [], [], []
-    add_obj, add_rect, add_batch = objs.append, rects.append, batches.append
+    whether it adds atomically; its accesses, sources first (Access records: a tile's are shared by every
+    instruction naming the tile, so only the distinct ones are read further)."""
+    accs, counts, atomic = [], [], []
     for ins in walked:
         s, d = ins.srcs, ins.dsts
         counts += (len(s), len(d))
-        for a in s:
-            add_obj(a.obj)
-            add_rect(a.rect)
-            add_batch(a.batch)
+        accs += s
         if d:
             atomic.append(ins.attrs.get("atomic") == "add")
-            for a in d:
-                add_obj(a.obj)
-                add_rect(a.rect)
-                add_batch(a.batch)
+            accs += d
         else:
             atomic.append(False)
-    return objs, rects, batches, counts, atomic
+    return accs, counts, atomic
 
 
 class Lowering:
@@ -126,7 +120,7 @@ class Lowering:
         self.instrs = instrs
         self.start, self.nsrc, self.nacc = (np.zeros(n, np.int64) for _ in range(3))
         self.atomic = np.zeros(n, np.bool_)
-        self.objs: list = []
+        self.objs: dict = {}          # id -> object, of every object an access names
         self.ids: list = [np.zeros(0, np.int64)]           # per access, in chunks (one per add)
         self.rects: list = [np.zeros((0, 4), np.int64)]
         self.batches: list = [np.zeros(0, np.int64)]
@@ -139,17 +133,21 @@ class Lowering:
     def add(self, sel: np.ndarray) -> None:
         """Walk instructions `sel` (global indices, each at most once)."""
         walked = self.instrs if len(sel) == len(self.instrs) else map(self.instrs.__getitem__, sel.tolist())
-        objs, rects, batches, counts, atomic = _walk(walked)
-        m = len(objs)
+        accs, counts, atomic = _walk(walked)
+        m = len(accs)
         sd = np.array(counts, np.int64).reshape(-1, 2)
         tot = sd[:, 0] + sd[:, 1]
         self.start[sel] = self.m + np.cumsum(tot) - tot
         self.nsrc[sel], self.nacc[sel], self.atomic[sel] = sd[:, 0], tot, atomic
-        self.objs += objs
-        self.ids.append(np.fromiter(map(id, objs), np.int64, m))
-        packed = b"".join(starmap(_RECT.pack, rects))
-        self.rects.append(np.frombuffer(packed, np.int64).reshape(m, 4))     # read-only: _table copies it
-        self.batches.append(np.array(batches, np.int64))
+        _, first, which = np.unique(np.fromiter(map(id, accs), np.int64, m), return_index=True, return_inverse=True)
+        distinct = [accs[p] for p in first.tolist()]
+        objs = [a.obj for a in distinct]
+        self.objs.update(zip(map(id, objs), objs))
+        which = which.reshape(-1)
+        self.ids.append(np.fromiter(map(id, objs), np.int64, len(objs))[which])
+        packed = b"".join(starmap(_RECT.pack, [a.rect for a in distinct]))
+        self.rects.append(np.frombuffer(packed, np.int64).reshape(-1, 4)[which])
+        self.batches.append(np.array([a.batch for a in distinct], np.int64)[which])
         self.dsts.append(np.repeat(np.tile(np.array([False, True]), len(sel)), sd.reshape(-1)))
         self.owners.append(np.repeat(sel, tot))
         self.m += m
@@ -162,7 +160,7 @@ class Lowering:
         ids, rect, batch, owner, is_dst = (np.concatenate(x) for x in (self.ids, self.rects, self.batches,
                                                                        self.owners, self.dsts))
         _, at, obj = np.unique(ids, return_index=True, return_inverse=True)
-        objects = [self.objs[p] for p in at.tolist()]
+        objects = [self.objs[i] for i in ids[at].tolist()]
         gm = np.array([type(o) is GMTensor for o in objects], np.bool_)
         self._cached = (self.m, (rect, batch, owner, is_dst, obj.reshape(-1), objects, gm))
         return self._cached[1]
