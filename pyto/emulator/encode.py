@@ -12,7 +12,7 @@ import numpy as np
 from ..chip import Chip
 from ..errors import SyncError
 from ..ir import AccPhase, GMTensor, Instr, Op, Pipe, STPhase, is_cross_core
-from .l2 import l2_hits
+from .l2_streams import L2Accesses
 from .timing import COST_KEYS, cost
 
 _KIND = {Op.SET_FLAG: 1, Op.WAIT_FLAG: 2, Op.SYNC_ALL: 3}
@@ -155,8 +155,9 @@ def _np(values, dtype) -> np.ndarray:
 
 
 def _l2_accesses(index: int, ins: Instr, nbytes: float, read: bool, phase: int) -> "list | tuple":
-    """The L2 replay's entries of a GM transfer (l2.py): (index, key, (tensor uid, batch, rectangle), bytes,
-    read, sync_all phase) per GM region; an nd_num transfer's equal matrices share its bytes."""
+    """The entries of a GM transfer in l2.py's streams: (index, key, (tensor uid, batch, rectangle), bytes,
+    read, sync_all phase) per GM region; an nd_num transfer's equal matrices share its bytes. The Encoder
+    gathers the same as arrays (l2_streams.py); these are for l2.hits_reference in differential tests."""
     side = ins.srcs if read else ins.dsts      # a transfer reads GM (its sources) or writes it, not both
     if len(side) == 1 and type(side[0].obj) is GMTensor:
         acc = side[0]
@@ -209,7 +210,7 @@ class Encoder:
         self.cores: list = []
         self.slots: list = []
         self.chunks: list = []     # (code, instruction, slot, region, unit_flag block, flag key, core) bases
-        self.streams: list = []
+        self.l2 = L2Accesses()     # the GM accesses for the L2 replay
         self.n_regions = self.n_ufblocks = self.n_fkeys = 0
         self.gm_read = self.gm_write = self.flops = 0.0
         self.cube_dtype = None
@@ -306,12 +307,7 @@ class Encoder:
         base = self.n
         core_base = len(self.cores)
         self.cores.extend(str(prog) for prog in programs)
-        for prog, io in zip(programs, code.gm_io):
-            instrs = prog.instrs
-            stream: list = []
-            for j, i, nbytes, read, phase in io:
-                stream.extend(_l2_accesses(base + i, instrs[j], nbytes, read, phase))
-            self.streams.append(stream)
+        self.l2.add(programs, code.gm_io, base, core_base)
         self.chunks.append((code, base, len(self.slots), self.n_regions, self.n_ufblocks, self.n_fkeys, core_base))
         self.slots.extend((str(programs[pos]), pipe) for pos, pipe in code.slots)
         self.n += code.n
@@ -350,16 +346,14 @@ class Encoder:
         cat = {k: np.concatenate(v).astype(_COLUMNS.get(k, np.int64), copy=False) if v
                else np.zeros(0, _COLUMNS.get(k, np.int64)) for k, v in parts.items()}
         gmb, l2b, lat = cat["gmb"], cat["l2b"], cat["lat"]
-        hits = l2_hits(self.streams, self.chip.l2_bytes)     # re-reads served by L2
+        idx, hit, filler = self.l2.hits(self.chip.l2_bytes, self.n)    # re-reads served by L2
         fill = np.full(len(lat), -1, np.int64)                # a hit's filler: it completes no earlier
-        if hits:
-            idx = np.fromiter(hits.keys(), np.int64, len(hits))    # distinct: in-place fancy updates are exact
-            hit = np.fromiter((h for h, _ in hits.values()), np.float64, len(hits))
+        if len(idx):          # idx distinct: in-place fancy updates are exact
             full = idx[hit >= gmb[idx]]      # every region served by L2 (an nd_num read may be partly): its latency
             gmb[idx] -= hit
             l2b[idx] += hit
             lat[full] += self.chip.l2_latency_cycles - self.chip.gm_latency_cycles
-            fill[idx] = np.fromiter((f for _, f in hits.values()), np.int64, len(hits))
+            fill[idx] = filler
             fill[np.setdiff1d(idx, full)] = -1
         q_ptr = np.zeros(len(q_len) + 1, np.int64)
         np.cumsum(q_len, out=q_ptr[1:])

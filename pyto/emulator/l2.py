@@ -7,13 +7,17 @@ stands for cores running concurrently. A read hits when the same region (tensor,
 is resident; writes allocate too (write-back), so data stored and read back hits, also when the read
 is inside written regions (a reduction reading rows of the blocks Fixpipe wrote, across blocks too).
 Other partial overlaps count as misses: a simplification that only understates hits.
+
+`l2_hits` numbers the streams' keys, regions and instructions and replays them in l2_replay.py (numba);
+`hits_reference` is the same replay in plain Python over the tuples, kept for differential tests.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 
-WRITTEN_SCAN = 64     # written regions a read looks among (those on its rows' 16-row bands), most recent first
-BAND = 16             # rows of one band of the written-region index
+import numpy as np
+
+from .l2_replay import BAND, WRITTEN_SCAN, replay_arrays
 
 
 class _Written:
@@ -74,6 +78,44 @@ class _Written:
 
 
 def l2_hits(streams: list, capacity: int) -> dict:
+    """As `hits_reference` (same streams, same dict), replayed over numbered arrays in l2_replay.py. Streams
+    whose sync_all phases are negative or decrease (never from the encoder) take the reference."""
+    flat = [a for s in streams for a in s]
+    if not flat:
+        return {}
+    if any(s and (s[0][5] < 0 or any(a[5] > b[5] for a, b in zip(s, s[1:]))) for s in streams):
+        return hits_reference(streams, capacity)
+    keys: dict = {}
+    regions: dict = {}
+    books: dict = {}
+    rects: list = []
+    book: list = []
+    rid = []
+    for a in flat:
+        region = a[2]
+        if region is None:
+            rid.append(-1)
+            continue
+        r = regions.get(region)
+        if r is None:
+            r = regions[region] = len(regions)
+            book.append(books.setdefault(region[:2], len(books)))
+            rects.append(region[2])
+        rid.append(r)
+    kid = [keys.setdefault(a[1], len(keys)) for a in flat]
+    index, inv = np.unique(np.array([a[0] for a in flat], np.int64), return_inverse=True)   # numbered in order
+    prog = np.repeat(np.arange(len(streams)), [len(s) for s in streams])
+    nbytes = [a[3] for a in flat]
+    got, served, filler = replay_arrays(
+        prog, np.array([a[5] for a in flat], np.int64), inv.reshape(-1), np.array(kid, np.int64),
+        np.array(rid, np.int64), np.array(nbytes, np.float64), np.array([bool(a[4]) for a in flat]),
+        np.array(book, np.int64), np.array(rects, np.int64).reshape(-1, 4), len(keys), len(index), capacity)
+    exact = all(type(b) is int for b in nbytes)     # int bytes sum to ints, as the reference's do
+    return {int(index[g]): (int(b) if exact else b, int(index[f]))
+            for g, b, f in zip(got.tolist(), served.tolist(), filler.tolist())}
+
+
+def hits_reference(streams: list, capacity: int) -> dict:
     """Instruction index -> (bytes of its GM read served by L2, the index of the access that brought the data
     into L2: the one that allocated the region, or the latest of the written regions covering it; the hit
     completes no earlier than it, as a request merged into a fill in flight does).

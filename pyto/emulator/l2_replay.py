@@ -1,0 +1,327 @@
+"""The L2 replay of l2.py over integer arrays, compiled with numba: the same LRU, written-region index and hit
+accounting as `l2.hits_reference`, with regions, keys and instruction indices numbered from 0 beforehand
+(l2.py's `l2_hits` numbers a list of streams; encode.py numbers its launch's accesses as it adds blocks).
+
+The LRU is a doubly linked list over key numbers (head the least recently used). A written region is its
+region number's entry (the key that wrote it last, its write sequence number in its tensor and batch); the
+index of 16-row bands is one run of a pool per (tensor, batch, band), sized beforehand by the writes that can
+add to it, holding region numbers with lazy deletion (an entry is live while its region is written and the
+entry is of the region's current write epoch; a scan compacts the run). `replay.py_func` is the same loop in
+plain Python (PYTO_NUMBA=0 selects it).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from numba import njit
+
+WRITTEN_SCAN = 64     # written regions a read looks among (those on its rows' 16-row bands), most recent first
+BAND = 16             # rows of one band of the written-region index
+
+
+def in_step_order(prog: np.ndarray, phase: np.ndarray) -> np.ndarray:
+    """The replay order of accesses listed stream by stream (`prog` the stream, nondecreasing; `phase` each
+    access's sync_all phase, nondecreasing within a stream): phase by phase, the streams in step within a
+    phase (each stream's k-th access of the phase before any (k+1)-th, streams in order), as l2._in_step."""
+    n = len(prog)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    at = np.arange(n)
+    new = np.ones(n, bool)
+    new[1:] = (prog[1:] != prog[:-1]) | (phase[1:] != phase[:-1])
+    k = at - np.maximum.accumulate(np.where(new, at, 0))     # position within its stream's run of the phase
+    return np.lexsort((prog, k, phase))
+
+
+def band_index(rid: np.ndarray, read: np.ndarray, book: np.ndarray, rects: np.ndarray) -> tuple:
+    """The band index's layout: (per region, its bands as a CSR (ptr, band numbers), per band the start of its
+    run in the pool, the pool's size). Only regions of a (tensor, batch) that some access writes have bands
+    (a read of any other finds nothing written); a band's run holds at most one entry per write on it."""
+    n_regions = len(book)
+    wr = rid[(~read) & (rid >= 0)]
+    booked = np.zeros(int(book.max()) + 1 if n_regions else 0, bool)
+    booked[book[wr]] = True
+    b0 = rects[:, 0] // BAND
+    cnt = np.where(booked[book], np.maximum((rects[:, 1] - 1) // BAND - b0 + 1, 0), 0) if n_regions else \
+        np.zeros(0, np.int64)
+    rb_ptr = np.zeros(n_regions + 1, np.int64)
+    np.cumsum(cnt, out=rb_ptr[1:])
+    total = int(rb_ptr[-1])
+    owner = np.repeat(np.arange(n_regions), cnt)
+    band = b0[owner] + (np.arange(total) - rb_ptr[owner])
+    if total:
+        lo = band.min()
+        span = int(band.max() - lo) + 1
+        _, rb_ids = np.unique(book[owner] * span + (band - lo), return_inverse=True)
+        rb_ids = rb_ids.reshape(-1).astype(np.int64)
+        n_bands = int(rb_ids.max()) + 1
+    else:
+        rb_ids, n_bands = np.zeros(0, np.int64), 0
+    writes = np.bincount(wr, minlength=n_regions)          # writes per region: the most entries it adds per band
+    room = np.bincount(rb_ids, weights=writes[owner], minlength=n_bands).astype(np.int64)
+    band_start = np.zeros(n_bands + 1, np.int64)
+    np.cumsum(room, out=band_start[1:])
+    return rb_ptr, rb_ids, band_start
+
+
+def replay_arrays(prog: np.ndarray, phase: np.ndarray, index: np.ndarray, kid: np.ndarray, rid: np.ndarray,
+                  nbytes: np.ndarray, read: np.ndarray, book: np.ndarray, rects: np.ndarray, n_keys: int,
+                  n_index: int, capacity: float) -> tuple:
+    """The hits of accesses listed stream by stream: per access its stream, sync_all phase, instruction number
+    (< n_index), key number (< n_keys), region number (-1: none), bytes, is_read; per region its (tensor,
+    batch) number and rectangle. Returns (instruction numbers in order of their first hit, bytes served by L2,
+    filler instruction numbers)."""
+    order = in_step_order(prog, phase)
+    read = read.astype(np.bool_)
+    rb_ptr, rb_ids, band_start = band_index(rid, read, book, rects)
+    fn = replay if os.environ.get("PYTO_NUMBA", "1") != "0" else replay.py_func
+    return fn(order, index.astype(np.int64), kid.astype(np.int64), rid.astype(np.int64),
+              nbytes.astype(np.float64), read, book.astype(np.int64), rects.astype(np.int64).reshape(-1, 4),
+              rb_ptr, rb_ids, band_start, n_keys, n_index, float(capacity))
+
+
+@njit(cache=True)
+def _inside(r, rects, book, wkey, wseq, wep, rb_ptr, rb_ids, band_start, blen, pool_rid, pool_ep, stamp, query,
+            cands, pieces, hosts):
+    """l2._Written.inside for region r: the number of hosts written to `hosts` (0: not covered)."""
+    lo, hi = rb_ptr[r], rb_ptr[r + 1]
+    if lo == hi:
+        return 0
+    nc = 0
+    for x in range(lo, hi):
+        bd = rb_ids[x]
+        s = band_start[bd]
+        w = 0
+        for j in range(s, s + blen[bd]):         # compact the band's run to its live entries
+            q = pool_rid[j]
+            if wkey[q] >= 0 and pool_ep[j] == wep[q]:
+                pool_rid[s + w] = q
+                pool_ep[s + w] = pool_ep[j]
+                w += 1
+        blen[bd] = w
+        if w == 0:
+            return 0            # a band of the read's rows holds nothing written: not covered
+        for j in range(s, s + w):
+            q = pool_rid[j]
+            if stamp[q] != query:
+                stamp[q] = query
+                cands[nc] = q
+                nc += 1
+    seqs = np.empty(nc, np.int64)
+    for j in range(nc):
+        seqs[j] = -wseq[cands[j]]
+    by = np.argsort(seqs)        # newest first (sequence numbers are distinct within a tensor and batch)
+    m = min(nc, WRITTEN_SCAN)
+    top = np.empty(m, np.int64)
+    for j in range(m):
+        top[j] = cands[by[j]]
+    r0, r1, c0, c1 = rects[r, 0], rects[r, 1], rects[r, 2], rects[r, 3]
+    for j in range(m):
+        w = top[j]
+        if rects[w, 0] <= r0 and r1 <= rects[w, 1] and rects[w, 2] <= c0 and c1 <= rects[w, 3]:
+            hosts[0] = wkey[w]
+            return 1
+    got = _pieces(r0, r1, c0, c1, top, rects, wkey, pieces, hosts, False)
+    if got == 0:
+        got = _pieces(r0, r1, c0, c1, top, rects, wkey, pieces, hosts, True)
+    return got
+
+
+@njit(cache=True)
+def _pieces(r0, r1, c0, c1, top, rects, wkey, pieces, hosts, oldest_first):
+    """l2._Written._pieces over `top` (reversed if oldest_first): the number of hosts, 0 if no cover."""
+    need = (r1 - r0) * (c1 - c0)
+    n = 0
+    m = len(top)
+    for j in range(m):
+        w = top[m - 1 - j] if oldest_first else top[j]
+        a0, a1 = max(r0, rects[w, 0]), min(r1, rects[w, 1])
+        b0, b1 = max(c0, rects[w, 2]), min(c1, rects[w, 3])
+        if a0 < a1 and b0 < b1:
+            free = True
+            for p in range(n):
+                if not (a1 <= pieces[p, 0] or pieces[p, 1] <= a0 or b1 <= pieces[p, 2] or pieces[p, 3] <= b0):
+                    free = False
+                    break
+            if free:
+                pieces[n, 0], pieces[n, 1], pieces[n, 2], pieces[n, 3] = a0, a1, b0, b1
+                hosts[n] = wkey[w]
+                n += 1
+                need -= (a1 - a0) * (b1 - b0)
+                if need == 0:
+                    return n
+    return 0
+
+
+@njit(cache=True)
+def replay(order, index, kid, rid, nbytes, read, book, rects, rb_ptr, rb_ids, band_start, n_keys, n_index,
+           capacity):
+    """l2.hits_reference over numbered accesses taken in `order` (replay_arrays says what each array is)."""
+    n_regions = len(book)
+    n_books = 0
+    for r in range(n_regions):
+        n_books = max(n_books, book[r] + 1)
+    # the LRU: a doubly linked list of key numbers, and each resident key's bytes, region, allocating access
+    prv = np.full(n_keys, -1, np.int64)
+    nxt = np.full(n_keys, -1, np.int64)
+    resident = np.zeros(n_keys, np.bool_)
+    e_bytes = np.zeros(n_keys, np.float64)
+    e_rid = np.full(n_keys, -1, np.int64)
+    e_idx = np.zeros(n_keys, np.int64)
+    head = tail = -1
+    used = 0.0
+    # the written regions: per region the key that wrote it last (-1: not written), its sequence number, epoch
+    wkey = np.full(n_regions, -1, np.int64)
+    wseq = np.zeros(n_regions, np.int64)
+    wep = np.zeros(n_regions, np.int64)
+    bseq = np.zeros(n_books, np.int64)
+    n_bands = len(band_start) - 1
+    blen = np.zeros(max(n_bands, 0), np.int64)
+    pool_rid = np.empty(band_start[-1], np.int64)
+    pool_ep = np.empty(band_start[-1], np.int64)
+    stamp = np.full(n_regions, -1, np.int64)
+    cands = np.empty(n_regions, np.int64)
+    pieces = np.empty((WRITTEN_SCAN, 4), np.int64)
+    hosts = np.empty(WRITTEN_SCAN, np.int64)
+    query = 0
+    # the hits per instruction number, and the order of first hits
+    seen = np.zeros(n_index, np.bool_)
+    h_bytes = np.zeros(n_index, np.float64)
+    h_fill = np.zeros(n_index, np.int64)
+    h_order = np.empty(n_index, np.int64)
+    nh = 0
+    for t in order:
+        i, k, r, nb, rd = index[t], kid[t], rid[t], nbytes[t], read[t]
+        filler = -1
+        nhost = 0
+        if resident[k]:
+            if k != tail:                 # move to the end
+                p, q = prv[k], nxt[k]
+                if p >= 0:
+                    nxt[p] = q
+                else:
+                    head = q
+                prv[q] = p
+                prv[k], nxt[k] = tail, -1
+                nxt[tail] = k
+                tail = k
+            if rd:
+                filler = e_idx[k]
+            elif r >= 0:                   # (re)written: the latest write of the region, also after a read of it
+                _add_written(r, k, book, wkey, wseq, wep, bseq, rb_ptr, rb_ids, band_start, blen, pool_rid, pool_ep)
+        else:
+            if rd and r >= 0:
+                query += 1
+                nhost = _inside(r, rects, book, wkey, wseq, wep, rb_ptr, rb_ids, band_start, blen, pool_rid,
+                                pool_ep, stamp, query, cands, pieces, hosts)
+            if nhost:
+                for x in range(nhost):
+                    h = hosts[x]
+                    if not resident[h]:
+                        raise KeyError("a written region's key is not in L2 (keys and regions disagree)")
+                    if h != tail:
+                        p, q = prv[h], nxt[h]
+                        if p >= 0:
+                            nxt[p] = q
+                        else:
+                            head = q
+                        prv[q] = p
+                        prv[h], nxt[h] = tail, -1
+                        nxt[tail] = h
+                        tail = h
+                    filler = max(filler, e_idx[h])
+            else:
+                resident[k] = True
+                prv[k], nxt[k] = tail, -1
+                if tail >= 0:
+                    nxt[tail] = k
+                else:
+                    head = k
+                tail = k
+                e_bytes[k], e_rid[k], e_idx[k] = nb, r, i
+                used += nb
+                if r >= 0 and not rd:
+                    _add_written(r, k, book, wkey, wseq, wep, bseq, rb_ptr, rb_ids, band_start, blen, pool_rid,
+                                 pool_ep)
+                while used > capacity and head >= 0:
+                    o = head
+                    head = nxt[o]
+                    if head >= 0:
+                        prv[head] = -1
+                    else:
+                        tail = -1
+                    resident[o] = False
+                    used -= e_bytes[o]
+                    if e_rid[o] >= 0:
+                        wkey[e_rid[o]] = -1          # dropped from the written regions
+                continue
+        if rd or nhost:
+            if seen[i]:
+                h_bytes[i] += nb
+                h_fill[i] = max(h_fill[i], filler)
+            else:
+                seen[i] = True
+                h_bytes[i], h_fill[i] = nb, filler
+                h_order[nh] = i
+                nh += 1
+    out = h_order[:nh].copy()
+    return out, h_bytes[out], h_fill[out]
+
+
+@njit(cache=True)
+def _add_written(r, k, book, wkey, wseq, wep, bseq, rb_ptr, rb_ids, band_start, blen, pool_rid, pool_ep):
+    """l2._Written.add: region r written by key k (a new sequence number; onto its bands if not written)."""
+    b = book[r]
+    bseq[b] += 1
+    if wkey[r] < 0:
+        wep[r] += 1
+        for x in range(rb_ptr[r], rb_ptr[r + 1]):
+            bd = rb_ids[x]
+            j = band_start[bd] + blen[bd]
+            pool_rid[j] = r
+            pool_ep[j] = wep[r]
+            blen[bd] += 1
+    wkey[r] = k
+    wseq[r] = bseq[b]
+
+
+@njit(cache=True)
+def intern_rows(rows):
+    """Number the distinct rows of a 2-D int64 array in order of first appearance (an open-addressing hash
+    table): (each row's number, the first row of each number)."""
+    n, w = rows.shape
+    size = 2
+    while size < 2 * n:
+        size *= 2
+    mask = size - 1
+    table = np.full(size, -1, np.int64)
+    ids = np.empty(n, np.int64)
+    first = np.empty(n, np.int64)
+    m = 0
+    for i in range(n):
+        h = 1469598103934665603
+        for c in range(w):
+            h = (h ^ rows[i, c]) * 1099511628211
+        h = (h ^ (h >> 33)) * -49064778989728563      # a 64-bit finaliser (murmur3's; wraps)
+        h ^= h >> 33
+        slot = h & mask
+        while True:
+            e = table[slot]
+            if e < 0:
+                table[slot] = m
+                first[m] = i
+                ids[i] = m
+                m += 1
+                break
+            j = first[e]
+            same = True
+            for c in range(w):
+                if rows[j, c] != rows[i, c]:
+                    same = False
+                    break
+            if same:
+                ids[i] = e
+                break
+            slot = (slot + 1) & mask
+    return ids, first[:m].copy()
