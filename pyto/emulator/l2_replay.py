@@ -36,32 +36,42 @@ def in_step_order(prog: np.ndarray, phase: np.ndarray) -> np.ndarray:
 
 def band_index(rid: np.ndarray, read: np.ndarray, book: np.ndarray, rects: np.ndarray) -> tuple:
     """The band index's layout: (per region, its bands as a CSR (ptr, band numbers), per band the start of its
-    run in the pool, the pool's size). Only regions of a (tensor, batch) that some access writes have bands
-    (a read of any other finds nothing written); a band's run holds at most one entry per write on it."""
+    run in the pool and, last, the pool's size). Only regions of a (tensor, batch) that some access writes have
+    bands (a read of any other finds nothing written); a band's run holds at most one entry per write on it."""
+    return _band_index(rid, read, book, rects)
+
+
+@njit(cache=True)
+def _band_index(rid, read, book, rects):
     n_regions = len(book)
-    wr = rid[(~read) & (rid >= 0)]
-    booked = np.zeros(int(book.max()) + 1 if n_regions else 0, bool)
-    booked[book[wr]] = True
-    b0 = rects[:, 0] // BAND
-    cnt = np.where(booked[book], np.maximum((rects[:, 1] - 1) // BAND - b0 + 1, 0), 0) if n_regions else \
-        np.zeros(0, np.int64)
+    n_books = 0
+    for r in range(n_regions):
+        n_books = max(n_books, book[r] + 1)
+    writes = np.zeros(n_regions, np.int64)      # writes per region: the most entries it adds to each band
+    booked = np.zeros(n_books, np.bool_)
+    for t in range(len(rid)):
+        if not read[t] and rid[t] >= 0:
+            writes[rid[t]] += 1
+            booked[book[rid[t]]] = True
     rb_ptr = np.zeros(n_regions + 1, np.int64)
-    np.cumsum(cnt, out=rb_ptr[1:])
-    total = int(rb_ptr[-1])
-    owner = np.repeat(np.arange(n_regions), cnt)
-    band = b0[owner] + (np.arange(total) - rb_ptr[owner])
-    if total:
-        lo = band.min()
-        span = int(band.max() - lo) + 1
-        _, rb_ids = np.unique(book[owner] * span + (band - lo), return_inverse=True)
-        rb_ids = rb_ids.reshape(-1).astype(np.int64)
-        n_bands = int(rb_ids.max()) + 1
-    else:
-        rb_ids, n_bands = np.zeros(0, np.int64), 0
-    writes = np.bincount(wr, minlength=n_regions)          # writes per region: the most entries it adds per band
-    room = np.bincount(rb_ids, weights=writes[owner], minlength=n_bands).astype(np.int64)
-    band_start = np.zeros(n_bands + 1, np.int64)
-    np.cumsum(room, out=band_start[1:])
+    for r in range(n_regions):
+        cnt = 0
+        if booked[book[r]]:
+            cnt = max((rects[r, 1] - 1) // BAND - rects[r, 0] // BAND + 1, 0)
+        rb_ptr[r + 1] = rb_ptr[r] + cnt
+    keys = np.empty((rb_ptr[n_regions], 2), np.int64)       # (tensor and batch, band) of each region's bands
+    for r in range(n_regions):
+        b0 = rects[r, 0] // BAND
+        for x in range(rb_ptr[r], rb_ptr[r + 1]):
+            keys[x, 0] = book[r]
+            keys[x, 1] = b0 + x - rb_ptr[r]
+    rb_ids, first = intern_rows(keys)
+    band_start = np.zeros(len(first) + 1, np.int64)
+    for r in range(n_regions):
+        for x in range(rb_ptr[r], rb_ptr[r + 1]):
+            band_start[rb_ids[x] + 1] += writes[r]
+    for bd in range(len(first)):
+        band_start[bd + 1] += band_start[bd]
     return rb_ptr, rb_ids, band_start
 
 
@@ -73,12 +83,13 @@ def replay_arrays(prog: np.ndarray, phase: np.ndarray, index: np.ndarray, kid: n
     batch) number and rectangle. Returns (instruction numbers in order of their first hit, bytes served by L2,
     filler instruction numbers)."""
     order = in_step_order(prog, phase)
-    read = read.astype(np.bool_)
+    index, kid, rid, book = (np.ascontiguousarray(x, np.int64) for x in (index, kid, rid, book))
+    nbytes, read = np.ascontiguousarray(nbytes, np.float64), np.ascontiguousarray(read, np.bool_)
+    rects = np.ascontiguousarray(rects, np.int64).reshape(-1, 4)
     rb_ptr, rb_ids, band_start = band_index(rid, read, book, rects)
     fn = replay if os.environ.get("PYTO_NUMBA", "1") != "0" else replay.py_func
-    return fn(order, index.astype(np.int64), kid.astype(np.int64), rid.astype(np.int64),
-              nbytes.astype(np.float64), read, book.astype(np.int64), rects.astype(np.int64).reshape(-1, 4),
-              rb_ptr, rb_ids, band_start, n_keys, n_index, float(capacity))
+    return fn(order, index, kid, rid, nbytes, read, book, rects, rb_ptr, rb_ids, band_start, n_keys, n_index,
+              float(capacity))
 
 
 @njit(cache=True)

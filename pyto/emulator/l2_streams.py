@@ -20,6 +20,8 @@ from .l2_replay import intern_rows, replay_arrays
 
 _OBJ, _BATCH, _RECT = attrgetter("obj"), attrgetter("batch"), attrgetter("rect")
 _PACK = struct.Struct("4q").pack      # a rectangle as 4 int64 (packing beats numpy's conversion of tuples)
+_IO = struct.Struct("qqdqq").pack     # a gm_io entry: position, local index, bytes, is_read, sync_all phase
+_IO_ROW = np.dtype([("j", "<i8"), ("i", "<i8"), ("bytes", "<f8"), ("read", "<i8"), ("phase", "<i8")])
 
 
 class L2Accesses:
@@ -35,11 +37,9 @@ class L2Accesses:
         got = self.layouts.get(id(gm_io))
         if got is None:
             pairs = [[(j, read) for j, _, _, read, _ in io] for io in gm_io]
-            n = sum(map(len, gm_io))
-            t = np.fromiter(chain.from_iterable(chain.from_iterable(gm_io)), np.float64, 5 * n).reshape(n, 5)
+            t = np.frombuffer(b"".join(starmap(_IO, chain.from_iterable(gm_io))), _IO_ROW)
             p = np.repeat(np.arange(len(gm_io)), [len(io) for io in gm_io])
-            got = self.layouts[id(gm_io)] = (gm_io, pairs, (t[:, 1].astype(np.int64), t[:, 2], t[:, 3] > 0,
-                                                            t[:, 4].astype(np.int64), p))
+            got = self.layouts[id(gm_io)] = (gm_io, pairs, (t["i"], t["bytes"], t["read"] != 0, t["phase"], p))
         return got
 
     def add(self, programs: list, gm_io: list, base: int, prog0: int) -> None:
