@@ -1,6 +1,6 @@
 """The L2 replay of l2.py over integer arrays, compiled with numba: the same LRU, written-region index and hit
 accounting as `l2.hits_reference`, with regions, keys and instruction indices numbered from 0 beforehand
-(l2.py's `l2_hits` numbers a list of streams; encode.py numbers its launch's accesses as it adds blocks).
+(l2.py's `l2_hits` numbers a list of streams; l2_streams.py the accesses the Encoder adds block by block).
 
 The LRU is a doubly linked list over key numbers (head the least recently used). A written region is its
 region number's entry (the key that wrote it last, its write sequence number in its tensor and batch); the
@@ -222,7 +222,7 @@ def replay(order, index, kid, rid, nbytes, read, book, rects, rb_ptr, rb_ids, ba
             elif r >= 0:                   # (re)written: the latest write of the region, also after a read of it
                 _add_written(r, k, book, wkey, wseq, wep, bseq, rb_ptr, rb_ids, band_start, blen, pool_rid, pool_ep)
         else:
-            if rd and r >= 0:
+            if rd and r >= 0 and rb_ptr[r] < rb_ptr[r + 1]:       # a region with bands: something may cover it
                 query += 1
                 nhost = _inside(r, rects, book, wkey, wseq, wep, rb_ptr, rb_ids, band_start, blen, pool_rid,
                                 pool_ep, stamp, query, cands, pieces, hosts)

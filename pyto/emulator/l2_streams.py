@@ -28,27 +28,26 @@ class L2Accesses:
     """The GM accesses of the blocks added so far, stream (program) by stream in program order."""
 
     def __init__(self):
-        self.layouts: dict = {}     # id(gm_io) -> (gm_io, per program its (position, is_read) pairs, columns)
+        self.layouts: dict = {}     # id(gm_io) -> (gm_io, its columns)
         self.parts: list = []       # per block: (columns, instruction base, program base, region rows)
 
     def _layout(self, gm_io: list) -> tuple:
-        """A BlockCode's gm_io as per-program (position, is_read) pairs and columns in stream order: the local
-        index, bytes, is_read, sync_all phase and program position of each transfer."""
+        """A BlockCode's gm_io as columns in stream order: the local index, bytes, is_read, sync_all phase and
+        program position of each transfer."""
         got = self.layouts.get(id(gm_io))
         if got is None:
-            pairs = [[(j, read) for j, _, _, read, _ in io] for io in gm_io]
             t = np.frombuffer(b"".join(starmap(_IO, chain.from_iterable(gm_io))), _IO_ROW)
             p = np.repeat(np.arange(len(gm_io)), [len(io) for io in gm_io])
-            got = self.layouts[id(gm_io)] = (gm_io, pairs, (t["i"], t["bytes"], t["read"] != 0, t["phase"], p))
-        return got
+            got = self.layouts[id(gm_io)] = (gm_io, (t["i"], t["bytes"], t["read"] != 0, t["phase"], p))
+        return got[1]
 
     def add(self, programs: list, gm_io: list, base: int, prog0: int) -> None:
         """A block's accesses: its programs (numbered from prog0, instructions from base) and their gm_io."""
-        _, pairs, cols = self._layout(gm_io)
+        cols = self._layout(gm_io)
         sides: list = []
-        for prog, io in zip(programs, pairs):
+        for prog, io in zip(programs, gm_io):
             instrs = prog.instrs
-            sides += [instrs[j].srcs if read else instrs[j].dsts for j, read in io]   # GM is read or written
+            sides += [instrs[j].srcs if read else instrs[j].dsts for j, _, _, read, _ in io]   # GM read or written
         try:
             accs = [acc for (acc,) in sides]
         except ValueError:               # a transfer of several regions (an nd_num one)
