@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 import pyto
 import pyto.emulator.encode as E
-import pyto.language as pl
 from kernels.bmm import bmm
 from kernels.examples.matmul_pingpong import matmul_pingpong
 from pyto.emulator.l2 import hits_reference, l2_hits
 from pyto.emulator.l2_replay import intern_rows
+from test_timing import store_then_read_stacked
 
 TILE = st.sampled_from([(16, 16), (8, 16), (16, 2), (32, 8), (16, 1)])
 # one access: is_read, shape (0-1 a tile, 2 a block of h x w tiles, 3 a rectangle on an 8-row grid, 4 key only),
@@ -111,20 +111,6 @@ def test_many_written_regions_on_a_band():
     assert l2_hits([s[:1] + s[2:]], 1e9) == hits_reference([s[:1] + s[2:]], 1e9) == {100: (512.0, 0)}
 
 
-@pl.kernel
-def _stacked(x, out):
-    """Store x's two matrices into out, then read out's two back in one nd_num load (two L2 regions)."""
-    t = pl.alloc(pl.UB, [16, 64], x.dtype, buffers=2)
-    back = pl.alloc(pl.UB, [32, 64], x.dtype)
-    with pl.section_vector():
-        if pl.subblock_idx() == 0:
-            for i in pl.range(2):
-                s = t.next()
-                pl.load(s, x, [i, 0, 0])
-                pl.store(out, s, [i, 0, 0])
-            pl.load(back, out, [0, 0, 0], nd_num=2)
-
-
 def test_the_encoders_hits_equal_the_reference(monkeypatch):
     """The Encoder's accesses (l2_streams.py: regions read off the instructions as rows, keys their hashes)
     replay to the reference's hits on the streams encode._l2_accesses lists: blocks alike, an nd_num load,
@@ -152,6 +138,6 @@ def test_the_encoders_hits_equal_the_reference(monkeypatch):
     pyto.run(matmul_pingpong, f16(512, 512), f16(512, 512), f16(512, 512), mode="timing", blocks=4, TM=128,
              TN=128, TK=64)
     x = np.arange(2 * 16 * 64, dtype=np.float32).reshape(2, 16, 64)
-    pyto.run(_stacked, x, np.zeros_like(x))
+    pyto.run(store_then_read_stacked, x, np.zeros_like(x), np.zeros_like(x), BOTH=True)
     bmm(f16(1, 128, 4096), f16(1, 4096, 128), branch="stream_k")
     assert len(compared) == 3 and all(n for n, _ in compared) and compared[2][1] > 0, compared

@@ -47,6 +47,20 @@ def _unlink(e, ob, ls, head, tail, e_prev, e_next, free):
     return e
 
 
+@njit(cache=True, inline="always")
+def _keep_latest(u, p, val, lst, n, rank):
+    """Per unit the latest position (by rank) found: record p for unit u (a new unit goes on the list); return
+    the list's new length."""
+    v = val[u]
+    if v == -1:
+        val[u] = p
+        lst[n] = u
+        return n + 1
+    if rank[v] < rank[p]:
+        val[u] = p
+    return n
+
+
 @njit(cache=True)
 def run(keys, rank, core, data, wait_blocks_core, pipe_m, pipe_fix, kt, at, ot, ut, n_entries):
     """The dependencies of each position of the order: (ptr, deps), deps[ptr[i]:ptr[i + 1]] the
@@ -166,13 +180,7 @@ def run(keys, rank, core, data, wait_blocks_core, pipe_m, pipe_fix, kt, at, ot, 
                                         exempt[n_ex] = p
                                         n_ex += 1
                             else:
-                                v = fval[u]
-                                if v == -1:
-                                    fval[u] = p
-                                    flist[fn] = u
-                                    fn += 1
-                                elif rank[v] < rank[p]:
-                                    fval[u] = p
+                                fn = _keep_latest(u, p, fval, flist, fn, rank)
                         e = e_next[e]
             for j in range(fn):      # found -> deps (for another core's instruction: this core's units only)
                 u = flist[j]
@@ -180,13 +188,7 @@ def run(keys, rank, core, data, wait_blocks_core, pipe_m, pipe_fix, kt, at, ot, 
                 fval[u] = -1
                 if not own and u_core[u] != core:
                     continue
-                v = dval[u]
-                if v == -1:
-                    dval[u] = p
-                    dlist[dn] = u
-                    dn += 1
-                elif rank[v] < rank[p]:
-                    dval[u] = p
+                dn = _keep_latest(u, p, dval, dlist, dn, rank)
             # ---- updates: reads, then writes retiring what they cover
             phi = 1 if ph else 0
             for a in range(k_s0[k], k_d1[k]):

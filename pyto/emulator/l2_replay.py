@@ -165,6 +165,23 @@ def _pieces(r0, r1, c0, c1, top, rects, wkey, pieces, hosts, oldest_first):
     return 0
 
 
+@njit(cache=True, inline="always")
+def _to_end(k, head, tail, prv, nxt):
+    """Move resident key k to the most recent end of the LRU list (doubly linked through prv/nxt); return the
+    new (head, tail)."""
+    if k != tail:
+        p, q = prv[k], nxt[k]
+        if p >= 0:
+            nxt[p] = q
+        else:
+            head = q
+        prv[q] = p
+        prv[k], nxt[k] = tail, -1
+        nxt[tail] = k
+        tail = k
+    return head, tail
+
+
 @njit(cache=True)
 def replay(order, index, kid, rid, nbytes, read, book, rects, rb_ptr, rb_ids, band_start, n_keys, n_index,
            capacity):
@@ -207,16 +224,7 @@ def replay(order, index, kid, rid, nbytes, read, book, rects, rb_ptr, rb_ids, ba
         filler = -1
         nhost = 0
         if resident[k]:
-            if k != tail:                 # move to the end
-                p, q = prv[k], nxt[k]
-                if p >= 0:
-                    nxt[p] = q
-                else:
-                    head = q
-                prv[q] = p
-                prv[k], nxt[k] = tail, -1
-                nxt[tail] = k
-                tail = k
+            head, tail = _to_end(k, head, tail, prv, nxt)
             if rd:
                 filler = e_idx[k]
             elif r >= 0:                   # (re)written: the latest write of the region, also after a read of it
@@ -231,16 +239,7 @@ def replay(order, index, kid, rid, nbytes, read, book, rects, rb_ptr, rb_ids, ba
                     h = hosts[x]
                     if not resident[h]:
                         raise KeyError("a written region's key is not in L2 (keys and regions disagree)")
-                    if h != tail:
-                        p, q = prv[h], nxt[h]
-                        if p >= 0:
-                            nxt[p] = q
-                        else:
-                            head = q
-                        prv[q] = p
-                        prv[h], nxt[h] = tail, -1
-                        nxt[tail] = h
-                        tail = h
+                    head, tail = _to_end(h, head, tail, prv, nxt)
                     filler = max(filler, e_idx[h])
             else:
                 resident[k] = True
