@@ -13,6 +13,7 @@ import pyto.emulator.encode as E
 from kernels.bmm import bmm
 from kernels.examples.matmul_pingpong import matmul_pingpong
 from pyto.emulator.l2 import hits_reference, l2_hits
+from pyto.ir import GMTensor
 from pyto.emulator.l2_replay import intern_rows
 from test_timing import store_then_read_stacked
 
@@ -111,9 +112,23 @@ def test_many_written_regions_on_a_band():
     assert l2_hits([s[:1] + s[2:]], 1e9) == hits_reference([s[:1] + s[2:]], 1e9) == {100: (512.0, 0)}
 
 
+def _l2_entries(index: int, ins, nbytes: float, read: bool, phase: int) -> "list | tuple":
+    """The entries of a GM transfer in l2.py's streams: (index, key, (tensor uid, batch, rectangle), bytes,
+    read, sync_all phase) per GM region; an nd_num transfer's equal matrices share its bytes: the streams
+    l2.hits_reference takes, written out from the instructions as l2_streams.py gathers them as arrays."""
+    side = ins.srcs if read else ins.dsts      # a transfer reads GM (its sources) or writes it, not both
+    if len(side) == 1 and type(side[0].obj) is GMTensor:
+        acc = side[0]
+        r = (acc.obj.uid, acc.batch, acc.rect)
+        return ((index, hash(r), r, nbytes, read, phase),)
+    regions = [(acc.obj.uid, acc.batch, acc.rect) for acc in side if type(acc.obj) is GMTensor]
+    share = nbytes / len(regions)
+    return [(index, hash(r), r, share, read, phase) for r in regions]
+
+
 def test_the_encoders_hits_equal_the_reference(monkeypatch):
     """The Encoder's accesses (l2_streams.py: regions read off the instructions as rows, keys their hashes)
-    replay to the reference's hits on the streams encode._l2_accesses lists: blocks alike, an nd_num load,
+    replay to the reference's hits on the streams _l2_entries lists: blocks alike, an nd_num load,
     sync_all phases (StreamK's reduction)."""
     add, finish = E.Encoder.add, E.Encoder.finish
     compared = []
@@ -122,7 +137,7 @@ def test_the_encoders_hits_equal_the_reference(monkeypatch):
         streams = self.__dict__.setdefault("ref_streams", [])
         for prog, io in zip(programs, code.gm_io):
             streams.append([a for j, i, nbytes, read, phase in io
-                            for a in E._l2_accesses(self.n + i, prog.instrs[j], nbytes, read, phase)])
+                            for a in _l2_entries(self.n + i, prog.instrs[j], nbytes, read, phase)])
         add(self, programs, code)
 
     def compare_and_finish(self):

@@ -5,18 +5,16 @@ alike share one encoding."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import attrgetter
 
 import numpy as np
 
 from ..chip import Chip
 from ..errors import SyncError
-from ..ir import AccPhase, GMTensor, Instr, Op, Pipe, STPhase, is_cross_core
+from ..ir import AccPhase, Instr, Op, Pipe, STPhase, is_cross_core
 from .l2_streams import L2Accesses
 from .timing import COST_KEYS, cost
 
 _KIND = {Op.SET_FLAG: 1, Op.WAIT_FLAG: 2, Op.SYNC_ALL: 3}
-_OP = attrgetter("op")
 # per-instruction columns of a BlockCode, in the order encode() builds each row, and their types
 # (gmb, l2b: GM and L2 channel bytes)
 _COLUMNS = dict(pipe_of=np.int64, uf_rid=np.int64, uf_wait=np.int8, uf_set=np.int8, kind=np.int8, fkey=np.int64,
@@ -152,20 +150,6 @@ class BlockCode:
 
 def _np(values, dtype) -> np.ndarray:
     return np.array(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
-
-
-def _l2_accesses(index: int, ins: Instr, nbytes: float, read: bool, phase: int) -> "list | tuple":
-    """The entries of a GM transfer in l2.py's streams: (index, key, (tensor uid, batch, rectangle), bytes,
-    read, sync_all phase) per GM region; an nd_num transfer's equal matrices share its bytes. The Encoder
-    gathers the same as arrays (l2_streams.py); these are for l2.hits_reference in differential tests."""
-    side = ins.srcs if read else ins.dsts      # a transfer reads GM (its sources) or writes it, not both
-    if len(side) == 1 and type(side[0].obj) is GMTensor:
-        acc = side[0]
-        r = (acc.obj.uid, acc.batch, acc.rect)
-        return ((index, hash(r), r, nbytes, read, phase),)
-    regions = [(acc.obj.uid, acc.batch, acc.rect) for acc in side if type(acc.obj) is GMTensor]
-    share = nbytes / len(regions)
-    return [(index, hash(r), r, share, read, phase) for r in regions]
 
 
 _STATIC = ("occ", "lat", "gmb", "l2b", "io_bytes", "read", "flops", "name_i", "loc_i", "pipe_i", "kind")

@@ -5,7 +5,7 @@ Each access's region is a row (tensor uid, batch, rectangle) of int64, read from
 right after they were traced (while they are in the CPU's cache); what a block's accesses have in common with
 every block encoded alike (positions, bytes, directions, phases) is laid out once per BlockCode's gm_io. The
 finish numbers the distinct rows (regions); a region's key, the LRU's name for it, is the hash of its tuple,
-numbered in turn, as `encode._l2_accesses` names it for `l2.hits_reference`.
+numbered in turn, as l2.py's streams name it for `l2.hits_reference`.
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ class L2Accesses:
             if len(side) == 1 and regs:
                 shares.append(nbytes)
             else:
-                share = nbytes / len(regs)       # ZeroDivisionError as encode._l2_accesses
+                share = nbytes / len(regs)       # (ZeroDivisionError for a transfer with no GM region, as the streams' reference does)
                 shares += [share] * len(regs)
             rows += regs
         rep = np.array(counts, np.int64)
@@ -82,7 +82,7 @@ class L2Accesses:
 
     def hits(self, capacity: int, n_index: int) -> tuple:
         """(instruction indices with L2 hits, bytes served by L2, filler indices) as l2.hits_reference finds
-        on the same accesses (as encode._l2_accesses lists them); indices below n_index."""
+        on the same accesses (as l2.py's streams list them); indices below n_index."""
         if not self.parts:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
         cat: dict = {k: [] for k in ("index", "nbytes", "read", "phase", "prog", "rows")}
