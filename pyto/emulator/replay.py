@@ -27,13 +27,12 @@ from .sanitizer import race_error
 
 
 class Span(NamedTuple):
-    """One block of the launch: its first instruction index, encoding, programs, and whether auto-sync
-    ran on these programs (a block that reused another's encoding has no dependencies attached yet)."""
+    """One block of the launch: its first instruction index, encoding (its dependencies too, also for a block
+    that reused another's encoding) and programs."""
 
     first: int
     code: object          # encode.BlockCode
     programs: list
-    synced: bool
 
 
 def _leaders(spans: list, sched) -> list:
@@ -52,7 +51,7 @@ def _leaders(spans: list, sched) -> list:
     bounds = np.searchsorted(block_of_owner, np.arange(len(spans) + 1))
     seen: dict = {}
     out = []
-    for b, (first, code, _, _) in enumerate(spans):
+    for b, (first, code, _) in enumerate(spans):
         lo, hi = bounds[b], bounds[b + 1]
         keep = inside[lo:hi]
         joins = np.stack([owner[lo:hi][keep] - first, src[lo:hi][keep] - first]).tobytes()

@@ -342,13 +342,12 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     for progs in trace_blocks(kernel, tensors, params, chip, blocks):
         sig = cache.signature(progs) if blocks > 1 else None   # one block: nothing to share with
         code = cache.get(sig)
-        synced = code is None
-        if synced:
+        if code is None:
             crosscore.insert_all(progs, auto_sync, chip.cross_core_wait_blocks_core)
             code = enc.encode(progs)
             cache.put(sig, code)
         if check:
-            spans.append(Span(enc.n, code, progs, synced))
+            spans.append(Span(enc.n, code, progs))
             programs += progs
         enc.add(progs, code)
     encoded = enc.finish()
