@@ -26,7 +26,7 @@ class DType(enum.Enum):
     acc: "DType"   # the L0C accumulation type of a cube input: int32 for int8, fp32 otherwise
 
     def __repr__(self) -> str:
-        return f"pl.{self.name}"
+        return f"pl.DT_{self.name.upper()}"
 
     __str__ = lambda self: self.name  # noqa: E731
 

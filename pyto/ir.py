@@ -28,7 +28,9 @@ class Pipe(enum.IntEnum):
 
 
 class Buf(enum.IntEnum):
-    """Memories: GM (global), L1 and L0A/L0B/L0C/BT/FB on the cube core, UB on each vector core."""
+    """Memories: GM (global), L1 and L0A/L0B/L0C/BT/FB on the cube core, UB on each vector core. PyPTO-Pro's
+    `pl.MemorySpace` names the same buffers: DDR = GM, Mat = L1, Left = L0A, Right = L0B, Acc = L0C, Vec = UB,
+    Bias = BT, Scaling = FB."""
 
     GM = 0
     L1 = 1
@@ -38,6 +40,13 @@ class Buf(enum.IntEnum):
     UB = 5
     BT = 6
     FB = 7
+
+    def __repr__(self) -> str:
+        return f"pl.MemorySpace.{_SPACE_NAME[self]}"
+
+
+_SPACE_NAME = {Buf.GM: "DDR", Buf.L1: "Mat", Buf.L0A: "Left", Buf.L0B: "Right", Buf.L0C: "Acc", Buf.UB: "Vec",
+               Buf.BT: "Bias", Buf.FB: "Scaling"}
 
 
 class Role(enum.IntEnum):
@@ -68,27 +77,33 @@ class Op(enum.IntEnum):
     # synchronisation
     SET_FLAG = 11
     WAIT_FLAG = 12
-    BARRIER = 13    # pipe_barrier
+    BARRIER = 13    # bar_m / bar_mte1 / bar_mte2 / bar_mte3 / bar_fix / bar_v / bar_all
     SYNC_ALL = 14
+    MUTEX_LOCK = 15     # pl.system.mutex_lock: take a buffer-id token on a pipe
+    MUTEX_UNLOCK = 16   # pl.system.mutex_unlock: give it back
 
 
 MOVE_OPS = frozenset({Op.LOAD, Op.STORE, Op.MOVE})
 CUBE_OPS = frozenset({Op.MMAD})
 VECTOR_OPS = frozenset({Op.VBINARY, Op.VSCALAR, Op.VUNARY, Op.VCAST, Op.VDUP, Op.VREDUCE, Op.VEXPAND})
-SYNC_OPS = frozenset({Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL})
+SYNC_OPS = frozenset({Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL, Op.MUTEX_LOCK, Op.MUTEX_UNLOCK})
 assert MOVE_OPS | CUBE_OPS | VECTOR_OPS | SYNC_OPS == set(Op)
 
 
 class AccPhase(enum.Enum):
-    """Matmul side of the hardware unit_flag (seeds/001): both wait for flag 0; Final sets it to 1."""
+    """Matmul side of the hardware unit_flag (seeds/001): Partial and Final wait for flag 0; Final sets it to 1.
+    Unspecified (PyPTO-Pro's default) is no phase: software sync only."""
 
+    Unspecified = "Unspecified"
     Partial = "Partial"
     Final = "Final"
 
 
 class STPhase(enum.Enum):
-    """Fixpipe side of the unit_flag (seeds/001): both wait for flag 1; Final resets it to 0."""
+    """Fixpipe side of the unit_flag (seeds/001): Partial and Final wait for flag 1; Final resets it to 0.
+    Unspecified (PyPTO-Pro's default) is no phase."""
 
+    Unspecified = "Unspecified"
     Partial = "Partial"
     Final = "Final"
 
@@ -184,11 +199,17 @@ __all__ = ["Pipe", "Buf", "Role", "Op", "AccPhase", "STPhase", "AccToVecMode", "
 
 @dataclass(eq=False)
 class TileStore:
-    """One on-chip allocation (a tile, or one slot of a ring) of one program.
+    """The storage of one tile on one core: a `pl.make_tile` / tile-group slot at its address, or a `pl.alloc`
+    slot at the address the allocator gave it. Tiles that name the same bytes the same way (same address, dtype
+    and shape; a layout or its transpose: ND [1, M] / DN [M, 1], NZ [N, K] / ZN [K, N]) are views of one store.
 
-    `shape` is the logical shape, `padded` the stored shape (fractal-padded); `grid` the fractal
-    grid a view's offsets must sit on. `key` is the allocation's sequence number in the trace, the
-    same in every role's trace of a block, so the AIC and AIV programs can name the same tile.
+    `shape` is the logical shape in the store's own orientation, `padded` the stored shape (fractal-padded);
+    `grid` the fractal grid a view's offsets must sit on. `key` names the storage in every role's trace of a
+    block (an allocation's sequence number, or its address), so the AIC and AIV programs name the same tile.
+    `addr` is its first byte in its buffer and `nbytes` how many it uses from there. `autosync`: pyto's
+    dependency auto-sync orders it (a `pl.alloc` tile); otherwise only the kernel's own synchronisation does.
+    `shared`: its bytes overlap another store's, so the checked pass also follows its accesses byte by byte
+    (emulator/overlap.py). `fractal`: an Acc tile's fractal bytes (PyPTO-Pro's TileType fractal).
     """
 
     buf: Buf
@@ -202,9 +223,17 @@ class TileStore:
     program: int
     loc: Optional[Loc] = None
     nbytes: int = 0
+    addr: int = 0
+    autosync: bool = True
+    shared: bool = False
+    fractal: int = 0
 
     def __repr__(self) -> str:
         return f"{self.buf.name} tile '{self.name}'"
+
+    def where(self) -> str:
+        """Its byte range in its buffer, for messages: 'L1 [0x8000, 0xc000)'."""
+        return f"{self.buf.name} [{self.addr:#x}, {self.addr + self.nbytes:#x})"
 
 
 @dataclass(eq=False)
@@ -215,6 +244,7 @@ class GMTensor:
     shape: tuple
     dtype: Any            # pyto.dtypes.DType
     uid: int
+    autosync: bool = True     # pyto's dependency auto-sync orders its accesses within a program (@pl.kernel)
     workspace: bool = False
 
     @property

@@ -41,11 +41,14 @@ class _Track:
         self.gm_reads: dict = {}   # GM: unit -> last reading instr (conservative WAR)
 
 
-def _add(ins: Instr, more) -> None:
+def add_deps(ins: Instr, more) -> None:
     """Append dependencies to `ins` (Instr.deps starts as a shared empty tuple: most instructions get none)."""
     more = list(more)
     if more:
         ins.deps = ins.deps + more if ins.deps else more
+
+
+_add = add_deps
 
 
 def _later(deps: dict, unit, o: Instr) -> None:
@@ -89,7 +92,8 @@ def insert_reference(order: list, core: int, data: bool = True, wait_blocks_core
     for ins in order:
         own = ins.core == core
         unit = (ins.core, ins.pipe)
-        if own and (ins.op is Op.SET_FLAG or (ins.op is Op.BARRIER and ins.attrs.get("pipe") is not Pipe.ALL)):
+        if own and (ins.op is Op.SET_FLAG or ins.op is Op.MUTEX_UNLOCK
+                    or (ins.op is Op.BARRIER and ins.attrs.get("pipe") is not Pipe.ALL)):
             # a flag is raised (a barrier passed) once the pipe's earlier work has completed, its data landed
             # a latency after the pipe let it go: it waits for each instruction in flight on its own pipe
             _add(ins, issued.pop(unit, ()))
@@ -162,6 +166,8 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
                 _later(deps, u, o)
     phased = ins.attrs.get("phase") is not None    # (on L0C: a phased entry never stands for one without)
     for acc in ins.srcs:
+        if not acc.obj.autosync:        # a make_tile / tile-group tile, or a jit kernel's GM: the kernel's to sync
+            continue
         tr = tracks.get(acc.obj)
         if tr is None:
             tr = tracks[acc.obj] = _Track()
@@ -170,6 +176,8 @@ def _data_deps(ins: Instr, unit, tracks: dict, deps: dict, core: int) -> None:
         else:
             tr.reads[(unit, acc.batch, acc.rect, phased)] = (acc.rect, acc.batch, unit, ins)
     for acc in ins.dsts:
+        if not acc.obj.autosync:
+            continue
         tr = tracks.get(acc.obj)
         if tr is None:
             tr = tracks[acc.obj] = _Track()

@@ -86,7 +86,7 @@ def keys_of(order: list) -> tuple:
 
 def _kind(ins) -> int:
     op = ins.op
-    if op is Op.SET_FLAG:
+    if op is Op.SET_FLAG or op is Op.MUTEX_UNLOCK:    # (released once its pipe's earlier work has completed)
         return SET_FLAG
     if op is Op.BARRIER:
         return BARRIER_ALL if ins.attrs.get("pipe") is Pipe.ALL else PIPE_BARRIER
@@ -108,7 +108,7 @@ def _relevant(reps: list) -> set:
         for a in ins.dsts:
             units.setdefault(a.obj, set()).add(unit)
             written.add(a.obj)
-    return {o for o in written if len(units[o]) > 1}
+    return {o for o in written if len(units[o]) > 1 and o.autosync}
 
 
 def tables(order: list) -> Tables:

@@ -16,15 +16,17 @@ from bisect import bisect_left, bisect_right
 
 from ..errors import KernelError
 from ..ir import Op, Role
-from . import autosync
+from . import autosync, mutex
 
 _CROSS = {("L0C", "UB"), ("UB", "L1")}
 _MOVE = Op.MOVE
 
 
 def cross_key(ins):
-    """(path, destination allocation key) of a cross-core move, None for any other instruction."""
-    if ins.op is Op.MOVE and ins.attrs.get("path") in _CROSS:
+    """(path, destination allocation key) of a cross-core move into a pl.alloc tile (the only ones pyto pairs and
+    orders itself: a make_tile / tile-group destination is the kernel's to order with cross-core events), None for
+    any other instruction."""
+    if ins.op is Op.MOVE and ins.attrs.get("path") in _CROSS and ins.dsts[0].obj.autosync:
         return ins.attrs["path"], ins.dsts[0].obj.key
     return None
 
@@ -100,9 +102,14 @@ def _aic_order(aic, aivs: list) -> list:
     return _with(aic.instrs, extra)
 
 
-def insert_all(programs: list, auto_sync: bool, wait_blocks_core: bool = False) -> None:
-    """Auto-sync every program of the launch, with cross-core moves paired inside each block.
-    wait_blocks_core (A2/A3): a cross-core wait holds every later instruction of its core."""
+def insert_all(programs: list, auto_sync: bool, wait_blocks_core: bool = False) -> str:
+    """Auto-sync every program of the launch, with cross-core moves paired inside each block, and give each program
+    its mutex tokens' dependencies (mutex.py). wait_blocks_core (A2/A3): a cross-core wait holds every later
+    instruction of its core. Returns an unpaired mutex_lock's SyncError text ('' if none), raised once the schedule
+    has run."""
+    unpaired = ""
+    for prog in programs:
+        unpaired = mutex.insert(prog.instrs) or unpaired
     blocks: dict = {}
     for prog in programs:
         blocks.setdefault(prog.block, []).append(prog)
@@ -132,3 +139,4 @@ def insert_all(programs: list, auto_sync: bool, wait_blocks_core: bool = False) 
     for ins in spliced:
         if len(ins.deps) > 1:
             ins.deps = list({id(d): d for d in ins.deps if d is not ins}.values())
+    return unpaired

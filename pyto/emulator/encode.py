@@ -15,6 +15,7 @@ from .l2_streams import L2Accesses
 from .timing import COST_KEYS, cost
 
 _KIND = {Op.SET_FLAG: 1, Op.WAIT_FLAG: 2, Op.SYNC_ALL: 3}
+_LOCK = Op.MUTEX_LOCK
 # per-instruction columns of a BlockCode, in the order encode() builds each row, and their types
 # (gmb, l2b: GM and L2 channel bytes)
 _COLUMNS = dict(pipe_of=np.int64, uf_rid=np.int64, uf_wait=np.int8, uf_set=np.int8, kind=np.int8, fkey=np.int64,
@@ -32,8 +33,9 @@ def check_flag_pairs(program) -> None:
         if ins.op is Op.SET_FLAG:
             first = pending.get(ins.attrs["key"])
             if first is not None:
-                raise SyncError(f"{ins.loc}: event {flag_name(ins.attrs['key'])} set again before a wait_flag "
-                                f"consumed the set at {first.loc} (undefined on the hardware)")
+                raise SyncError(f"{ins.loc}: event {flag_name(ins.attrs['key'])} set again before a sync_dst "
+                                f"consumed the set at {first.loc} (sync_src_sync_dst.md: an id is reused only after "
+                                f"it has been consumed; undefined on the hardware)")
             pending[ins.attrs["key"]] = ins
         elif ins.op is Op.WAIT_FLAG:
             pending.pop(ins.attrs["key"], None)
@@ -41,10 +43,10 @@ def check_flag_pairs(program) -> None:
 
 def flag_name(key) -> str:
     if is_cross_core(key):
-        _, e, mode, s, d = key
-        return f"cross-core flag {e} ({s}->{d}, mode {mode})"
+        _, e, space, s, d = key
+        return f"cross-core event {e} ({s}->{d}, {'INTRA_BLOCK/UNICAST_BLOCK' if space == 'intra' else 'INTER_SUBBLOCK'})"
     s, d, e = key
-    return f"({s.name}->{d.name}, id {e})"
+    return f"(PipeType.{s.name}->PipeType.{d.name}, event_id {e})"
 
 
 def unit_flag_access(ins: Instr):
@@ -59,11 +61,11 @@ def unit_flag_access(ins: Instr):
 
 class _UnitFlagRegions:
     """The unit_flag regions of one block's phased instructions (each a distinct L0C view) and the
-    512-byte unit_flag blocks each covers (Nz: a 16x16 fp32 fractal is 1 KB), numbered from 0."""
+    512-byte unit_flag blocks each covers (Nz: a 16x16 fp32 fractal is 1 KB), numbered by address: block b holds
+    L0C bytes [512 b, 512 (b + 1)), so tiles at one address share their bits, as on the chip."""
 
-    def __init__(self, block_bytes: int):
-        self.block_bytes, self.total = block_bytes, 0
-        self.base: dict = {}      # store id -> (its first block id, the store: kept alive so ids stay unique)
+    def __init__(self, block_bytes: int, l0c_bytes: int):
+        self.block_bytes, self.total = block_bytes, -(-l0c_bytes // block_bytes)
         self.ids: dict = {}       # (store id, rect) -> region id
         self.ptr, self.blocks, self.names = [0], [], []
 
@@ -86,13 +88,10 @@ class _UnitFlagRegions:
         store, (r0, r1, c0, c1) = acc.obj, acc.rect
         rows1 = store.padded[0] // 16
         per = 16 * 16 * store.dtype.itemsize // self.block_bytes
-        if id(store) not in self.base:
-            self.base[id(store)] = (self.total, store)
-            self.total += rows1 * (store.padded[1] // 16) * per
         fr = np.arange(r0 // 16, -(-r1 // 16))
         fc = np.arange(c0 // 16, -(-c1 // 16))
         frac = (fc[:, None] * rows1 + fr[None, :]).ravel()
-        return self.base[id(store)][0] + (frac[:, None] * per + np.arange(per)[None, :]).ravel()
+        return store.addr // self.block_bytes + (frac[:, None] * per + np.arange(per)[None, :]).ravel()
 
 
 _NO_UNIT_FLAG = (-1, -1, -1)
@@ -220,7 +219,7 @@ class Encoder:
         Python per instruction (its memoised static row, its dependencies; flags, waits and unit_flag regions
         where it has them), the columns then in numpy."""
         n0 = self.n
-        uf = _UnitFlagRegions(self.chip.unit_flag_block_bytes)
+        uf = _UnitFlagRegions(self.chip.unit_flag_block_bytes, self.chip.buffers["L0C"])
         mids: list = []
         dep_ptr, dep_idx = [0], []
         special: list = []     # (index, program position, instr) of flags, waits and sync_alls
@@ -246,6 +245,8 @@ class Encoder:
                     special.append((i, pos, ins))
                 if a.get("phase") is not None:
                     phased.append((i, ins))
+                if op is _LOCK or "mutex" in a:
+                    special.append((i, pos, ins))
                 i += 1
         n = i
         mid = np.fromiter(mids, np.int64, n)
@@ -263,11 +264,11 @@ class Encoder:
         fkeys: dict = {}
         waits: dict = {}
         for j, pos, ins in special:
-            k = _KIND[ins.op]
+            k = _KIND.get(ins.op, 0)
             if k == 1 or k == 2:      # a flag queue: a program's own, or a cross-core one the block shares
                 key = ins.attrs["key"]
                 fkey[j] = fkeys.setdefault(key if is_cross_core(key) else (pos, key), len(fkeys))
-            if k >= 2:
+            if k >= 2 or k == 0:
                 waits[j] = _wait_text(ins)
         uf_cols = np.full((3, n), -1, np.int64)
         for j, ins in phased:
@@ -353,8 +354,12 @@ class Encoder:
 
 
 def _wait_text(ins: Instr) -> str:
-    """The flag condition of a wait_flag or sync_all, as text for a deadlock message."""
+    """The condition of a wait (a flag, a sync_all, a mutex token), as text for a deadlock message."""
     if ins.op is Op.WAIT_FLAG:
-        setter = "pl.cross_core_set_flag" if is_cross_core(ins.attrs["key"]) else "pl.set_flag"
+        setter = "pl.system.set_cross_core" if is_cross_core(ins.attrs["key"]) else "pl.system.sync_src"
         return f"event {flag_name(ins.attrs['key'])}: never set by a matching {setter}"
-    return "pl.sync_all: {arrived} of {participants} cores arrived"
+    if ins.op is Op.SYNC_ALL:
+        return "pl.system.sync_all: {arrived} of {participants} cores arrived"
+    ids = (ins.attrs["mutex_id"],) if ins.op is _LOCK else ins.attrs["mutex"]
+    how = "pl.system.mutex_lock" if ins.op is _LOCK else "auto_mutex"
+    return f"mutex id{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))} ({how})"

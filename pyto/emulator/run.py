@@ -24,6 +24,7 @@ from ..chip import Chip, load_chip
 from ..dtypes import DType, as_dtype
 from ..errors import DeadlockError, KernelError, ShapeError, SyncError, UnsupportedError
 from ..ir import GMTensor, Pipe, Role
+from ..language.jit import JitKernel
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
 from . import crosscore
@@ -52,11 +53,10 @@ def spec(shape, dtype) -> Spec:
 
 
 def _arg_names(kernel: Kernel) -> list:
-    return [p.name for p in kernel.signature.parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return kernel.gm_names()
 
 
-def _gm_tensors(kernel: Kernel, arrays: tuple) -> list:
+def _gm_tensors(kernel: Kernel, arrays) -> list:
     names = _arg_names(kernel)
     if len(arrays) != len(names):
         kw = [p.name for p in kernel.signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
@@ -75,7 +75,7 @@ def _gm_tensors(kernel: Kernel, arrays: tuple) -> list:
             raise ShapeError(f"argument '{name}' must be a numpy array or pyto.spec, got {type(a).__name__}")
         if len(shape) < 2:
             raise ShapeError(f"argument '{name}' must have at least 2 dimensions, got shape {list(shape)}")
-        out.append(GMTensor(name, tuple(shape), dt, uid=i))
+        out.append(GMTensor(name, tuple(shape), dt, uid=i, autosync=kernel.gm_sync))
     return out
 
 
@@ -87,6 +87,8 @@ def _static(v) -> bool:
 
 
 def _check_params(kernel: Kernel, params: dict) -> None:
+    if isinstance(kernel, JitKernel):
+        return            # its scalars and tiling data were checked against their annotations (JitKernel.bind)
     kw = {p.name for p in kernel.signature.parameters.values() if p.kind is p.KEYWORD_ONLY}
     for k, v in params.items():
         if k not in kw and k in _arg_names(kernel):
@@ -107,26 +109,82 @@ def _check_params(kernel: Kernel, params: dict) -> None:
                           f"(pyto.run({kernel.name}, ..., {missing[0]}=...))")
 
 
-def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int):
-    """Trace the launch one block at a time: yield each block's programs (AIC, and the two AIVs when
-    the kernel uses the vector side), with launch-wide instruction indices."""
-    launch = Launch(chip, blocks, tensors, _THREAD.values["max_block_instructions"])
+def _check_block_dim(kernel: Kernel, chip: Chip, block_dim, aiv_only: Optional[bool]) -> None:
+    """UnsupportedError for a block_dim the chip cannot run in one wave (aiv_only None: not known yet)."""
+    if not isinstance(block_dim, int) or isinstance(block_dim, bool):
+        raise KernelError(f"blocks must be an int in 1..{chip.aic}, got {block_dim!r} ({type(block_dim).__name__})")
+    top = chip.aic * chip.aiv_per_aic if aiv_only in (None, True) else chip.aic
+    if not 1 <= block_dim <= top:
+        what = "AIVs" if aiv_only else "AI cores"
+        raise UnsupportedError(f"blocks={block_dim!r}: {chip.name} has {top} {what} (blocks 1..{top}"
+                               + ("" if aiv_only else f"; an AIV-only kernel's block_dim counts AIVs, up to "
+                                  f"{chip.aic * chip.aiv_per_aic}") + ")")
+
+
+def _kind_checks(launch: Launch, kernel: Kernel) -> None:
+    """sync_all's core_type against the kernel's kind, and the cross-core events sync_all reserves."""
+    from ..language.types import SyncCoreType
+    kind = "aiv" if launch.aiv_only else ("mix" if launch.uses_vector else "aic")
+    want = {"mix": SyncCoreType.MIX, "aiv": SyncCoreType.AIV_ONLY, "aic": SyncCoreType.AIC_ONLY}[kind]
+    for core_type, loc in launch.sync_alls.items():
+        if core_type is want:
+            continue
+        if core_type is SyncCoreType.MIX:
+            raise SyncError(f"{loc}: pl.system.sync_all(core_type=SyncCoreType.MIX) in kernel '{kernel.name}', which "
+                            f"runs {'only AIVs' if kind == 'aiv' else 'only AICs'}: it would sync cores that do not "
+                            f"exist, a device error on the chip (sync_all.md); pass core_type=pl.SyncCoreType."
+                            f"{want.name}")
+        if kind == "mix":
+            raise UnsupportedError(f"{loc}: a sync_all over {core_type.name} cores of a kernel that runs both AICs and "
+                                   f"AIVs is not built in pyto (its checked pass orders every core at a sync_all); "
+                                   f"use core_type=pl.SyncCoreType.MIX")
+        raise SyncError(f"{loc}: pl.system.sync_all(core_type=SyncCoreType.{core_type.name}) in kernel "
+                        f"'{kernel.name}', which runs no {'AICs' if kind == 'aiv' else 'AIVs'}; pass "
+                        f"core_type=pl.SyncCoreType.{want.name}")
+    if launch.sync_alls and launch.reserved_events:
+        event, loc = min(launch.reserved_events.items())
+        raise SyncError(f"{loc}: cross-core event {event} is one of the ids 11..14 pl.system.sync_all uses itself "
+                        f"(set_cross_core_wait_cross_core.md), and kernel '{kernel.name}' calls sync_all "
+                        f"({launch.sync_alls[next(iter(launch.sync_alls))]}); use another event id")
+
+
+def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, auto_sync: bool = True):
+    """Trace the launch one block at a time: yield each block's programs (AIC, and the two AIVs when the kernel uses
+    the vector side; an AIV-only kernel's AIVs alone, two to a block, the second idle past block_dim), with
+    launch-wide instruction indices. `blocks` is the kernel's block_dim."""
+    auto_mutex = auto_sync and kernel.auto_mutex
+
+    def launch_of(n_blocks: int, aiv_only: bool) -> Launch:
+        return Launch(chip, n_blocks, tensors, _THREAD.values["max_block_instructions"], block_dim=blocks,
+                      aiv_only=aiv_only, auto_mutex=auto_mutex, gm_sync=kernel.gm_sync)
+    launch = launch_of(blocks, False)
+    probe = kernel.trace(Tracer(launch, 0, Role.AIC), tensors, params)
+    aiv_only = launch.uses_vector and not launch.uses_cube and not probe.instrs
+    _check_block_dim(kernel, chip, blocks, aiv_only)
+    if aiv_only:
+        launch = launch_of(-(-blocks // chip.aiv_per_aic), True)
     index = 0
     vector = None
-    for b in range(blocks):
-        progs = [kernel.trace(Tracer(launch, b, Role.AIC), tensors, params)]
-        if vector is None:
-            vector = launch.uses_vector
-        elif launch.uses_vector != vector:
-            raise KernelError(f"{launch.vector_loc}: kernel '{kernel.name}': block {b} uses the vector side here "
-                              f"but block 0 does not; UB tiles and pl.section_vector() must not depend on the "
-                              f"block")
-        if vector:
-            progs += [kernel.trace(Tracer(launch, b, role), tensors, params) for role in (Role.AIV0, Role.AIV1)]
+    for b in range(launch.blocks):
+        if aiv_only:
+            roles = [Role.AIV0, Role.AIV1][:min(2, blocks - 2 * b)]
+            progs = [kernel.trace(Tracer(launch, b, role), tensors, params) for role in roles]
+        else:
+            progs = [probe if b == 0 else kernel.trace(Tracer(launch, b, Role.AIC), tensors, params)]
+            if vector is None:
+                vector = launch.uses_vector
+            elif launch.uses_vector != vector:
+                raise KernelError(f"{launch.vector_loc}: kernel '{kernel.name}': block {b} uses the vector side here "
+                                  f"but block 0 does not; UB tiles and pl.section_vector() must not depend on the "
+                                  f"block")
+            if vector:
+                progs += [kernel.trace(Tracer(launch, b, role), tensors, params) for role in (Role.AIV0, Role.AIV1)]
         for prog in progs:
             for ins in prog.instrs:
                 ins.index = index
                 index += 1
+        if b == launch.blocks - 1:
+            _kind_checks(launch, kernel)
         yield progs
 
 
@@ -199,7 +257,8 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     times: `pyto.compile`.
     """
     if not isinstance(kernel, Kernel):
-        raise KernelError(f"pyto.run takes a @pl.kernel function, got {kernel!r}")
+        raise KernelError(f"pyto.run takes a @pl.jit or @pl.kernel function, got {kernel!r}")
+    arrays, params = kernel.bind(arrays, params)
     if mode not in ("full", "timing"):
         raise KernelError(f"mode must be 'full' or 'timing', got {mode!r}")
     if mode == "full":
@@ -211,7 +270,7 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     if not check and mode == "full":
         raise KernelError("check=False is for mode='timing': full mode computes data in checked order")
     with _gc_paused():   # one pause: the collector is not switched back on while the launch's records live
-        compiled = compile(kernel, *arrays, chip=chip, blocks=blocks, auto_sync=auto_sync, check=check, **params)
+        compiled = _compile(kernel, arrays, load_chip(chip), blocks, auto_sync, check, params)
         report = compiled(*arrays) if mode == "full" else compiled.report
         del compiled
     return report
@@ -226,7 +285,8 @@ def compile(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks:
     KernelError). No `mode`: compile is both. The kernel must trace the same for the same configuration (no
     reads of mutable globals)."""
     if not isinstance(kernel, Kernel):
-        raise KernelError(f"pyto.compile takes a @pl.kernel function, got {kernel!r}")
+        raise KernelError(f"pyto.compile takes a @pl.jit or @pl.kernel function, got {kernel!r}")
+    arrays, params = kernel.bind(arrays, params)
     with _gc_paused():
         return _compile(kernel, arrays, load_chip(chip), blocks, auto_sync, check, params)
 
@@ -328,22 +388,20 @@ _GC_WAS = True
 
 def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: bool, check: bool,
              params: dict) -> CompiledKernel:
-    if not isinstance(blocks, int) or isinstance(blocks, bool):
-        raise KernelError(f"blocks must be an int in 1..{chip.aic}, got {blocks!r} ({type(blocks).__name__})")
+    _check_block_dim(kernel, chip, blocks, None)
     if not isinstance(auto_sync, bool) or not isinstance(check, bool):
         raise KernelError(f"auto_sync and check must be True or False, got auto_sync={auto_sync!r}, check={check!r}")
-    if not 1 <= blocks <= chip.aic:
-        raise UnsupportedError(f"blocks={blocks!r}: {chip.name} has {chip.aic} AI cores (blocks 1..{chip.aic})")
     _check_params(kernel, params)
     tensors = _gm_tensors(kernel, arrays)
     enc = Encoder(chip)
     cache = BlockCache()
     programs, spans = [], []
-    for progs in trace_blocks(kernel, tensors, params, chip, blocks):
+    unpaired = ""
+    for progs in trace_blocks(kernel, tensors, params, chip, blocks, auto_sync):
         sig = cache.signature(progs) if blocks > 1 else None   # one block: nothing to share with
         code = cache.get(sig)
         if code is None:
-            crosscore.insert_all(progs, auto_sync, chip.cross_core_wait_blocks_core)
+            unpaired = crosscore.insert_all(progs, auto_sync, chip.cross_core_wait_blocks_core) or unpaired
             code = enc.encode(progs)
             cache.put(sig, code)
         if check:
@@ -355,6 +413,8 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     if sched.overflow:
         raise SyncError(sched.overflow)
     report = _report(kernel, chip, blocks, encoded, sched)
+    if unpaired and not sched.deadlock:
+        raise SyncError(unpaired)
     if not check:
         if sched.deadlock:
             raise DeadlockError(sched.deadlock)

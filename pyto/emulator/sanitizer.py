@@ -39,16 +39,20 @@ def _order(obj, e: tuple, ins: Instr, write: bool) -> tuple:
 def _fix(first: Instr, second: Instr) -> str:
     """How to order `first` before `second`, in the DSL's words."""
     if first.core // 3 != second.core // 3:
-        return ("blocks are ordered only by pl.sync_all() (or add into GM with store(..., atomic=\"add\")); put one "
-                "between the two, or give each block its own region")
+        return ("blocks are ordered only by pl.system.sync_all() (or add into GM with pl.store(..., "
+                "atomic=pl.AtomicType.AtomicAdd)); put one between the two, or give each block its own region")
     if first.core != second.core:
-        return ("order the two cores with pl.cross_core_set_flag(id, pipe) after the first and "
-                "pl.cross_core_wait_flag(id, pipe) before the second (auto-sync does so for pl.move)")
+        return (f"order the two cores with pl.system.set_cross_core(pipe=pl.PipeType.{first.pipe.name}, event_id=...) "
+                f"after the first and pl.system.wait_cross_core(pipe=pl.PipeType.{second.pipe.name}, event_id=...) "
+                f"before the second")
     if first.pipe == second.pipe:
-        return "one pipe runs in order: the two are ordered only through the pipes that feed them"
-    f, s = f"pl.PIPE_{first.pipe.name}", f"pl.PIPE_{second.pipe.name}"
-    return (f"pl.set_flag({f}, {s}, id) after {first.loc.file.rsplit('/', 1)[-1]}:{first.loc.line} and "
-            f"pl.wait_flag({f}, {s}, id) before line {second.loc.line} (auto_sync=True inserts these)")
+        return (f"two writes on one pipe complete in any order unless a barrier is between them: "
+                f"pl.system.bar_{first.pipe.name.lower()}() after line {first.loc.line} (load.md: a second load into a "
+                f"tile no one read first needs bar_mte2)")
+    f, s = f"pl.PipeType.{first.pipe.name}", f"pl.PipeType.{second.pipe.name}"
+    return (f"pl.system.sync_src(set_pipe={f}, wait_pipe={s}, event_id=...) after "
+            f"{first.loc.file.rsplit('/', 1)[-1]}:{first.loc.line} and pl.system.sync_dst(set_pipe={f}, wait_pipe={s}, "
+            f"event_id=...) before line {second.loc.line}, or a tile group with mutex ids under auto_mutex")
 
 
 def _where(ins: Instr) -> str:
@@ -70,8 +74,8 @@ def race_error(obj, acc: Access, e: tuple, ins: Instr, write: bool, note: str = 
     lines = [f"Potential {kind} hazard detected at {where}",
              f"  {_where(first)} {'write' if fw else 'read'}: {first.loc}",
              f"  {_where(second)} {'write' if sw else 'read'}: {second.loc}",
-             "  the two accesses are not ordered by any synchronisation (auto-sync, flag, unit_flag, "
-             "sync_all)"]
+             "  the two accesses are not ordered by any synchronisation (auto-sync, mutex, flag, unit_flag, "
+             "cross-core event, sync_all)"]
     phases = [i.attrs.get("phase") for i in (first, second)]
     m_fix = {first.pipe, second.pipe} == {Pipe.M, Pipe.FIX} and first.core == second.core
     if (isinstance(obj, TileStore) and obj.buf is Buf.L0C and m_fix and any(p is not None for p in phases)
@@ -82,8 +86,8 @@ def race_error(obj, acc: Access, e: tuple, ins: Instr, write: bool, note: str = 
         lines.append("  fix: " + _fix(first, second))
         if kind == "WAR" and first.core != second.core:
             # two cores have no program order: the replay ran the read first; it may be meant to see the write
-            how = ("a pl.sync_all() after the write and before the read" if first.core // 3 != second.core // 3
-                   else "set the flag after the write, on its pipe, and wait for it before the read")
+            how = ("a pl.system.sync_all() after the write and before the read" if first.core // 3 != second.core // 3
+                   else "set_cross_core after the write, on its pipe, and wait_cross_core before the read")
             lines.append(f"  (two cores have no program order: if the read is meant to see this write, it is a "
                          f"RAW: {how})")
     return RaceError("\n".join(lines) + (f"\n  note: {note}" if note else ""))

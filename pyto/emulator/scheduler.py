@@ -52,7 +52,7 @@ def schedule(enc: Encoded, chip: Chip) -> Schedule:
                     float(a["l2_bytes"].sum()), why, _cross_core_overflow(enc, begin, end, chip), left)
 
 
-_CROSS_CORE_OPS = ("pl.cross_core_set_flag", "pl.cross_core_wait_flag")
+_CROSS_CORE_OPS = ("pl.system.set_cross_core", "pl.system.wait_cross_core")
 
 
 def _queues(enc: Encoded, cross_core: bool):
@@ -125,9 +125,9 @@ def _cross_core_overflow(enc: Encoded, begin, end, chip: Chip) -> str:
         over = np.flatnonzero(pending > chip.cross_core_flag_max)
         if len(over):
             i = int(raised[over[0]])
-            return (f"{enc.locs[enc.loc_i[i]]}: pl.cross_core_set_flag raises a cross-core flag that already has "
+            return (f"{enc.locs[enc.loc_i[i]]}: pl.system.set_cross_core raises a cross-core event that already has "
                     f"{chip.cross_core_flag_max} sets waiting unconsumed on {chip.name} (at most "
-                    f"{chip.cross_core_flag_max}; one more hangs the chip)")
+                    f"{chip.cross_core_flag_max}: set_cross_core_wait_cross_core.md; one more hangs the chip)")
     return ""
 
 
@@ -149,16 +149,27 @@ def _deadlock_report(enc: Encoded, qpos, order, flags, now: float) -> str:
 
 
 # why an instruction waits for another's completion, when the other is not a data access auto-sync ordered
-_HELD_BY = {"pl.cross_core_wait_flag": "a cross-core wait holds every pipe of its core on this chip "
-                                       "(cross_core_wait_blocks_core: A2/A3)",
-            "pl.sync_all": "pl.sync_all orders all that follows", "pl.pipe_barrier": "the barrier orders all that follows"}
+_HELD_BY = {"pl.system.wait_cross_core": "a cross-core wait holds every pipe of its core on this chip "
+                                          "(cross_core_wait_blocks_core: A2/A3)",
+            "pl.system.sync_all": "pl.system.sync_all orders all that follows",
+            **{f"pl.system.bar_{p}": "the barrier orders all that follows"
+               for p in ("m", "mte1", "mte2", "mte3", "fix", "v", "all")}}
 
 
 def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
     a = enc.arrays
+    cond = enc.waits.get(i, "")
     for d in a["dep_idx"][a["dep_ptr"][i]:a["dep_ptr"][i + 1]]:
         if not started[d]:
             name = enc.names[enc.name_i[d]]
+            if cond.startswith("mutex"):
+                where = f"{enc.cores[enc.core_i[d]]} PIPE_{Pipe(enc.pipe_i[d]).name}"
+                if a["pipe_of"][d] == a["pipe_of"][i]:
+                    return (f"{cond}, which this pipe holds itself and gives back only at {name}, "
+                            f"{enc.locs[enc.loc_i[d]]}, queued behind this instruction: a second lock of an id its "
+                            f"pipe holds deadlocks the pipe (mutex_lock_mutex_unlock.md)")
+                return (f"{cond}, held by {name} on {where} ({enc.locs[enc.loc_i[d]]}), which has not given it back: "
+                        f"{_held(enc, int(d), started)}")
             return (f"{name} on PIPE_{Pipe(enc.pipe_i[d]).name} to finish ({_HELD_BY.get(name, 'auto-sync')}), "
                     f"itself waiting: {enc.locs[enc.loc_i[d]]}")
     if a["uf_wait"][i] >= 0:
@@ -185,7 +196,6 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
                         f"{enc.locs[enc.loc_i[k]]}, with STPhase.{'Final' if a['uf_set'][k] == 0 else 'Partial'}: "
                         f"a Final read must cover the whole region the next matmul writes")
         return f"unit_flag({enc.region_names[r]}) == {val}, is {is_} ({phase} waits for {val}; {why})"
-    cond = enc.waits.get(i, "")
     if a["kind"][i] == 3:
         text = cond.format(arrived=arrived, participants=enc.participants)
         calls = np.bincount(enc.core_i[a["kind"] == 3], minlength=len(enc.cores))

@@ -1,18 +1,42 @@
-"""`import pyto.language as pl`: everything a kernel author writes (DESIGN section 3)."""
+"""`import pyto.language as pl`: PyPTO-Pro's kernel language (`import pypto_pro.language as pl`), executable on
+pyto's emulator (DESIGN section 3). After `pyto.alias_pypto_pro()`, `import pypto_pro.language as pl` is this
+module.
+
+The names, by kind (PyPTO-Pro's docs/zh/pypto_pro/api/SIMD-API/ has a page per name):
+- kernels and launch: jit, Tensor, Ptr, Tile, DYNAMIC, STATIC; pyto's extension: kernel (static Python parameters)
+- types: DT_FP16, DT_BF16, DT_FP32, DT_INT8, DT_INT32 (the other DT_* are named, not built), MemorySpace,
+  TileType, TensorLayout with ND, DN, NZ, ZN, ZZ, NN, PipeType, AccPhase, STPhase, AccToVecMode, AtomicType,
+  ReluPreMode, CrossCoreSyncMode, SyncCoreType, SyncAllMode, TilePad, FillPadMode, RoundMode, QuantMode
+- tiles: make_tile, make_tile_group; pyto's extension: alloc (the next free address), L1 L0A L0B L0C UB BT FB
+- data movement: load, load_tile, store, store_tile, move, insert (not built yet)
+- cube: matmul, matmul_acc
+- vector (the vector-side issue aligns these with PyPTO-Pro's): add sub mul div maximum minimum adds muls exp abs
+  sqrt rsqrt relu ln reciprocal cast copy duplicate sum expand_add expand_sub expand_mul expand_div
+- control and system variables: section_cube, section_vector, range, get_block_idx, get_block_num,
+  get_subblock_idx, get_subblock_num, min, max, const; pyto's extensions: workspace, has_dn2nz
+- synchronisation: system.sync_src / sync_dst, system.bar_m / bar_mte1 / bar_mte2 / bar_mte3 / bar_fix / bar_v /
+  bar_all, system.mutex_lock / mutex_unlock, system.set_cross_core / wait_cross_core, system.sync_all,
+  system.set_mm_layout_transform
+"""
 from __future__ import annotations
 
-from ..dtypes import DType
-from ..ir import AccPhase, AccToVecMode, Buf, Pipe, STPhase
-from .control import (block_idx, block_num, cross_core_set_flag, cross_core_wait_flag, has_dn2nz, pipe_barrier,
-                      range, section_cube, section_vector, set_flag, subblock_idx, sync_all, wait_flag, workspace)
-from .ops import load, matmul, matmul_acc, move, store
-from .tile import Ring, Tile, alloc
+from . import system
+from .control import (const, get_block_idx, get_block_num, get_subblock_idx, get_subblock_num, has_dn2nz, max, min,
+                      range, section_cube, section_vector, workspace)
+from .cube import matmul, matmul_acc
+from .jit import DYNAMIC, STATIC, JitKernel, Ptr, Tensor, TilingKeyField, jit
+from .movement import insert, load, load_tile, move, store, store_tile
+from .tile import Tile, TileGroup, TileType, alloc, make_tile, make_tile_group
 from .trace import Kernel, kernel
+from .types import *  # noqa: F401,F403 - the names PyPTO-Pro's kernels are written with
+from .types import __all__ as _TYPES
 from .vector import (abs, add, adds, cast, copy, div, duplicate, exp, expand_add, expand_div, expand_mul, expand_sub,
                      ln, maximum, minimum, mul, muls, reciprocal, relu, rsqrt, sqrt, sub, sum)
 
-fp16, bf16, fp32, int8, int32 = DType.fp16, DType.bf16, DType.fp32, DType.int8, DType.int32
-L1, L0A, L0B, L0C, UB, BT, FB = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.UB, Buf.BT, Buf.FB
-ND, DN, NZ, ZZ, ZN = "ND", "DN", "NZ", "ZZ", "ZN"
-PIPE_MTE2, PIPE_MTE1, PIPE_M, PIPE_FIX = Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX
-PIPE_V, PIPE_MTE3, PIPE_S, PIPE_ALL = Pipe.V, Pipe.MTE3, Pipe.S, Pipe.ALL
+__all__ = [*_TYPES, "system", "const", "get_block_idx", "get_block_num", "get_subblock_idx", "get_subblock_num",
+           "has_dn2nz", "max", "min", "range", "section_cube", "section_vector", "workspace", "matmul", "matmul_acc",
+           "DYNAMIC", "STATIC", "JitKernel", "Ptr", "Tensor", "TilingKeyField", "jit", "insert", "load",
+           "load_tile", "move", "store", "store_tile", "Tile", "TileGroup", "TileType", "alloc", "make_tile",
+           "make_tile_group", "Kernel", "kernel", "abs", "add", "adds", "cast", "copy", "div", "duplicate", "exp",
+           "expand_add", "expand_div", "expand_mul", "expand_sub", "ln", "maximum", "minimum", "mul", "muls",
+           "reciprocal", "relu", "rsqrt", "sqrt", "sub", "sum"]

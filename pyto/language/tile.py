@@ -1,4 +1,15 @@
-"""Tiles the kernel author allocates: `pl.alloc`, rings of tiles, and views on the fractal grid."""
+"""Tiles: PyPTO-Pro's `TileType`, `make_tile` and `make_tile_group` (tiles at byte addresses), pyto's `pl.alloc`
+(the same tiles at the next free aligned address), tile groups, and views on the fractal grid.
+
+Sources: docs/zh/pypto_pro/api/SIMD-API/basic_data_structures/TileType.md, .../resource_management/make_tile.md
+and make_tile_group.md; the group cursor is `parser/_buffer_parser._build_tile_group_ir`'s (it starts at the last
+slot, so the first `next()` gives slot 0).
+
+A tile is a rectangle of a store (ir.TileStore: the storage at one address). Two tiles that name the same bytes
+the same way share the store: the same address, dtype, fractal and shape, in the same layout or its transpose (a
+DN [M, 1] tile is the ND [1, M] store read transposed, a ZN [K, N] L1 tile the NZ [N, K] store). Such a tile is a
+*transposed view* (`Tile.t`): its shape and slices are in its own terms, its accesses in the store's.
+"""
 from __future__ import annotations
 
 import operator
@@ -7,14 +18,24 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..chip import FORMATS
 from ..dtypes import DType, as_dtype
-from ..errors import AlignmentError, KernelError, OutOfBoundsError, ShapeError
-from ..ir import Access, Buf, TileStore
+from ..errors import AlignmentError, CapacityError, KernelError, OutOfBoundsError, ShapeError, UnsupportedError
+from ..ir import Access, Buf, Loc, TileStore
 from .trace import caller_loc, current
+from .types import TensorLayout, Unbuilt
 
-_NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.alloc\b")
+_NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.(?:alloc|make_tile_group|make_tile)\b")
+#: the layout each memory space takes when a TileType names none (TileType.md's table for A5; Left: the chip's)
 _DEFAULT_LAYOUT = {Buf.L1: "NZ", Buf.L0B: "ZN", Buf.L0C: "NZ", Buf.UB: "ND", Buf.BT: "ND", Buf.FB: "ND"}
+#: the layouts pyto models per memory space (TileType.md allows more in some: those raise UnsupportedError)
+_LEGAL = {Buf.L1: ("NZ", "ZN", "ND"), Buf.L0A: ("NZ", "ZZ"), Buf.L0B: ("ZN",), Buf.L0C: ("NZ",), Buf.UB: ("ND", "DN"),
+          Buf.BT: ("ND",), Buf.FB: ("ND",)}
+#: a layout that is the transpose of the store's: the tile is a transposed view of a store in the other one
+_TRANSPOSE = {"ZN": "NZ", "DN": "ND"}
+_STORE_LAYOUT = {Buf.L0B: "ZN"}      # ZN in L0B is that buffer's own format, not a view of an NZ store
+#: Acc FP32/INT32 tiles' fractal when the TileType names none (TileType.md)
+ACC_FRACTAL = 1024
+_CUBE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.BT, Buf.FB)
 
 
 def _ceil(x: int, a: int) -> int:
@@ -22,7 +43,7 @@ def _ceil(x: int, a: int) -> int:
 
 
 def grid_of(buf: Buf, dtype: DType) -> tuple:
-    """The fractal grid of a tile: (row step, col step) its views must sit on (seeds/004)."""
+    """The fractal grid of a store: (row step, col step) its views must sit on (seeds/004)."""
     c0 = 32 // dtype.itemsize
     if buf is Buf.L0C:
         return (16, 16)
@@ -42,121 +63,6 @@ def padded_of(buf: Buf, shape: tuple, dtype: DType) -> tuple:
     return (_ceil(rows, a), _ceil(cols, a))
 
 
-class Tile:
-    """A rectangle of one allocation. `tile[r0:r1, c0:c1]` gives a view on the fractal grid."""
-
-    __slots__ = ("store", "rect", "access")
-
-    def __init__(self, store: TileStore, rect: tuple):
-        self.store, self.rect = store, rect
-        self.access = Access(store, rect)    # what an instruction on this tile records (one per tile, shared)
-
-    @property
-    def shape(self) -> tuple:
-        """(rows, cols) of this tile or view."""
-        r0, r1, c0, c1 = self.rect
-        return (r1 - r0, c1 - c0)
-
-    @property
-    def dtype(self) -> DType:
-        """The element type."""
-        return self.store.dtype
-
-    @property
-    def buffer(self) -> Buf:
-        """The on-chip buffer it lives in (pl.L1, pl.L0A, ...)."""
-        return self.store.buf
-
-    def current(self) -> "Tile":
-        """A single tile is a ring of one: current(), next() and previous() are the tile itself."""
-        return self
-
-    next = previous = current
-
-    def __getitem__(self, idx) -> "Tile":
-        r0, r1, c0, c1 = self.rect
-        try:   # the common case, checked in one go: two step-less slices of ints on the grid
-            sr, sc = idx
-            a0 = 0 if sr.start is None else sr.start
-            b0 = r1 - r0 if sr.stop is None else sr.stop
-            a1 = 0 if sc.start is None else sc.start
-            b1 = c1 - c0 if sc.stop is None else sc.stop
-            g0, g1 = self.store.grid
-            e0, e1 = self.store.shape
-            n = (r0 + a0, r0 + b0, c0 + a1, c0 + b1)
-            if (sr.step is None and sc.step is None and type(a0) is int and type(b0) is int
-                    and type(a1) is int and type(b1) is int and 0 <= a0 < b0 <= r1 - r0 and 0 <= a1 < b1 <= c1 - c0
-                    and not n[0] % g0 and not n[2] % g1 and (not n[1] % g0 or n[1] == e0)
-                    and (not n[3] % g1 or n[3] == e1)):
-                return Tile(self.store, n)
-        except (TypeError, ValueError, AttributeError):
-            pass
-        return self._slow_view(idx)
-
-    def _slow_view(self, idx) -> "Tile":
-        """Slicing with every check spelled out, raising the error that names what is wrong."""
-        if not (isinstance(idx, tuple) and len(idx) == 2 and all(isinstance(s, slice) for s in idx)):
-            raise KernelError(f"{caller_loc()}: tiles are sliced as tile[r0:r1, c0:c1], got {idx!r}")
-        r0, r1, c0, c1 = self.rect
-        new = []
-        for s, lo, hi in ((idx[0], r0, r1), (idx[1], c0, c1)):
-            if s.step not in (None, 1):
-                raise KernelError(f"{caller_loc()}: tile slices take no step, got {s.step}")
-            a = 0 if s.start is None else as_int(s.start)
-            b = hi - lo if s.stop is None else as_int(s.stop)
-            if a is None or b is None:
-                raise KernelError(f"{caller_loc()}: tile slice bounds must be integers, got {s.start!r}:{s.stop!r}")
-            if a < 0 or b > hi - lo or a >= b:
-                raise OutOfBoundsError(f"{caller_loc()}: view [{a}:{b}] outside {self.store!r} of extent "
-                                       f"{hi - lo} on that axis")
-            new.append((lo + a, lo + b))
-        (nr0, nr1), (nc0, nc1) = new
-        g = self.store.grid
-        full = self.store.shape
-        for name, lo, hi, step, edge in (("row", nr0, nr1, g[0], full[0]), ("column", nc0, nc1, g[1], full[1])):
-            if lo % step or (hi % step and hi != edge):
-                bad = lo if lo % step else hi
-                raise AlignmentError(f"{caller_loc()}: view of {self.store!r}: {name} offset {bad} is off the "
-                                     f"fractal grid (multiples of {step} for {self.store.buf.name} "
-                                     f"{self.store.layout} {self.dtype})")
-        return Tile(self.store, (nr0, nr1, nc0, nc1))
-
-    def __repr__(self) -> str:
-        r0, r1, c0, c1 = self.rect
-        whole = (r0, c0) == (0, 0) and (r1, c1) == tuple(self.store.shape)
-        return repr(self.store) + ("" if whole else f"[{r0}:{r1}, {c0}:{c1}]")
-
-
-class Ring:
-    """`buffers` tiles used in turn (PyPTO-Pro tile groups): current(), next(), previous()."""
-
-    def __init__(self, tiles: list):
-        self.tiles, self.i = tiles, 0
-
-    def current(self) -> Tile:
-        """The slot in use (the one the last next() returned)."""
-        return self.tiles[self.i]
-
-    def next(self) -> Tile:
-        """Advance to the next slot, then return it."""
-        self.i = (self.i + 1) % len(self.tiles)
-        return self.tiles[self.i]
-
-    def previous(self) -> Tile:
-        """The slot used before the current one (ping-pong: the one being drained)."""
-        return self.tiles[(self.i - 1) % len(self.tiles)]
-
-    def __len__(self) -> int:
-        return len(self.tiles)
-
-    def __getitem__(self, i: int) -> Tile:
-        if not isinstance(i, int) or isinstance(i, bool) or not -len(self.tiles) <= i < len(self.tiles):
-            raise KernelError(f"{caller_loc()}: a ring of {len(self.tiles)} tiles is indexed by a slot number "
-                              f"0..{len(self.tiles) - 1}, got {i!r}; take a tile (ring.current(), ring.next(), "
-                              f"ring[i]) before viewing part of it")
-        return self.tiles[i]
-
-
 def as_int(v) -> Optional[int]:
     """`v` as a Python int if it is an integer (int or numpy integer, not bool): offsets, slice bounds and
     loop bounds are often computed with numpy. None otherwise."""
@@ -171,17 +77,236 @@ def as_int(v) -> Optional[int]:
 
 
 def dtype_at(dtype, loc) -> DType:
-    """as_dtype, with the kernel line in its error."""
+    """as_dtype, with the kernel line in its error; a PyPTO-Pro dtype pyto does not build is UnsupportedError."""
+    if isinstance(dtype, Unbuilt):
+        raise dtype.refuse(str(loc))
     try:
         return as_dtype(dtype)
     except ShapeError as e:
         raise ShapeError(f"{loc}: {e}") from None
 
 
+def _shape2(shape, what: str, loc) -> tuple:
+    if (not isinstance(shape, (tuple, list)) or len(shape) != 2
+            or not all(as_int(s) is not None and as_int(s) > 0 for s in shape)):
+        raise ShapeError(f"{loc}: {what} must be two positive ints (a 2-D tile), got {shape!r}")
+    return (as_int(shape[0]), as_int(shape[1]))
+
+
+# ---- TileType -----------------------------------------------------------------------------------------------
+class TileType:
+    """A tile's specification (PyPTO-Pro's TileType): shape, dtype, memory space, layout and the tail attributes.
+    It allocates nothing: `pl.make_tile` / `pl.make_tile_group` place it. `layout=None` takes the space's default
+    (Mat NZ, Left the chip's L0A format, Right ZN, Acc NZ, Vec ND); an Acc FP32/INT32 tile's `fractal` defaults
+    to 1024. `valid_shape`, `pad` and `compact` are recorded; a static valid_shape smaller than the shape (a tail
+    tile) is not built yet (UnsupportedError at make_tile)."""
+
+    __slots__ = ("shape", "dtype", "target_memory", "valid_shape", "layout", "fractal", "pad", "compact")
+
+    def __init__(self, shape, dtype, target_memory=Buf.UB, valid_shape=None, layout=None, fractal=None, pad=None,
+                 compact=None):
+        loc = caller_loc()
+        self.shape = _shape2(shape, "TileType shape", loc)
+        self.dtype = dtype
+        if isinstance(target_memory, Unbuilt):
+            raise target_memory.refuse(str(loc))
+        if not isinstance(target_memory, Buf) or target_memory is Buf.GM:
+            raise ShapeError(f"{loc}: TileType target_memory must be an on-chip pl.MemorySpace (Vec, Mat, Left, Right, "
+                             f"Acc, Bias, Scaling), got {target_memory!r}")
+        self.target_memory = target_memory
+        if layout is not None:
+            lay = str(layout.value if isinstance(layout, TensorLayout) else layout).upper()
+            if lay not in TensorLayout.__members__:
+                raise ShapeError(f"{loc}: TileType layout must be pl.ND, pl.DN, pl.NZ, pl.ZN, pl.ZZ or pl.NN, got "
+                                 f"{layout!r}")
+            if lay not in _LEGAL[target_memory]:
+                raise ShapeError(f"{loc}: layout {lay} is not legal for {target_memory!r} tiles: "
+                                 f"{target_memory.name} takes {' or '.join(_LEGAL[target_memory])} (TileType.md's "
+                                 f"layout table)")
+            layout = TensorLayout[lay]
+        self.layout = layout
+        if valid_shape is not None and list(valid_shape) != [-1, -1]:
+            valid_shape = _shape2(valid_shape, "TileType valid_shape", loc)
+            if any(v > s for v, s in zip(valid_shape, self.shape)):
+                raise ShapeError(f"{loc}: valid_shape {list(valid_shape)} is larger than the tile's shape "
+                                 f"{list(self.shape)}")
+        self.valid_shape = None if valid_shape is None else tuple(valid_shape)
+        if fractal is not None and (as_int(fractal) is None or fractal <= 0):
+            raise ShapeError(f"{loc}: TileType fractal must be a positive int (bytes), got {fractal!r}")
+        self.fractal = fractal
+        if compact not in (None, 0, 1, 2):
+            raise ShapeError(f"{loc}: TileType compact must be None, 0, 1 or 2, got {compact!r}")
+        self.compact = compact
+        if pad is not None and (as_int(pad) is None or not 0 <= int(pad) <= 3):
+            raise ShapeError(f"{loc}: TileType pad must be a pl.TilePad or 0..3, got {pad!r}")
+        self.pad = pad
+
+    def __repr__(self) -> str:
+        lay = "" if self.layout is None else f", layout={self.layout!r}"
+        return f"pl.TileType({list(self.shape)}, {self.dtype!r}, {self.target_memory!r}{lay})"
+
+
+# ---- tiles and views ------------------------------------------------------------------------------------------
+class Tile:
+    """A rectangle of a store. `tile[r0:r1, c0:c1]` gives a view on the fractal grid (PyPTO-Pro's sub-view).
+
+    `t`: the tile is the store read transposed (see the module docstring); `rect` is always in the store's
+    coordinates, `shape` and slices in the tile's own. `mutex`: the mutex ids of its tile-group slot (auto_mutex)."""
+
+    __slots__ = ("store", "rect", "access", "t", "mutex")
+
+    def __init__(self, store: TileStore, rect: tuple, t: bool = False, mutex: tuple = ()):
+        self.store, self.rect, self.t, self.mutex = store, rect, t, mutex
+        self.access = Access(store, rect)    # what an instruction on this tile records (one per tile, shared)
+
+    @property
+    def shape(self) -> tuple:
+        """(rows, cols) of this tile or view, in its own terms."""
+        r0, r1, c0, c1 = self.rect
+        return (c1 - c0, r1 - r0) if self.t else (r1 - r0, c1 - c0)
+
+    @property
+    def dtype(self) -> DType:
+        """The element type."""
+        return self.store.dtype
+
+    @property
+    def buffer(self) -> Buf:
+        """The on-chip buffer it lives in (pl.MemorySpace.Mat is pl.L1, ...)."""
+        return self.store.buf
+
+    @property
+    def layout(self) -> TensorLayout:
+        """Its layout as declared: the store's, or the transpose of it for a transposed view."""
+        lay = self.store.layout
+        if self.t:
+            lay = {v: k for k, v in _TRANSPOSE.items()}[lay]
+        return TensorLayout[lay]
+
+    def __class_getitem__(cls, item):
+        """`pl.Tile[[shape], dtype]`: PyPTO-Pro's annotation of a helper's or local's tile; no effect here."""
+        return item
+
+    def current(self) -> "Tile":
+        """A single tile is a group of one: current(), next() and previous() are the tile itself."""
+        return self
+
+    next = previous = current
+
+    def __getitem__(self, idx) -> "Tile":
+        if self.t:
+            try:
+                sr, sc = idx
+            except (TypeError, ValueError):
+                return self._slow_view(idx)
+            view = Tile(self.store, self.rect, False, self.mutex)._view((sc, sr))
+            return Tile(view.store, view.rect, True, self.mutex)
+        return self._view(idx)
+
+    def _view(self, idx) -> "Tile":
+        r0, r1, c0, c1 = self.rect
+        try:   # the common case, checked in one go: two step-less slices of ints on the grid
+            sr, sc = idx
+            a0 = 0 if sr.start is None else sr.start
+            b0 = r1 - r0 if sr.stop is None else sr.stop
+            a1 = 0 if sc.start is None else sc.start
+            b1 = c1 - c0 if sc.stop is None else sc.stop
+            g0, g1 = self.store.grid
+            e0, e1 = self.store.shape
+            n = (r0 + a0, r0 + b0, c0 + a1, c0 + b1)
+            if (sr.step is None and sc.step is None and type(a0) is int and type(b0) is int
+                    and type(a1) is int and type(b1) is int and 0 <= a0 < b0 <= r1 - r0 and 0 <= a1 < b1 <= c1 - c0
+                    and not n[0] % g0 and not n[2] % g1 and (not n[1] % g0 or n[1] == e0)
+                    and (not n[3] % g1 or n[3] == e1)):
+                return Tile(self.store, n, False, self.mutex)
+        except (TypeError, ValueError, AttributeError):
+            pass
+        return self._slow_view(idx)
+
+    def _slow_view(self, idx) -> "Tile":
+        """Slicing with every check spelled out, raising the error that names what is wrong."""
+        if not (isinstance(idx, tuple) and len(idx) == 2 and all(isinstance(s, slice) for s in idx)):
+            raise KernelError(f"{caller_loc()}: tiles are sliced as tile[r0:r1, c0:c1], got {idx!r}")
+        if self.t:
+            idx = (idx[1], idx[0])
+        r0, r1, c0, c1 = self.rect
+        new = []
+        for s, lo, hi in ((idx[0], r0, r1), (idx[1], c0, c1)):
+            if s.step not in (None, 1):
+                raise KernelError(f"{caller_loc()}: tile slices take no step, got {s.step}")
+            a = 0 if s.start is None else as_int(s.start)
+            b = hi - lo if s.stop is None else as_int(s.stop)
+            if a is None or b is None:
+                raise KernelError(f"{caller_loc()}: tile slice bounds must be integers, got {s.start!r}:{s.stop!r}")
+            if a < 0 or b > hi - lo or a >= b:
+                raise OutOfBoundsError(f"{caller_loc()}: view [{a}:{b}] outside {self!r} of extent "
+                                       f"{hi - lo} on that axis")
+            new.append((lo + a, lo + b))
+        (nr0, nr1), (nc0, nc1) = new
+        g = self.store.grid
+        full = self.store.shape
+        for name, lo, hi, step, edge in (("row", nr0, nr1, g[0], full[0]), ("column", nc0, nc1, g[1], full[1])):
+            if lo % step or (hi % step and hi != edge):
+                bad = lo if lo % step else hi
+                if self.t:
+                    name = "column" if name == "row" else "row"
+                raise AlignmentError(f"{caller_loc()}: view of {self.store!r}: {name} offset {bad} is off the "
+                                     f"fractal grid (multiples of {step} for {self.store.buf.name} "
+                                     f"{self.layout.value} {self.dtype})")
+        return Tile(self.store, (nr0, nr1, nc0, nc1), self.t, self.mutex)
+
+    def __repr__(self) -> str:
+        r0, r1, c0, c1 = self.rect
+        whole = (r0, c0) == (0, 0) and (r1, c1) == tuple(self.store.shape)
+        if self.t:
+            r0, r1, c0, c1 = c0, c1, r0, r1
+        return (repr(self.store) + (f" ({self.layout.value} view)" if self.t else "")
+                + ("" if whole else f"[{r0}:{r1}, {c0}:{c1}]"))
+
+
+class TileGroup:
+    """Tiles used in turn (PyPTO-Pro's make_tile_group handle; pl.alloc(..., buffers=n)): `next()` advances the
+    cursor and returns that slot, `current()` / `previous()` do not advance, `g[i]` is slot i. The cursor starts at
+    the last slot, so the first next() gives slot 0 and current() before any next() the last slot
+    (`_buffer_parser._build_tile_group_ir`)."""
+
+    def __init__(self, tiles: list):
+        self.tiles, self.i = tiles, len(tiles) - 1
+
+    def current(self) -> Tile:
+        """The slot the cursor is on."""
+        return self.tiles[self.i]
+
+    def next(self) -> Tile:
+        """Advance the cursor to the next slot, then return it."""
+        self.i = (self.i + 1) % len(self.tiles)
+        return self.tiles[self.i]
+
+    def previous(self) -> Tile:
+        """The slot before the cursor's (ping-pong: the one being drained)."""
+        return self.tiles[(self.i - 1) % len(self.tiles)]
+
+    def __len__(self) -> int:
+        return len(self.tiles)
+
+    def __getitem__(self, i: int) -> Tile:
+        j = as_int(i)
+        if j is None or not 0 <= j < len(self.tiles):
+            raise KernelError(f"{caller_loc()}: a group of {len(self.tiles)} tiles is indexed by a slot number "
+                              f"0..{len(self.tiles) - 1}, got {i!r}; take a tile (group.current(), group.next(), "
+                              f"group[i]) before viewing part of it")
+        return self.tiles[j]
+
+    def __repr__(self) -> str:
+        t = self.tiles[0]
+        return f"tile group '{t.store.name.split('[')[0]}' ({len(self.tiles)} {t.buffer.name} tiles)"
+
+
+# ---- placing stores -----------------------------------------------------------------------------------------
 def _name_from_source(tr, loc) -> Optional[str]:
-    """The variable a `name = pl.alloc(...)` on the kernel line assigns. With several on one line
-    (`a = pl.alloc(...); b = pl.alloc(...)`) the calls run left to right each time the line runs, so
-    the n-th call made from the line takes the (n mod count)-th name."""
+    """The variable a `name = pl.alloc(...)` (make_tile, make_tile_group) on the kernel line assigns. With
+    several on one line the calls run left to right each time the line runs, so the n-th call made from the line
+    takes the (n mod count)-th name."""
     names = _NAME.findall(loc.text)
     if not names:
         return None
@@ -190,67 +315,226 @@ def _name_from_source(tr, loc) -> Optional[str]:
     return names[n % len(names)]
 
 
-def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout: Optional[str] = None,
-          buffers: int = 1, name: Optional[str] = None):
-    """Allocate a tile (or a ring of `buffers` tiles) in `buffer`; capacity is charged at padded size.
+def _resolve_layout(tr, buf: Buf, layout, loc) -> str:
+    default = tr.chip.formats["L0A"] if buf is Buf.L0A else _DEFAULT_LAYOUT[buf]
+    lay = default if layout is None else str(layout.value if isinstance(layout, TensorLayout) else layout).upper()
+    if buf is Buf.L0A and lay != default:
+        raise UnsupportedError(f"{loc}: {buf!r} tiles are {default} on {tr.chip.name} (pyto models one L0A format per "
+                               f"chip, seeds/004), not {lay}")
+    return lay
 
-    `buffers` > 1 gives a Ring (double buffering: ring.next() moves to the next slot, current() / previous()); it
-    starts at slot 0, so the first next() gives slot 1 (every slot is used in turn, whichever comes first).
-    `layout`: the buffer's format on this chip (the default; other formats are refused), or "ND" for a single
-    row in L1 (a bias row staged on its way to BT, copied as it is: no Nd2Nz, charged as one 32B-aligned row,
-    not a 16-row fractal; it feeds BT only). `name`: the tile's name in errors and traces (default: the variable
-    the kernel line assigns, e.g. 'a_l1').
-    """
+
+def _canonical(buf: Buf, shape: tuple, layout: str) -> tuple:
+    """(store layout, store shape, transposed view?) of a tile declared `layout` `shape` in `buf`."""
+    if layout in _TRANSPOSE and _STORE_LAYOUT.get(buf) != layout:
+        return _TRANSPOSE[layout], (shape[1], shape[0]), True
+    return layout, shape, False
+
+
+def _check_dtype(buf: Buf, dt: DType, loc) -> None:
+    if buf is Buf.L0C and dt not in (DType.fp32, DType.int32):
+        raise ShapeError(f"{loc}: Acc (L0C) tiles accumulate in fp32 or int32, got {dt}")
+    if buf is Buf.BT and dt not in (DType.fp32, DType.int32):
+        raise ShapeError(f"{loc}: Bias tiles hold fp32 (int32 for int8 matmuls), got {dt}")
+
+
+def _stores(tr, key, buf: Buf, shape: tuple, dt: DType, layout: str, name: str, loc: Loc, addr: int,
+            nbytes: int, padded: tuple, autosync: bool, fractal: int) -> TileStore:
+    """This processor's store of `key` in this block (a UB tile has one per AIV; a cube buffer one, on the AIC),
+    made and registered in the block's address map on first use."""
+    launch = tr.launch
+    grid = grid_of(Buf.UB if (buf is Buf.L1 and layout == "ND") else buf, dt)
+
+    def make(prog: int) -> TileStore:
+        return TileStore(buf, shape, padded, dt, layout, grid, name, key, prog, loc, nbytes, addr, autosync,
+                         False, fractal)
+    stores = launch.stores(tr.block, key, make, vector=buf is Buf.UB)
+    mine = stores[0] if len(stores) == 1 else stores[max(0, int(tr.role) - 1)]
+    if (mine.buf, mine.shape, mine.dtype) != (buf, shape, dt):
+        raise KernelError(f"{loc}: allocation #{mine.key} is {mine.buf.name} {list(mine.shape)} {mine.dtype} in "
+                          f"another role's trace but {buf.name} {list(shape)} {dt} here; allocations "
+                          f"must not depend on the role or subblock")
+    return mine
+
+
+def _padded_bytes(buf: Buf, shape: tuple, layout: str, dt: DType) -> tuple:
+    nd_row = buf is Buf.L1 and layout == "ND"
+    padded = padded_of(Buf.UB if nd_row else buf, shape, dt)     # an ND row in L1: as UB rows are stored
+    return padded, padded[0] * padded[1] * dt.itemsize
+
+
+def _spec(tr, tt: TileType, loc) -> tuple:
+    """(buffer, dtype, store layout, store shape, transposed, padded, bytes used, fractal) of a TileType here."""
+    if not isinstance(tt, TileType):
+        raise ShapeError(f"{loc}: expected a pl.TileType, got {tt!r}")
+    buf = tt.target_memory
+    dt = dtype_at(tt.dtype, loc)
+    _check_dtype(buf, dt, loc)
+    if tt.valid_shape is not None and tuple(tt.valid_shape) not in ((-1, -1), tt.shape):
+        raise UnsupportedError(f"{loc}: a static valid_shape {list(tt.valid_shape)} smaller than the tile "
+                               f"{list(tt.shape)} (a tail tile) is not built in pyto yet")
+    lay, shape, t = _canonical(buf, tt.shape, _resolve_layout(tr, buf, tt.layout, loc))
+    if lay == "ND" and buf is Buf.L1 and shape[0] != 1:
+        raise ShapeError(f"{loc}: an ND Mat (L1) tile is a single row (pyto's bias row for the Bias table), got "
+                         f"{list(shape)}; matrices in L1 are NZ (or ZN)")
+    padded, nbytes = _padded_bytes(buf, shape, lay, dt)
+    fractal = tt.fractal if tt.fractal is not None else (ACC_FRACTAL if buf is Buf.L0C else 0)
+    return buf, dt, lay, shape, t, padded, nbytes, int(fractal)
+
+
+def _describe(name: str, buf: Buf, shape: tuple, dt: DType, layout) -> str:
+    return f"'{name}' {buf!r} {list(shape)} {dt} {layout}"
+
+
+def _at(tr, tt: TileType, addr: int, size: Optional[int], name: str, loc: Loc, mutex: tuple,
+        spec: Optional[tuple] = None) -> Tile:
+    """A tile of `tt` at `addr` (make_tile, and each slot of make_tile_group)."""
+    buf, dt, lay, shape, t, padded, nbytes, fractal = spec or _spec(tr, tt, loc)
+    what = _describe(name, buf, tt.shape, dt, lay if not t else {v: k for k, v in _TRANSPOSE.items()}[lay])
+    space = tr.launch.space(tr.block, buf)
+    space.check_align(addr, what, loc)
+    if size is None:
+        size = tt.shape[0] * tt.shape[1] * dt.itemsize
+    elif as_int(size) is None or size <= 0:
+        raise ShapeError(f"{loc}: make_tile size must be a positive int (bytes), got {size!r}")
+    if size < nbytes:
+        raise CapacityError(
+            f"{loc}: {what} at {addr:#x} needs {nbytes:,} B ({lay} pads it to {padded[0]} x {padded[1]} "
+            f"{'fractals' if lay != 'ND' else 'rows of 32 B'}), but its size is {size:,} B; pass "
+            f"size={nbytes} (make_tile.md: NZ/ZN fractal round-up needs more than elements x dtype bytes)",
+            buffer=buf.name, asked=nbytes, capacity=size, loc=str(loc))
+    space.reserve(addr, size, what, loc)
+    key = ("at", buf, addr, dt, lay, shape, fractal)
+    store = _stores(tr, key, buf, shape, dt, lay, name, loc, addr, nbytes, padded, False, fractal)
+    if buf is Buf.UB:
+        tr.launch.mark_vector(loc)
+    return Tile(store, (0, shape[0], 0, shape[1]), t, mutex)
+
+
+def make_tile(tile_type: TileType, *, addr: int, size: Optional[int] = None) -> Tile:
+    """A tile of `tile_type` at byte `addr` of its memory space (PyPTO-Pro's make_tile). `addr` must be aligned
+    (Vec/Mat 32 B, Left/Right 512 B, Acc 64 B: AlignmentError), `addr + size` within the buffer (CapacityError
+    naming both), and `size` (default: elements x dtype bytes) at least what the layout's fractal padding uses.
+    Overlapping other tiles is legal; nothing synchronises a make_tile tile but the kernel's own flags, barriers,
+    mutexes and cross-core events."""
+    tr = current()
+    loc = caller_loc()
+    a = as_int(addr)
+    if a is None:
+        raise KernelError(f"{loc}: make_tile addr must be an int (a byte offset in the memory space), got {addr!r}")
+    name = _name_from_source(tr, loc) or f"tile@{a:#x}"
+    return _at(tr, tile_type, a, size, name, loc, ())
+
+
+def _mutex_slots(mutex_ids, depth, loc) -> tuple:
+    """(depth, per-slot tuples of mutex ids) of make_tile_group's mutex_ids / depth."""
+    if mutex_ids is None or (isinstance(mutex_ids, (list, tuple)) and len(mutex_ids) == 0):
+        d = as_int(depth)
+        if d is None or d <= 0:
+            raise KernelError(f"{loc}: make_tile_group needs depth= (a positive int) when mutex_ids is None or "
+                              f"empty, got depth={depth!r}")
+        return d, ((),) * d
+    if not isinstance(mutex_ids, (list, tuple)):
+        raise KernelError(f"{loc}: mutex_ids must be a list of ints (one per slot) or of lists, got {mutex_ids!r}")
+    slots = []
+    for m in mutex_ids:
+        ids = tuple(m) if isinstance(m, (list, tuple)) else (m,)
+        for i in ids:
+            if as_int(i) is None or not 0 <= i <= 31:
+                raise KernelError(f"{loc}: mutex ids are ints 0..31, got {i!r} in {mutex_ids!r}")
+        if len(set(ids)) != len(ids):
+            raise KernelError(f"{loc}: a slot's mutex ids must differ, got {list(ids)}")
+        slots.append(tuple(int(i) for i in ids))
+    if len({len(s) for s in slots}) != 1:
+        raise KernelError(f"{loc}: every slot of a tile group has the same number of mutex ids, got {mutex_ids!r}")
+    if depth is not None and as_int(depth) != len(slots):
+        raise KernelError(f"{loc}: depth={depth!r} but mutex_ids names {len(slots)} slots; they must agree")
+    return len(slots), tuple(slots)
+
+
+def make_tile_group(*, type: TileType, addrs, mutex_ids=None, depth: Optional[int] = None,  # noqa: A002
+                    fwd_ids=None, bwd_ids=None) -> TileGroup:
+    """`depth` tiles of one TileType used in turn (PyPTO-Pro's make_tile_group). `addrs`: one base address (slot i
+    at base + i x elements x dtype bytes) or a list, one per slot. `mutex_ids`: per slot an id 0..31 (or a list of
+    them); under auto_mutex each op on a slot takes its ids on its pipe (DESIGN section 4); None or [] (then
+    `depth` is required): no framework sync. `fwd_ids`/`bwd_ids` feed PyPTO-Pro's pipeline= transform, which pyto
+    does not build: they are checked and otherwise unused."""
+    tr = current()
+    loc = caller_loc()
+    n, slots = _mutex_slots(mutex_ids, depth, loc)
+    for ids, what in ((fwd_ids, "fwd_ids"), (bwd_ids, "bwd_ids")):
+        if ids is not None and (not isinstance(ids, (list, tuple)) or len(ids) != n
+                                or not all(as_int(i) is not None and 0 <= i <= 15 for i in ids)):
+            raise KernelError(f"{loc}: {what} must list {n} cross-core event ids 0..15 (one per slot), got {ids!r}")
+    spec = _spec(tr, type, loc)
+    slot_size = type.shape[0] * type.shape[1] * spec[1].itemsize
+    if isinstance(addrs, (list, tuple)):
+        if len(addrs) != n:
+            raise KernelError(f"{loc}: addrs lists {len(addrs)} addresses for a group of {n} tiles")
+        at = [as_int(a) for a in addrs]
+        if any(a is None for a in at):
+            raise KernelError(f"{loc}: addrs must be ints, got {addrs!r}")
+    else:
+        base = as_int(addrs)
+        if base is None:
+            raise KernelError(f"{loc}: addrs must be a base address (int) or a list of them, got {addrs!r}")
+        if n > 1 and spec[6] > slot_size:
+            raise CapacityError(
+                f"{loc}: make_tile_group with one base address puts slot i at base + i x {slot_size} B (elements x "
+                f"dtype bytes), but each {spec[2]} slot uses {spec[6]} B with its fractal padding, so the slots would "
+                f"overlap; give addrs as a list with {spec[6]} B between them", buffer=type.target_memory.name,
+                asked=spec[6], capacity=slot_size, loc=str(loc))
+        at = [base + i * slot_size for i in range(n)]
+    name = _name_from_source(tr, loc) or f"group@{at[0]:#x}"
+    tiles = [_at(tr, type, a, max(slot_size, spec[6]), f"{name}[{i}]" if n > 1 else name, loc, slots[i], spec)
+             for i, a in enumerate(at)]
+    return TileGroup(tiles)
+
+
+def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout=None, buffers: int = 1, name: Optional[str] = None):
+    """pyto's extension: a tile (or a group of `buffers` tiles) at the next free aligned address of `buffer`, each
+    charged at its padded size (seeds/002's CeilAlign), synchronised by pyto's dependency auto-sync (DESIGN
+    section 4). A group's cursor is PyPTO-Pro's (the first next() gives slot 0). `layout`: the buffer's default,
+    or ZN for an L1 tile held transposed (a DN operand as it is stored), or ND for a single row in L1 (a bias row
+    staged on its way to the Bias table, charged as one 32 B-aligned row: pyto's extension, PyPTO-Pro's Mat tiles are
+    fractal). `name`: the tile's name in errors and traces (default: the variable the kernel line assigns)."""
     tr = current()
     loc = caller_loc()
     if not isinstance(buffer, Buf) or buffer is Buf.GM:
         raise KernelError(f"{loc}: pl.alloc needs an on-chip buffer (pl.L1, pl.L0A, ..., pl.UB), got {buffer!r}")
-    if (not isinstance(shape, (tuple, list)) or len(shape) != 2
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)):
-        raise ShapeError(f"{loc}: tile shape must be two positive Python ints, got {shape!r}")
-    if not isinstance(buffers, int) or isinstance(buffers, bool) or buffers < 1:
+    shape = _shape2(shape, "tile shape", loc)
+    if as_int(buffers) is None or isinstance(buffers, bool) or buffers < 1:
         raise KernelError(f"{loc}: buffers must be a positive int, got {buffers!r}")
-    if layout is not None and not isinstance(layout, str):
-        raise KernelError(f"{loc}: layout must be a format name ('Nz', 'Zz', 'ND', ...) or None, got {layout!r}")
+    buffers = int(buffers)
     dt = dtype_at(dtype, loc)
-    if buffer is Buf.L0C and dt not in (DType.fp32, DType.int32):
-        raise ShapeError(f"{loc}: L0C tiles accumulate in fp32 or int32, got {dt}")
-    if buffer is Buf.BT and dt not in (DType.fp32, DType.int32):
-        raise ShapeError(f"{loc}: the bias table holds fp32 (int32 for int8 matmuls), got {dt}")
-    default = tr.chip.formats["L0A"] if buffer is Buf.L0A else _DEFAULT_LAYOUT[buffer]
-    lay = (layout or default).upper()
-    if lay not in FORMATS:
-        raise ShapeError(f"{loc}: unknown layout {layout!r}; formats are {', '.join(FORMATS)} ({buffer.name} tiles "
-                         f"are {default} on {tr.chip.name})")
-    nd_row = buffer is Buf.L1 and lay == "ND"
-    if nd_row and shape[0] != 1:
+    _check_dtype(buffer, dt, loc)
+    lay_in = _resolve_layout(tr, buffer, layout, loc)
+    if lay_in not in _LEGAL[buffer]:
+        raise ShapeError(f"{loc}: layout {lay_in} is not legal for {buffer!r} tiles: {buffer.name} takes "
+                         f"{' or '.join(_LEGAL[buffer])}")
+    lay, sshape, t = _canonical(buffer, shape, lay_in)
+    if lay == "ND" and buffer is Buf.L1 and sshape[0] != 1:
         raise ShapeError(f"{loc}: an ND tile in L1 is a single row (a bias row for BT), got {list(shape)}; matrices "
-                         f"in L1 are {default}")
-    if lay != default and not nd_row:
-        raise ShapeError(f"{loc}: {buffer.name} tiles are {default} on {tr.chip.name}, not {lay}"
-                         + (" (or ND for a single bias row)" if buffer is Buf.L1 else ""))
-    shape = tuple(shape)
+                         f"in L1 are NZ")
     if buffer is Buf.UB:
         tr.launch.mark_vector(loc)     # the AIVs take part in this launch
-    padded = padded_of(Buf.UB if nd_row else buffer, shape, dt)      # an ND row: as UB rows are stored
-    nbytes = padded[0] * padded[1] * dt.itemsize
+    padded, nbytes = _padded_bytes(buffer, sshape, lay, dt)
     if name is None:
         name = _name_from_source(tr, loc) or f"{buffer.name.lower()}{tr.alloc_count}"
-    what = (f"'{name}' {list(shape)} {dt} (padded {padded[0]}x{padded[1]})"
-            + (f" x {buffers} buffers" if buffers > 1 else ""))
-    tr.charge(buffer, nbytes * buffers, what, loc)
+    key0 = tr.alloc_count
+    tr.alloc_count += buffers
+    existing = tr.launch.stores_if(tr.block, key0)
+    if existing is None:      # the first trace to reach it places the group
+        what = (f"'{name}' {list(shape)} {dt} (padded {padded[0]}x{padded[1]})"
+                + (f" x {buffers} buffers" if buffers > 1 else ""))
+        base = tr.launch.space(tr.block, buffer).first_fit(nbytes * buffers, what, loc)
+    else:
+        base = existing[0].addr
+    fractal = ACC_FRACTAL if buffer is Buf.L0C else 0
     tiles = []
     for i in range(buffers):
         nm = f"{name}[{i}]" if buffers > 1 else name
-        stores = tr.launch.stores(tr.block, tr.alloc_count, lambda prog: TileStore(
-            buffer, shape, padded, dt, lay, grid_of(Buf.UB if nd_row else buffer, dt), nm, tr.alloc_count, prog, loc,
-            nbytes),
-            vector=buffer is Buf.UB)
-        tr.alloc_count += 1
-        mine = stores[0] if len(stores) == 1 else stores[max(0, int(tr.role) - 1)]
-        if (mine.buf, mine.shape, mine.dtype) != (buffer, shape, dt):
-            raise KernelError(f"{loc}: allocation #{mine.key} is {mine.buf.name} {list(mine.shape)} {mine.dtype} in "
-                              f"another role's trace but {buffer.name} {list(shape)} {dt} here; allocations "
-                              f"must not depend on the role or subblock")
-        tiles.append(Tile(mine, (0, shape[0], 0, shape[1])))
-    return Ring(tiles) if buffers > 1 else tiles[0]
+        store = _stores(tr, key0 + i, buffer, sshape, dt, lay, nm, loc, base + i * nbytes, nbytes, padded, True,
+                        fractal)
+        tiles.append(Tile(store, (0, sshape[0], 0, sshape[1]), t))
+    return TileGroup(tiles) if buffers > 1 else tiles[0]

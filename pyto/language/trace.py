@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 from ..chip import BUFFER_ALIGN, Chip
 from ..errors import CapacityError, KernelError, PytoError
 from ..ir import Buf, GMTensor, Instr, Loc, Pipe, Role
+from .address import AddressSpace
 
 _AIC = Role.AIC
 _CUBE_PIPE = Pipe.M
@@ -90,16 +91,42 @@ class Program:
 
 
 class Launch:
-    """What all traces of one launch share: chip, GM tensors, workspaces."""
+    """What all traces of one launch share: chip, GM tensors, workspaces, each block's stores and address maps.
 
-    def __init__(self, chip: Chip, blocks: int, tensors: list[GMTensor], max_instructions: int):
+    `block_dim` is what the kernel's get_block_num() returns; `aiv_only`: the kernel has no cube side, so each
+    AIV is a block of its own (PyPTO-Pro's AIV-only kernels: block_dim counts AIVs, two to a pyto block)."""
+
+    def __init__(self, chip: Chip, blocks: int, tensors: list[GMTensor], max_instructions: int,
+                 block_dim: Optional[int] = None, aiv_only: bool = False, auto_mutex: bool = True,
+                 gm_sync: bool = True):
         self.chip, self.blocks, self.tensors = chip, blocks, tensors
+        self.block_dim = blocks if block_dim is None else block_dim
+        self.aiv_only, self.auto_mutex, self.gm_sync = aiv_only, auto_mutex, gm_sync
+        self.sync_alls: dict = {}               # core_type -> the first line calling sync_all with it
+        self.reserved_events: dict = {}         # cross-core event id sync_all reserves (11..14) -> the first line
         self.max_instructions = max_instructions   # per traced processor: its Program is held until encoded
         self.workspaces: list[GMTensor] = []
         self.uses_vector = False
+        self.uses_cube = False                  # a section_cube was entered or a cube op traced
         self.vector_loc: Optional[Loc] = None   # the first kernel line that brought in the vector side
         self._stores: dict = {}
+        self._spaces: dict = {}                 # (block, buffer) -> AddressSpace
         self._check_gm(None)
+
+    def note_sync_all(self, core_type, loc: Loc) -> None:
+        self.sync_alls.setdefault(core_type, loc)
+
+    def note_cross_core(self, event: int, loc: Loc) -> None:
+        if 11 <= event <= 14:
+            self.reserved_events.setdefault(event, loc)
+
+    def space(self, block: int, buf: Buf) -> AddressSpace:
+        """The address map of `buf` in `block` (UB: one for both AIVs, see address.py)."""
+        sp = self._spaces.get((block, buf))
+        if sp is None:
+            sp = self._spaces[(block, buf)] = AddressSpace(buf, self.chip.buffers[buf.name], ALIGN[buf],
+                                                           self.chip.name)
+        return sp
 
     def _check_gm(self, loc: Optional[Loc]) -> None:
         """CapacityError when the launch's GM tensors (arguments and workspaces) exceed the chip's GM."""
@@ -118,17 +145,22 @@ class Launch:
         if not self.uses_vector:
             self.uses_vector, self.vector_loc = True, loc
 
-    def stores(self, block: int, key: int, make: Callable, vector: bool) -> list:
-        """The TileStores of allocation `key` in `block`, shared by the block's three traces.
+    def stores(self, block: int, key, make: Callable, vector: bool) -> list:
+        """The TileStores of storage `key` in `block`, shared by the block's three traces, made (and registered in
+        the block's address map) on first use.
 
-        A cube buffer has one store (on the AIC); a UB allocation has one per AIV, since each
-        vector core has its own UB.
+        A cube buffer has one store (on the AIC); a UB tile has one per AIV, since each vector core has its own UB.
         """
         got = self._stores.get((block, key))
         if got is None:
             got = [make(block * 3 + 1), make(block * 3 + 2)] if vector else [make(block * 3)]
             self._stores[(block, key)] = got
+            self.space(block, got[0].buf).add_store(got[0], got[1:])
         return got
+
+    def stores_if(self, block: int, key) -> Optional[list]:
+        """The stores of `key` in `block` if some trace made them, else None."""
+        return self._stores.get((block, key))
 
     def workspace(self, n: int, shape: tuple, dtype: Any, loc: Loc) -> GMTensor:
         if n < len(self.workspaces):
@@ -139,7 +171,7 @@ class Launch:
             return ws
         named = _WORKSPACE_NAME.search(loc.text)
         name = named.group(1) if named and all(w.name != named.group(1) for w in self.workspaces) else f"workspace{n}"
-        ws = GMTensor(name, shape, dtype, uid=1000 + n, workspace=True)
+        ws = GMTensor(name, shape, dtype, uid=1000 + n, autosync=self.gm_sync, workspace=True)
         self.workspaces.append(ws)
         self._check_gm(loc)
         return ws
@@ -157,10 +189,9 @@ class Tracer:
         self.is_aic = role is Role.AIC
         self.section: Optional[str] = None
         self.alloc_count = 0
-        self.allocs_at: dict = {}     # kernel line -> pl.alloc calls made from it (tile names)
-        self.in_use = {b: 0 for b in Buf}
-        self.held: dict = {b: [] for b in Buf}   # per buffer: (what, bytes, line) of each allocation charged
+        self.allocs_at: dict = {}     # kernel line -> tile-making calls made from it (tile names)
         self.n_workspace = 0
+        self.mm_layout_transform: Optional[Loc] = None   # where set_mm_layout_transform(enabled=True) was called
 
     # ---- recording ----------------------------------------------------------------------------
     def emit(self, instr: Instr, role: Role) -> Optional[Instr]:
@@ -196,37 +227,25 @@ class Tracer:
         them and checks the AIVs met the AIC's cube code). The AIC's trace, made first, checked the op."""
         self.program.markers.append((len(self.program.instrs), Instr(op, _CUBE_PIPE, (), (), {}, loc, name=name)))
 
-    def charge(self, buf: Buf, nbytes: int, what: str, loc: Loc) -> None:
-        """Charge `nbytes` of `buf` on this core, or raise CapacityError with the numbers and line."""
-        if OWNER[buf] is Role.AIC and self.role is not Role.AIC:
-            return
-        if OWNER[buf] is not Role.AIC and self.role is Role.AIC:
-            return
-        cap = self.chip.buffers[buf.name]
-        align = ALIGN[buf]
-        used = -(-self.in_use[buf] // align) * align
-        if used + nbytes > cap:
-            held = "; ".join(f"{w} {n} B (line {line})" for w, n, line in self.held[buf])
-            raise CapacityError(
-                f"{loc}: {buf.name} overflow on {self.chip.name}: {what} asks {nbytes} B, "
-                f"{used} B already in use, capacity {cap} B (short by {used + nbytes - cap} B)"
-                + (f"; in use: {held}" if held else "") + "; shrink a tile, or allocate fewer buffers of it",
-                buffer=buf.name, asked=nbytes, in_use=used, capacity=cap, loc=str(loc))
-        self.in_use[buf] = used + nbytes
-        self.held[buf].append((what, nbytes, loc.line))
-
 
 def current() -> Tracer:
-    """The active tracer, or KernelError telling the user to trace through `pyto.run`."""
+    """The active tracer, or KernelError telling the user to launch the kernel."""
     tr = _STATE.tracer
     if tr is None:
-        raise KernelError("pyto.language ops can only be called inside a @pl.kernel function run by "
-                          "pyto.run(kernel, ...); decorate the function with @pl.kernel and launch it")
+        raise KernelError("pyto.language ops can only be called inside a kernel being launched: decorate the "
+                          "function with @pl.jit and call it (kernel[None, block_dim](arrays...)), or with @pl.kernel "
+                          "and run it with pyto.run(kernel, ...)")
     return tr
 
 
 class Kernel:
-    """A function marked @pl.kernel: GM tensors positional, static scalars as keywords."""
+    """A function marked @pl.kernel (pyto's extension): GM tensors positional (numpy arrays, any shape), static
+    Python parameters as keywords. Its tile groups with mutex ids are ordered by auto_mutex tokens (PyPTO-Pro's
+    default), and pyto's dependency auto-sync orders its pl.alloc tiles and, within each program, its GM tensors.
+    `pl.jit` kernels (jit.py) are a subclass."""
+
+    auto_mutex = True
+    gm_sync = True        # auto-sync orders GM accesses within a program (a jit kernel's are the kernel's to order)
 
     def __init__(self, fn: Callable):
         functools.update_wrapper(self, fn)
@@ -240,11 +259,28 @@ class Kernel:
                               f"pyto.run({self.name}, *arrays, **params)")
         return self.fn(*args, **kwargs)
 
+    def gm_names(self) -> list:
+        """The names of its GM tensor parameters, in order."""
+        return [p.name for p in self.signature.parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+    def bind(self, args: tuple, params: dict) -> tuple:
+        """(GM arrays, trace-time values by name) of a launch (run.py checks them)."""
+        return list(args), dict(params)
+
+    def call(self, tensors: list, values: dict) -> None:
+        """Run the body on the traced GM tensors and the trace-time values."""
+        self.fn(*tensors, **values)
+
     def trace(self, tracer: Tracer, args: list, params: dict) -> Program:
         """Run the kernel under `tracer` (one processor of one block): its Program (pyto.run calls this)."""
         prev, _STATE.tracer = _STATE.tracer, tracer
         try:
-            self.fn(*args, **params)
+            self.call(args, params)
+            if tracer.mm_layout_transform is not None:
+                raise KernelError(f"{tracer.mm_layout_transform}: pl.system.set_mm_layout_transform(enabled=True) is "
+                                  f"still on when kernel '{self.name}' ends; PyPTO-Pro pairs it "
+                                  f"(set_mm_layout_transform.md): enabled=False after the store")
         except PytoError:
             raise
         except MemoryError as e:
@@ -276,5 +312,8 @@ def _raising_line(e: BaseException, fn: Optional[Callable] = None) -> Loc:
 
 
 def kernel(fn: Callable) -> Kernel:
-    """Mark a function as a pyto kernel."""
+    """Mark a function as a pyto kernel (pyto's extension of PyPTO-Pro's @pl.jit for kernels with static Python
+    parameters: `pyto.run(k, *arrays, blocks=..., **static)`)."""
+    if not callable(fn):
+        raise KernelError(f"@pl.kernel decorates a function, got {fn!r}")
     return Kernel(fn)

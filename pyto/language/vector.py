@@ -8,6 +8,7 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import AlignmentError, KernelError, ShapeError, UnsupportedError
 from ..ir import AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role, rect_overlaps
+from .opcommon import emit
 from .tile import Tile
 from .trace import caller_loc, current
 
@@ -55,7 +56,9 @@ def _vector_loc() -> Optional[Loc]:
 
 def _ub(x, what: str, loc: Loc) -> Tile:
     if not isinstance(x, Tile) or x.buffer is not Buf.UB:
-        raise ShapeError(f"{loc}: {what} must be a UB tile, got {x!r}")
+        raise ShapeError(f"{loc}: {what} must be a Vec (UB) tile, got {x!r}")
+    if x.t:
+        raise UnsupportedError(f"{loc}: {what} is the transposed view {x!r}: vector ops on DN views are not built yet")
     return x
 
 
@@ -73,9 +76,8 @@ def _emit(op: Op, kind: str, dst: Tile, srcs: list, attrs: dict, loc: Loc, scrat
     attrs["elems"] = max(t.shape[0] * t.shape[1] for t in (dst, *srcs))
     attrs["width"] = max(t.dtype.itemsize for t in (dst, *srcs))
     dsts = (dst,) if scratch is None else (dst, scratch)
-    instr = Instr(op, Pipe.V, tuple(s.access for s in srcs), tuple(d.access for d in dsts),
-                  attrs, loc, name=f"pl.{kind}")
-    current().emit(instr, Role.AIV0)
+    emit(op, Pipe.V, Role.AIV0, tuple(s.access for s in srcs), tuple(d.access for d in dsts), attrs, loc,
+         f"pl.{kind}", (*dsts, *srcs))
 
 
 def _same(loc: Loc, kind: str, *tiles: Tile) -> None:

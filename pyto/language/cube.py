@@ -1,0 +1,114 @@
+"""The matmul family in PyPTO-Pro's spelling (docs/zh/pypto_pro/api/SIMD-API/operation/matrix_computation/):
+Left (L0A) x Right (L0B) -> Acc (L0C) on the M pipe, one Instr per call.
+
+K-split rules (matmul_acc.md: "缺一会精度错，已上板验证", missing any one gives wrong results on the board): a phased
+accumulation (`matmul_acc` with a phase) needs the Acc tile's `fractal=1024` and
+`pl.system.set_mm_layout_transform(enabled=True)` in force; pyto raises KernelError naming the rule, since the
+board would silently compute something else. The switch must be turned off again before the kernel ends.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..dtypes import DType
+from ..errors import KernelError, ShapeError
+from ..ir import AccPhase, Buf, Loc, Op, Pipe, Role
+from .opcommon import emit, need_tile, phase_of
+from .tile import ACC_FRACTAL, Tile
+from .trace import caller_loc, current
+
+_L0A, _L0B, _L0C, _MMAD = Buf.L0A, Buf.L0B, Buf.L0C, Op.MMAD
+
+
+def _ksplit_rules(dst: Tile, name: str, loc: Loc) -> None:
+    """A phased accumulation step's two board rules (matmul_acc.md), checked at trace time."""
+    tr = current()
+    if dst.store.fractal != ACC_FRACTAL:
+        raise KernelError(f"{loc}: {name} with a phase accumulates a K split into {dst!r}, whose fractal is "
+                          f"{dst.store.fractal}; PyPTO-Pro's K-split rule (matmul_acc.md) needs the Acc tile's "
+                          f"fractal=1024, or the board computes wrong results")
+    if tr.mm_layout_transform is None:
+        raise KernelError(f"{loc}: {name} with a phase accumulates a K split, but "
+                          f"pl.system.set_mm_layout_transform(enabled=True) is not in force; PyPTO-Pro's K-split rule "
+                          f"(matmul_acc.md) turns it on before the K loop and off after the store, or the board "
+                          f"computes wrong results")
+
+
+def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, accumulate: bool, loc: Loc) -> None:
+    tr = current()
+    if not tr.is_aic:
+        tr.cube_marker(_MMAD, name, loc)            # an AIV's trace: the AIC's trace checks and records it
+        return
+    if not (type(dst) is Tile and type(a) is Tile and type(b) is Tile and dst.store.buf is _L0C
+            and a.store.buf is _L0A and b.store.buf is _L0B):    # else need_tile says which one is wrong
+        for x, what, buf in ((dst, "destination", _L0C), (a, "left operand", _L0A), (b, "right operand", _L0B)):
+            need_tile(x, f"{name} {what}", (buf,), loc)
+    phase = phase_of(phase, AccPhase, loc, name)
+    a0, a1, a2, a3 = a.rect          # shapes from the rectangles (Tile.shape, without a tuple per call)
+    b0, b1, b2, b3 = b.rect
+    d0, d1, d2, d3 = dst.rect
+    m, k, k2, n = a1 - a0, a3 - a2, b1 - b0, b3 - b2
+    if k != k2 or d1 - d0 != m or d3 - d2 != n:
+        raise ShapeError(f"{loc}: {name} shapes do not chain: {dst!r} {list(dst.shape)} = {a!r} {list(a.shape)} "
+                         f"@ {b!r} {list(b.shape)}")
+    dt = a.store.dtype
+    if dt is not b.store.dtype:
+        raise ShapeError(f"{loc}: {name} operands differ in dtype: {a.dtype} vs {b.dtype}")
+    if dt is DType.int32:
+        raise ShapeError(f"{loc}: the cube takes fp16, bf16, fp32 or int8 operands, not int32")
+    if dst.store.dtype is not dt.acc:
+        raise ShapeError(f"{loc}: {a.dtype} operands accumulate in {a.dtype.acc}, but {dst!r} is {dst.dtype}")
+    srcs = [a.access, b.access]
+    tiles = [dst, a, b]
+    if bias is not None:
+        need_tile(bias, f"{name} bias", (Buf.BT,), loc)
+        if bias.shape != (1, n) or bias.dtype is not dst.dtype:
+            raise ShapeError(f"{loc}: bias must be [1, {n}] {dst.dtype} (the accumulator's type), got "
+                             f"{list(bias.shape)} {bias.dtype}")
+        srcs.append(bias.access)
+        tiles.append(bias)
+    if accumulate:
+        srcs.append(dst.access)
+        if phase is not None:
+            _ksplit_rules(dst, name, loc)
+    attrs = {"m": m, "n": n, "k": k, "phase": phase, "accumulate": accumulate, "bias": bias is not None,
+             "dtype": dt}
+    emit(_MMAD, Pipe.M, Role.AIC, tuple(srcs), (dst.access,), attrs, loc, name, tuple(tiles), phase is not None)
+
+
+def matmul(dst_tile: Tile, lhs_tile: Tile, rhs_tile: Tile, *args, phase: Optional[AccPhase] = None, **kwargs) -> None:
+    """dst = lhs @ rhs (+ bias): Left x Right -> Acc on the M pipe (matmul.md).
+
+    lhs [M, K] and rhs [K, N] share a dtype (fp16, bf16, fp32 or int8); dst [M, N] is the accumulation type (fp32,
+    int32 for int8). A fourth positional argument is a [1, N] Bias tile of that type: it initialises Acc (so it goes
+    with a K loop's first block only); PyPTO-Pro rejects it as the keyword bias_tile=, and so does pyto. `phase`:
+    pl.AccPhase.Partial / Final for the unit_flag hand-over to Fixpipe (seeds/001, phase.md)."""
+    loc = caller_loc()
+    current()
+    if "bias_tile" in kwargs:
+        raise KernelError(f"{loc}: pl.matmul takes the bias as its fourth positional argument, "
+                          f"pl.matmul(dst, lhs, rhs, bias); the keyword bias_tile= is rejected (PyPTO-Pro's matmul.md)")
+    if kwargs:
+        raise KernelError(f"{loc}: pl.matmul got unexpected keyword(s) {', '.join(kwargs)}; it takes (dst, lhs, rhs"
+                          f"[, bias], *, phase=)")
+    if len(args) > 1:
+        raise KernelError(f"{loc}: pl.matmul takes (dst, lhs, rhs[, bias]), got {3 + len(args)} positional arguments")
+    _mmad("pl.matmul", dst_tile, lhs_tile, rhs_tile, args[0] if args else None, phase, False, loc)
+
+
+def matmul_acc(dst_tile: Tile, acc_tile: Tile, lhs_tile: Tile, rhs_tile: Tile, *,
+               phase: Optional[AccPhase] = None) -> None:
+    """dst = acc + lhs @ rhs, accumulating in place in Acc (matmul_acc.md): `acc_tile` is `dst_tile` (the hardware
+    MMAD accumulates into its destination; pyto refuses another accumulator rather than guess a copy). An
+    accumulator nothing wrote is an UninitializedReadError; one a previous tile left holds those values, and they
+    are added to (PyPTO-Pro's bad_matmul_acc_reuses_stale_accumulator). With a phase, the K-split rules apply
+    (module docstring)."""
+    loc = caller_loc()
+    acc, dst = acc_tile, dst_tile
+    if not isinstance(acc, Tile) or not isinstance(dst, Tile) or acc.store is not dst.store or acc.rect != dst.rect:
+        raise ShapeError(f"{loc}: pl.matmul_acc accumulates in place: acc_tile must be dst_tile, got acc={acc!r}, "
+                         f"dst={dst!r}")
+    _mmad("pl.matmul_acc", dst, lhs_tile, rhs_tile, None, phase, True, loc)
+
+
+__all__ = ["matmul", "matmul_acc"]
