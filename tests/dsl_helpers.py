@@ -10,7 +10,7 @@ def matmul_tiles(m, k, n, dtype):
     b_l1 = pl.alloc(pl.L1, [k, n], dtype)
     a_l0a = pl.alloc(pl.L0A, [m, k], dtype)
     b_l0b = pl.alloc(pl.L0B, [k, n], dtype)
-    c_l0c = pl.alloc(pl.L0C, [m, n], pl.fp32)
+    c_l0c = pl.alloc(pl.L0C, [m, n], pl.DT_FP32)
     return a_l1, b_l1, a_l0a, b_l0b, c_l0c
 
 

@@ -140,13 +140,13 @@ def _loop_kernel(outer, inner, rings, body, tail, sync):
 
     @pl.kernel
     def prog(a, b, out):
-        a_l1 = pl.alloc(pl.L1, [16, 16], pl.fp16, buffers=r_l1)
-        b_l1 = pl.alloc(pl.L1, [16, 16], pl.fp16, buffers=r_l1)
-        w_l1 = pl.alloc(pl.L1, [16, 16], pl.fp32)
-        a_l0 = pl.alloc(pl.L0A, [16, 16], pl.fp16, buffers=r_l0)
-        b_l0 = pl.alloc(pl.L0B, [16, 16], pl.fp16, buffers=r_l0)
-        c_l0 = pl.alloc(pl.L0C, [16, 16], pl.fp32, buffers=r_c)
-        ws = pl.workspace([32, 32], pl.fp32)
+        a_l1 = pl.alloc(pl.L1, [16, 16], pl.DT_FP16, buffers=r_l1)
+        b_l1 = pl.alloc(pl.L1, [16, 16], pl.DT_FP16, buffers=r_l1)
+        w_l1 = pl.alloc(pl.L1, [16, 16], pl.DT_FP32)
+        a_l0 = pl.alloc(pl.L0A, [16, 16], pl.DT_FP16, buffers=r_l0)
+        b_l0 = pl.alloc(pl.L0B, [16, 16], pl.DT_FP16, buffers=r_l0)
+        c_l0 = pl.alloc(pl.L0C, [16, 16], pl.DT_FP32, buffers=r_c)
+        ws = pl.workspace([32, 32], pl.DT_FP32)
         cur = {"a1": a_l1.next(), "b1": b_l1.next(), "a0": a_l0.next(), "b0": b_l0.next(), "c": c_l0.next()}
 
         def step(op, x, i, j):

@@ -22,10 +22,10 @@ def reload_before_use(a, b, out, *, WRITE_A: bool):
     M, K = a.shape
     N = b.shape[1]
     h = K // 2
-    a_l1, b_l1 = pl.alloc(pl.L1, [M, h], pl.fp16), pl.alloc(pl.L1, [h, N], pl.fp16)
-    a0, a1 = pl.alloc(pl.L0A, [M, h], pl.fp16), pl.alloc(pl.L0A, [M, h], pl.fp16)
-    b0, b1 = pl.alloc(pl.L0B, [h, N], pl.fp16), pl.alloc(pl.L0B, [h, N], pl.fp16)
-    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    a_l1, b_l1 = pl.alloc(pl.L1, [M, h], pl.DT_FP16), pl.alloc(pl.L1, [h, N], pl.DT_FP16)
+    a0, a1 = pl.alloc(pl.L0A, [M, h], pl.DT_FP16), pl.alloc(pl.L0A, [M, h], pl.DT_FP16)
+    b0, b1 = pl.alloc(pl.L0B, [h, N], pl.DT_FP16), pl.alloc(pl.L0B, [h, N], pl.DT_FP16)
+    c = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
     pl.load(a_l1, a, [0, 0])
     pl.load(b_l1, b, [0, 0])
     pl.load(a0, a_l1)
@@ -47,9 +47,9 @@ def overwrite_input(a, b, out):
     at its source (its GM changes during the pass), so L1's copy runs."""
     M, K = a.shape
     N = b.shape[1]
-    a_l1, b_l1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
-    a_l0, b_l0 = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16)
-    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    a_l1, b_l1 = pl.alloc(pl.L1, [M, K], pl.DT_FP16), pl.alloc(pl.L1, [K, N], pl.DT_FP16)
+    a_l0, b_l0 = pl.alloc(pl.L0A, [M, K], pl.DT_FP16), pl.alloc(pl.L0B, [K, N], pl.DT_FP16)
+    c = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
     for k in pl.range(2):
         pl.load(a_l1, a, [0, 0])
         pl.load(b_l1, b, [0, 0])
@@ -68,15 +68,15 @@ def half_overwritten_l1(a, b, out, *, X):
     L0A load: the MMAD must see the scaled rows, not GM's."""
     M, K = a.shape
     N = b.shape[1]
-    a_l1, b_l1 = pl.alloc(pl.L1, [M, K], pl.fp16), pl.alloc(pl.L1, [K, N], pl.fp16)
-    a_l0, b_l0 = pl.alloc(pl.L0A, [M, K], pl.fp16), pl.alloc(pl.L0B, [K, N], pl.fp16)
-    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
-    x_ub = pl.alloc(pl.UB, [16, K], pl.fp16)
+    a_l1, b_l1 = pl.alloc(pl.L1, [M, K], pl.DT_FP16), pl.alloc(pl.L1, [K, N], pl.DT_FP16)
+    a_l0, b_l0 = pl.alloc(pl.L0A, [M, K], pl.DT_FP16), pl.alloc(pl.L0B, [K, N], pl.DT_FP16)
+    c = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
+    x_ub = pl.alloc(pl.UB, [16, K], pl.DT_FP16)
     with pl.section_cube():
         pl.load(a_l1, a, [0, 0])
         pl.load(b_l1, b, [0, 0])
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(x_ub, a, [0, 0])
             pl.muls(x_ub, x_ub, X)
             pl.move(a_l1[0:16, :], x_ub)
@@ -129,7 +129,7 @@ def split_k_atomic(a, b, out):
     """Block j: out += a[:, 32j:32j+32] @ b[32j:32j+32, :] by Fixpipe's atomic add (out starts at zero)."""
     from dsl_helpers import matmul_from_gm, matmul_tiles
     tiles = matmul_tiles(16, 32, 16, a.dtype)
-    k0 = 32 * pl.block_idx()
+    k0 = 32 * pl.get_block_idx()
     matmul_from_gm(tiles, a, [0, k0], b, [k0, 0])
     pl.store(out, tiles[-1], [0, 0], atomic="add")
 

@@ -124,7 +124,7 @@ def store_then_reload(a, b, out, *, TM: int):
     c_l0c = tiles[-1]
     r_l1 = pl.alloc(pl.L1, [TM, N], out.dtype)
     with pl.section_cube():
-        i = pl.block_idx()
+        i = pl.get_block_idx()
         matmul_from_gm(tiles, a, [0, 0], b, [0, 0])
         pl.store(out, c_l0c, [2 * i * TM, 0])
         pl.load(r_l1, out, [(2 * i + i % 2) * TM, 0])
@@ -251,10 +251,10 @@ def read_next_rows(a, out, *, TM: int):
     """Block i copies a's rows i TM into a workspace, then (after sync_all) reads back rows (i+1) TM: the
     last block reads rows no block wrote."""
     K = a.shape[1]
-    ws = pl.workspace([(pl.block_num() + 1) * TM, K], a.dtype)
+    ws = pl.workspace([(pl.get_block_num() + 1) * TM, K], a.dtype)
     x_ub = pl.alloc(pl.UB, [TM // 2, K], a.dtype)
     with pl.section_vector():
-        r = pl.block_idx() * TM + pl.subblock_idx() * (TM // 2)
+        r = pl.get_block_idx() * TM + pl.get_subblock_idx() * (TM // 2)
         pl.load(x_ub, a, [r, 0])
         pl.store(ws, x_ub, [r, 0])
     pl.sync_all()

@@ -18,7 +18,7 @@ def _mm_inputs(M=32, N=32, K=32):
 
 @pl.kernel
 def big_l0c(a, b, out, *, M, N):
-    pl.alloc(pl.L0C, [M, N], pl.fp32)
+    pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
 
 
 def test_capacity_l0c_fits_950_not_a2():
@@ -29,14 +29,14 @@ def test_capacity_l0c_fits_950_not_a2():
     assert e.buffer == "L0C" and e.asked == 262144 and e.capacity == 131072 and e.in_use == 0
     msg = str(e)
     assert "L0C" in msg and "262144" in msg and "131072" in msg and "atlas-a2" in msg
-    assert "test_emulator_errors.py:" in msg and "pl.alloc(pl.L0C, [M, N], pl.fp32)" in msg
+    assert "test_emulator_errors.py:" in msg and "pl.alloc(pl.L0C, [M, N], pl.DT_FP32)" in msg
 
 
 @pl.kernel
 def ring_overflow(a, b, out):
-    pl.alloc(pl.L1, [256, 256], pl.fp16, buffers=2)                  # 256 KB
-    pl.alloc(pl.L1, [256, 256], pl.fp16, buffers=2)                  # another 256 KB: full
-    pl.alloc(pl.L1, [16, 16], pl.fp16)
+    pl.alloc(pl.L1, [256, 256], pl.DT_FP16, buffers=2)                  # 256 KB
+    pl.alloc(pl.L1, [256, 256], pl.DT_FP16, buffers=2)                  # another 256 KB: full
+    pl.alloc(pl.L1, [16, 16], pl.DT_FP16)
 
 
 def test_capacity_counts_rings_and_in_use():
@@ -47,8 +47,8 @@ def test_capacity_counts_rings_and_in_use():
 
 @pl.kernel
 def padded_charge(a, b, out):
-    pl.alloc(pl.L0A, [17, 17], pl.int8)        # CeilAlign 32 for int8: 32*32 = 1024 B
-    pl.alloc(pl.L0A, [250, 250], pl.fp16)      # 256*256*2 = 131072 > 64 KB
+    pl.alloc(pl.L0A, [17, 17], pl.DT_INT8)        # CeilAlign 32 for int8: 32*32 = 1024 B
+    pl.alloc(pl.L0A, [250, 250], pl.DT_FP16)      # 256*256*2 = 131072 > 64 KB
 
 
 def test_capacity_charged_at_padded_size():
@@ -59,7 +59,7 @@ def test_capacity_charged_at_padded_size():
 
 @pl.kernel
 def bad_view(a, b, out, *, R0, C0):
-    ac = pl.alloc(pl.L0C, [64, 64], pl.fp32)
+    ac = pl.alloc(pl.L0C, [64, 64], pl.DT_FP32)
     ac[R0:R0 + 16, C0:C0 + 16]
 
 
@@ -77,7 +77,7 @@ def test_view_on_grid_and_out_of_bounds():
 
 @pl.kernel
 def oob_load(a, b, out, *, R):
-    t = pl.alloc(pl.L1, [16, 16], pl.fp16)
+    t = pl.alloc(pl.L1, [16, 16], pl.DT_FP16)
     pl.load(t, a, [R, 0])
 
 
@@ -89,25 +89,25 @@ def test_gm_offset_out_of_bounds_and_edge_clipping():
 
 @pl.kernel
 def wrong_buffer(a, b, out):
-    al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
-    br = pl.alloc(pl.L0B, [32, 32], pl.fp16)
-    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    al1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
+    br = pl.alloc(pl.L0B, [32, 32], pl.DT_FP16)
+    ac = pl.alloc(pl.L0C, [32, 32], pl.DT_FP32)
     pl.matmul(ac, al1, br)
 
 
 @pl.kernel
 def wrong_shape(a, b, out):
-    al = pl.alloc(pl.L0A, [32, 48], pl.fp16)
-    br = pl.alloc(pl.L0B, [32, 32], pl.fp16)
-    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    al = pl.alloc(pl.L0A, [32, 48], pl.DT_FP16)
+    br = pl.alloc(pl.L0B, [32, 32], pl.DT_FP16)
+    ac = pl.alloc(pl.L0C, [32, 32], pl.DT_FP32)
     pl.matmul(ac, al, br)
 
 
 @pl.kernel
 def wrong_dtype(a, b, out):
-    al = pl.alloc(pl.L0A, [32, 32], pl.fp16)
-    br = pl.alloc(pl.L0B, [32, 32], pl.bf16)
-    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    al = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16)
+    br = pl.alloc(pl.L0B, [32, 32], pl.DT_BF16)
+    ac = pl.alloc(pl.L0C, [32, 32], pl.DT_FP32)
     pl.matmul(ac, al, br)
 
 
@@ -121,7 +121,7 @@ def test_misuse_names_the_line(kernel, text):
 
 @pl.kernel
 def takes_tile(a, b, out, *, T):
-    pl.alloc(pl.L1, [T, T], pl.fp16)
+    pl.alloc(pl.L1, [T, T], pl.DT_FP16)
 
 
 def test_static_params_must_be_python_scalars():
@@ -143,7 +143,7 @@ def _misuse(what):
     file, so the line an error names is here."""
     @pl.kernel
     def misuse(a, b, out):
-        what(a, pl.alloc(pl.L1, [32, 32], pl.fp16, buffers=2))
+        what(a, pl.alloc(pl.L1, [32, 32], pl.DT_FP16, buffers=2))
     return misuse
 
 
@@ -155,7 +155,7 @@ def _nested_sections(a, t):
 
 def _barrier_on_cube_pipe_in_vector_section(a, t):
     with pl.section_vector():
-        pl.pipe_barrier(pl.PIPE_M)
+        pl.pipe_barrier(pl.PipeType.M)
 
 
 def _assign_gm_shape(a, t):
@@ -167,13 +167,13 @@ def _python_error(a, t):
 
 
 @pytest.mark.parametrize("what,err,text", [
-    (lambda a, t: pl.set_flag(pl.PIPE_V, pl.PIPE_M, 0), pyto.SyncError, "has no such pipe"),
+    (lambda a, t: pl.set_flag(pl.PipeType.V, pl.PipeType.M, 0), pyto.SyncError, "has no such pipe"),
     (_barrier_on_cube_pipe_in_vector_section, pyto.SyncError, "AIV .vector core. has no such pipe"),
     (_nested_sections, pyto.KernelError, "sections do not nest"),
-    (lambda a, t: pl.alloc(pl.L1, [16, 16], pl.fp16, layout=3), pyto.KernelError, "layout must be"),
-    (lambda a, t: pl.alloc(pl.L1, [16, 16], pl.fp16, buffers=True), pyto.KernelError, "buffers must be a positive"),
+    (lambda a, t: pl.alloc(pl.L1, [16, 16], pl.DT_FP16, layout=3), pyto.KernelError, "layout must be"),
+    (lambda a, t: pl.alloc(pl.L1, [16, 16], pl.DT_FP16, buffers=True), pyto.KernelError, "buffers must be a positive"),
     (lambda a, t: pl.alloc(pl.L1, [16, 16], "complex"), pyto.ShapeError, "unknown dtype"),
-    (lambda a, t: pl.workspace([True, 16], pl.fp32), pyto.ShapeError, "workspace shape"),
+    (lambda a, t: pl.workspace([True, 16], pl.DT_FP32), pyto.ShapeError, "workspace shape"),
     (lambda a, t: t[5], pyto.KernelError, "indexed by a slot number"),
     (lambda a, t: t[0:16, :], pyto.KernelError, "take a tile"),
     (lambda a, t: a[0], pyto.KernelError, "not indexed in a kernel"),
@@ -194,10 +194,10 @@ def test_dsl_misuse_is_a_pyto_error_naming_the_line(what, err, text):
 @pl.kernel
 def numpy_int_indices(a, b, out):
     """Offsets, slice bounds and loop bounds computed with numpy (np.int64) work as Python ints do."""
-    t = pl.alloc(pl.L1, [32, 32], pl.fp16)
-    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
-    al, br = pl.alloc(pl.L0A, [32, 32], pl.fp16), pl.alloc(pl.L0B, [32, 32], pl.fp16)
-    bl1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    t = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
+    ac = pl.alloc(pl.L0C, [32, 32], pl.DT_FP32)
+    al, br = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16), pl.alloc(pl.L0B, [32, 32], pl.DT_FP16)
+    bl1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
     for k in pl.range(np.int64(0), np.int64(2)):
         pl.load(t, a, [np.int64(0), np.int64(32) * k])
         pl.load(bl1, b, [np.int32(32) * k, np.int64(0)])
@@ -221,7 +221,7 @@ def test_numpy_integers_index_like_python_ints():
 def test_tiles_allocated_on_one_line_are_named_in_order():
     @pl.kernel
     def one_line(a, b, out):
-        x = pl.alloc(pl.L1, [32, 32], pl.fp16); y = pl.alloc(pl.L1, [1024, 1024], pl.fp16)  # noqa: E702,F841
+        x = pl.alloc(pl.L1, [32, 32], pl.DT_FP16); y = pl.alloc(pl.L1, [1024, 1024], pl.DT_FP16)  # noqa: E702,F841
 
     with pytest.raises(pyto.CapacityError, match="'y' \\[1024, 1024\\]") as e:
         pyto.run(one_line, *_mm_inputs())
@@ -231,7 +231,7 @@ def test_tiles_allocated_on_one_line_are_named_in_order():
 
 def test_dsl_outside_kernel_and_direct_call():
     with pytest.raises(pyto.KernelError, match="@pl.kernel"):
-        pl.alloc(pl.L1, [16, 16], pl.fp16)
+        pl.alloc(pl.L1, [16, 16], pl.DT_FP16)
     with pytest.raises(pyto.KernelError, match="@pl.kernel"):
         pl.range(4)
     with pytest.raises(pyto.KernelError, match="pyto.run"):
@@ -240,7 +240,7 @@ def test_dsl_outside_kernel_and_direct_call():
 
 @pl.kernel
 def vector_in_cube(a, b, out):
-    u = pl.alloc(pl.UB, [16, 16], pl.fp16)
+    u = pl.alloc(pl.UB, [16, 16], pl.DT_FP16)
     with pl.section_cube():
         pl.add(u, u, u)
 
@@ -252,8 +252,8 @@ def test_vector_op_in_cube_section():
 
 @pl.kernel
 def l0c_to_ub(a, b, out):
-    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
-    u = pl.alloc(pl.UB, [32, 32], pl.fp32)
+    ac = pl.alloc(pl.L0C, [32, 32], pl.DT_FP32)
+    u = pl.alloc(pl.UB, [32, 32], pl.DT_FP32)
     pl.move(u, ac, acc_to_vec_mode=pl.AccToVecMode.SingleModeVec0)
 
 
@@ -264,8 +264,8 @@ def test_path_missing_on_a2():
 
 @pl.kernel
 def read_before_write(a, b, out):
-    al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
-    al = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    al1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
+    al = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16)
     pl.load(al, al1)
 
 
@@ -277,16 +277,16 @@ def test_uninitialized_read():
 @pl.kernel
 def same_tile_all_blocks(a, b, out, *, SYNC):
     """Every block writes out[0:32, 0:32] (a cross-core WAW) unless they take turns around sync_all."""
-    ac = pl.alloc(pl.L0C, [32, 32], pl.fp32)
-    al, br = pl.alloc(pl.L0A, [32, 32], pl.fp16), pl.alloc(pl.L0B, [32, 32], pl.fp16)
-    al1, bl1 = pl.alloc(pl.L1, [32, 32], pl.fp16), pl.alloc(pl.L1, [32, 32], pl.fp16)
+    ac = pl.alloc(pl.L0C, [32, 32], pl.DT_FP32)
+    al, br = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16), pl.alloc(pl.L0B, [32, 32], pl.DT_FP16)
+    al1, bl1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16), pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
     pl.load(al1, a)
     pl.load(bl1, b)
     pl.load(al, al1)
     pl.load(br, bl1)
     pl.matmul(ac, al, br)
-    for turn in pl.range(pl.block_num()):
-        if turn == pl.block_idx() or not SYNC:
+    for turn in pl.range(pl.get_block_num()):
+        if turn == pl.get_block_idx() or not SYNC:
             pl.store(out, ac, [0, 0])
         if SYNC:
             pl.sync_all()
@@ -311,8 +311,8 @@ def _one_product(a, b, a_l1, b_l1, a0, b0, c):
 
 
 def _fp32_tiles():
-    return (pl.alloc(pl.L1, [16, 16], pl.fp32), pl.alloc(pl.L1, [16, 16], pl.fp32), pl.alloc(pl.L0A, [16, 16], pl.fp32),
-            pl.alloc(pl.L0B, [16, 16], pl.fp32), pl.alloc(pl.L0C, [16, 16], pl.fp32))
+    return (pl.alloc(pl.L1, [16, 16], pl.DT_FP32), pl.alloc(pl.L1, [16, 16], pl.DT_FP32), pl.alloc(pl.L0A, [16, 16], pl.DT_FP32),
+            pl.alloc(pl.L0B, [16, 16], pl.DT_FP32), pl.alloc(pl.L0C, [16, 16], pl.DT_FP32))
 
 
 @pl.kernel
@@ -325,7 +325,7 @@ def race_then_rewrite(a, b, out):
         pl.store(out, c, [0, 0])
     pl.sync_all()
     with pl.section_cube():
-        pl.store(out, c, [16 * pl.block_idx(), 0])
+        pl.store(out, c, [16 * pl.get_block_idx(), 0])
 
 
 @pl.kernel
@@ -336,7 +336,7 @@ def atomic_then_plain(a, b, out):
     with pl.section_cube():
         _one_product(a, b, a_l1, b_l1, a0, b0, c)
         pl.store(out, c, [0, 0], atomic="add")
-        if pl.block_idx() == 0:
+        if pl.get_block_idx() == 0:
             pl.store(out, c, [0, 0])
 
 
@@ -344,20 +344,20 @@ def atomic_then_plain(a, b, out):
 def read_then_atomic(a, b, out, *, SLOW: int):
     """After sync_all block 1 reads ws and then adds into it while block 0 adds into it: block 1's read
     races with block 0's add, whichever comes first (SLOW delays block 0)."""
-    ws = pl.workspace([16, 16], pl.fp32)
+    ws = pl.workspace([16, 16], pl.DT_FP32)
     a_l1, b_l1, a0, b0, c = _fp32_tiles()
     with pl.section_cube():
         _one_product(a, b, a_l1, b_l1, a0, b0, c)
-        if pl.block_idx() == 0:
+        if pl.get_block_idx() == 0:
             pl.store(ws, c, [0, 0])
     pl.sync_all()
     with pl.section_cube():
-        if pl.block_idx() == 1:
+        if pl.get_block_idx() == 1:
             pl.load(a_l1, ws, [0, 0])
-        for _ in pl.range(SLOW if pl.block_idx() == 0 else 0):
+        for _ in pl.range(SLOW if pl.get_block_idx() == 0 else 0):
             pl.matmul(c, a0, b0)
         pl.store(ws, c, [0, 0], atomic="add")
-        pl.store(out, c, [16 * pl.block_idx(), 0])
+        pl.store(out, c, [16 * pl.get_block_idx(), 0])
 
 
 @pytest.mark.parametrize("mode", ["full", "timing"])
@@ -376,14 +376,14 @@ def test_gm_races_hidden_by_covering_writes_are_found(kernel, rows, params, mode
 
 @pl.kernel
 def expert_sync(a, b, out, *, MODE):
-    al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
-    al = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    al1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
+    al = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16)
     pl.load(al1, a)
     if MODE in (0, 2):
-        pl.set_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
+        pl.set_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
     if MODE == 2:
-        pl.set_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
-    pl.wait_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
+        pl.set_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+    pl.wait_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
     pl.load(al, al1)
 
 
@@ -398,17 +398,17 @@ def test_expert_flags_without_auto_sync():
 @pl.kernel
 def flag_left_set(a, b, out, *, AGAIN: bool):
     """A K loop's prefetch flag, raised once more after the last step (AGAIN) than it is waited for."""
-    al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
-    al = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    al1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
+    al = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16)
     for _ in pl.range(2):
         pl.load(al1, a)
-        pl.set_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 1)
-        pl.wait_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 1)
+        pl.set_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 1)
+        pl.wait_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 1)
         pl.load(al, al1)
-        pl.set_flag(pl.PIPE_MTE1, pl.PIPE_MTE2, 2)
-        pl.wait_flag(pl.PIPE_MTE1, pl.PIPE_MTE2, 2)
+        pl.set_flag(pl.PipeType.MTE1, pl.PipeType.MTE2, 2)
+        pl.wait_flag(pl.PipeType.MTE1, pl.PipeType.MTE2, 2)
     if AGAIN:
-        pl.set_flag(pl.PIPE_MTE1, pl.PIPE_MTE2, 2)
+        pl.set_flag(pl.PipeType.MTE1, pl.PipeType.MTE2, 2)
 
 
 @pytest.mark.parametrize("mode", ["full", "timing"])
@@ -427,8 +427,8 @@ def test_an_event_left_set_when_the_kernel_ends_is_a_sync_error(mode):
 
 @pl.kernel
 def unsynced(a, b, out):
-    al1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
-    al = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    al1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
+    al = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16)
     pl.load(al1, a)
     pl.load(al, al1)
 
@@ -449,10 +449,10 @@ _OPS = st.tuples(st.sampled_from(["load_gm", "load_l0", "matmul", "matmul_acc", 
 def _fuzz_kernel(ops):
     @pl.kernel
     def fuzz(a, b, out):
-        tiles = [pl.alloc(pl.L1, [32, 32], pl.fp16), pl.alloc(pl.L1, [32, 48], pl.fp16),
-                 pl.alloc(pl.L0A, [32, 32], pl.fp16), pl.alloc(pl.L0B, [32, 48], pl.fp16),
-                 pl.alloc(pl.L0C, [32, 48], pl.fp32), pl.alloc(pl.UB, [32, 48], pl.fp32),
-                 pl.alloc(pl.L0B, [32, 32], pl.fp16)]
+        tiles = [pl.alloc(pl.L1, [32, 32], pl.DT_FP16), pl.alloc(pl.L1, [32, 48], pl.DT_FP16),
+                 pl.alloc(pl.L0A, [32, 32], pl.DT_FP16), pl.alloc(pl.L0B, [32, 48], pl.DT_FP16),
+                 pl.alloc(pl.L0C, [32, 48], pl.DT_FP32), pl.alloc(pl.UB, [32, 48], pl.DT_FP32),
+                 pl.alloc(pl.L0B, [32, 32], pl.DT_FP16)]
         gms = [a, b, out]
         for kind, i, j, x, y, ph in ops:
             t, u = tiles[i], tiles[j]
@@ -513,7 +513,7 @@ def test_run_leaves_the_garbage_collector_as_it_found_it():
 # ---- what the host or the chip cannot hold ------------------------------------------------------------------
 @pl.kernel
 def scratch_ws(a, out, *, ROWS: int):
-    ws = pl.workspace([ROWS, 1 << 20], pl.fp32)  # noqa: F841
+    ws = pl.workspace([ROWS, 1 << 20], pl.DT_FP32)  # noqa: F841
 
 
 def test_gm_tensors_beyond_the_chips_gm_are_a_capacity_error():
@@ -575,11 +575,11 @@ def test_a_kernel_installed_in_site_packages_is_named_by_its_own_line(tmp_path):
 
 @pl.kernel
 def sync_all_in_one_block(x, out):
-    t = pl.alloc(pl.UB, [16, 64], pl.fp32)
-    r = pl.block_idx() * 32 + pl.subblock_idx() * 16
+    t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
+    r = pl.get_block_idx() * 32 + pl.get_subblock_idx() * 16
     with pl.section_vector():
         pl.load(t, x, [r, 0])
-    if pl.block_idx() == 0:
+    if pl.get_block_idx() == 0:
         pl.sync_all()
     with pl.section_vector():
         pl.store(out, t, [r, 0])
@@ -635,14 +635,14 @@ def workspace_handoff_without_flag(a, b, out):
     """The AIC stores a product to a GM workspace, the AIVs read it back, and nothing orders the two cores."""
     M, K = a.shape
     N = b.shape[1]
-    ws = pl.workspace([M, N], pl.fp32)
-    tiles = matmul_tiles(M, K, N, pl.fp16)
-    u = pl.alloc(pl.UB, [M // 2, N], pl.fp32)
+    ws = pl.workspace([M, N], pl.DT_FP32)
+    tiles = matmul_tiles(M, K, N, pl.DT_FP16)
+    u = pl.alloc(pl.UB, [M // 2, N], pl.DT_FP32)
     with pl.section_cube():
         matmul_from_gm(tiles, a, [0, 0], b, [0, 0])
         pl.store(ws, tiles[-1])
     with pl.section_vector():
-        r = pl.subblock_idx() * (M // 2)
+        r = pl.get_subblock_idx() * (M // 2)
         pl.load(u, ws, [r, 0])
         pl.store(out, u, [r, 0])
 
@@ -659,9 +659,9 @@ def test_a_consumer_that_runs_ahead_of_its_producer_is_a_raw():
 
 @pl.kernel
 def load_then_scale_unsynced(x, out):
-    t = pl.alloc(pl.UB, [16, 64], pl.fp32)
+    t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
     with pl.section_vector():
-        r = pl.subblock_idx() * 16
+        r = pl.get_subblock_idx() * 16
         pl.load(t, x, [r, 0])
         pl.muls(t, t, 2.0)
         pl.store(out, t, [r, 0])
@@ -680,10 +680,10 @@ def test_an_in_place_op_racing_a_write_is_a_raw():
 def grouped_rows(x, out, *, GROUPS: tuple):
     """Each group of rows (sizes from a static tuple, multiples of 16) copied through UB by one block."""
     t = pl.alloc(pl.UB, [16, 32], x.dtype)
-    start = sum(GROUPS[:pl.block_idx()])
+    start = sum(GROUPS[:pl.get_block_idx()])
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
-            for r in range(start, start + GROUPS[pl.block_idx()], 16):
+        if pl.get_subblock_idx() == 0:
+            for r in range(start, start + GROUPS[pl.get_block_idx()], 16):
                 pl.load(t, x, [r, 0])
                 pl.store(out, t, [r, 0])
 
@@ -706,9 +706,9 @@ def bias_row_in_l1(a, b, bias, out, *, MISUSE: str):
     """A bias row staged in L1 as an ND row on its way to BT; MISUSE puts an ND L1 tile where it cannot go."""
     M, K = a.shape
     N = b.shape[1]
-    tiles = matmul_tiles(M, K, N, pl.fp16)
-    row = pl.alloc(pl.L1, [2 if MISUSE == "two rows" else 1, N], pl.fp32, layout="ND")
-    bt = pl.alloc(pl.BT, [1, N], pl.fp32)
+    tiles = matmul_tiles(M, K, N, pl.DT_FP16)
+    row = pl.alloc(pl.L1, [2 if MISUSE == "two rows" else 1, N], pl.DT_FP32, layout="ND")
+    bt = pl.alloc(pl.BT, [1, N], pl.DT_FP32)
     with pl.section_cube():
         pl.load(row, bias)
         pl.load(bt, row)
@@ -720,8 +720,8 @@ def bias_row_in_l1(a, b, bias, out, *, MISUSE: str):
 
 @pl.kernel
 def l1_full_with_bias_rows(a, *, N: int):
-    pl.alloc(pl.L1, [16, 16320], pl.fp16)
-    rows = pl.alloc(pl.L1, [1, N], pl.fp32, layout="ND", buffers=2)
+    pl.alloc(pl.L1, [16, 16320], pl.DT_FP16)
+    rows = pl.alloc(pl.L1, [1, N], pl.DT_FP32, layout="ND", buffers=2)
 
 
 def test_a_bias_row_in_l1_is_an_nd_row_for_bt_only():
@@ -745,7 +745,7 @@ def test_a_bias_row_in_l1_is_an_nd_row_for_bt_only():
 
 @pl.kernel
 def layout_typo(a, out):
-    pl.alloc(pl.L0A, [16, 16], pl.fp16, layout="XX")
+    pl.alloc(pl.L0A, [16, 16], pl.DT_FP16, layout="XX")
 
 
 def test_an_unknown_layout_is_named_as_such():
@@ -760,11 +760,11 @@ def waits_then_sets(x, out):
     """The AIC waits for flag 1 (MTE2) then sets flag 0 (FIX); each AIV waits for 0 then sets 1: on A2/A3 the
     AIC's wait holds its FIX pipe too, so nothing moves."""
     with pl.section_cube():
-        pl.cross_core_wait_flag(1, pl.PIPE_MTE2)
-        pl.cross_core_set_flag(0, pl.PIPE_FIX)
+        pl.cross_core_wait_flag(1, pl.PipeType.MTE2)
+        pl.cross_core_set_flag(0, pl.PipeType.FIX)
     with pl.section_vector():
-        pl.cross_core_wait_flag(0, pl.PIPE_V)
-        pl.cross_core_set_flag(1, pl.PIPE_V)
+        pl.cross_core_wait_flag(0, pl.PipeType.V)
+        pl.cross_core_set_flag(1, pl.PipeType.V)
 
 
 def test_an_a2_deadlock_from_a_core_wide_wait_says_so():

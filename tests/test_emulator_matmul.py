@@ -88,10 +88,10 @@ def test_double_buffering_overlaps_pipes():
 def int8_bias(a, b, bias, out):
     M, K = a.shape
     N = b.shape[1]
-    a1, b1, r1 = pl.alloc(pl.L1, [M, K], pl.int8), pl.alloc(pl.L1, [K, N], pl.int8), pl.alloc(pl.L1, [1, N], pl.int32)
-    a0, b0 = pl.alloc(pl.L0A, [M, K], pl.int8), pl.alloc(pl.L0B, [K, N], pl.int8)
-    bt = pl.alloc(pl.BT, [1, N], pl.int32)
-    c = pl.alloc(pl.L0C, [M, N], pl.int32)
+    a1, b1, r1 = pl.alloc(pl.L1, [M, K], pl.DT_INT8), pl.alloc(pl.L1, [K, N], pl.DT_INT8), pl.alloc(pl.L1, [1, N], pl.DT_INT32)
+    a0, b0 = pl.alloc(pl.L0A, [M, K], pl.DT_INT8), pl.alloc(pl.L0B, [K, N], pl.DT_INT8)
+    bt = pl.alloc(pl.BT, [1, N], pl.DT_INT32)
+    c = pl.alloc(pl.L0C, [M, N], pl.DT_INT32)
     pl.load(a1, a)
     pl.load(b1, b)
     pl.load(r1, bias)
@@ -123,7 +123,7 @@ def nd_num_load(a, out, *, NB, M, K, AXIS):
     shape = [NB * M, K] if AXIS == 0 else [M, NB * K]
     t = pl.alloc(pl.UB, shape, a.dtype)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(t, a, [1, 0, 0], nd_num=NB, nd_axis=AXIS)
             pl.store(out, t)
 
@@ -169,7 +169,7 @@ def matmul_relu_out(a, b, out, *, VIA_UB: bool):
             pl.store(out, tiles[-1], [0, 0], relu=True)
     if VIA_UB:
         with pl.section_vector():
-            pl.store(out, c_ub, [pl.subblock_idx() * (M // 2), 0])
+            pl.store(out, c_ub, [pl.get_subblock_idx() * (M // 2), 0])
 
 
 @pytest.mark.parametrize("via_ub", [False, True])
@@ -190,7 +190,7 @@ def test_fixpipe_relu_on_the_way_out(via_ub):
 def test_relu_is_fixpipes_only():
     @pl.kernel
     def ub_relu(x, out):
-        t = pl.alloc(pl.UB, [16, 16], pl.fp32)
+        t = pl.alloc(pl.UB, [16, 16], pl.DT_FP32)
         with pl.section_vector():
             pl.load(t, x)
             pl.store(out, t, relu=True)

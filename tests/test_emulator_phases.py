@@ -11,8 +11,8 @@ from dsl_helpers import line_of, matmul_from_gm, matmul_tiles
 from pyto.testing import assert_close, assert_deadlock, assert_race, matmul_bound, phase_programs
 
 
-def _alloc(M, N, K, dt=pl.fp16):
-    ac = pl.alloc(pl.L0C, [M, N], pl.fp32)
+def _alloc(M, N, K, dt=pl.DT_FP16):
+    ac = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
     al = pl.alloc(pl.L0A, [M, K], dt)
     br = pl.alloc(pl.L0B, [K, N], dt)
     al1 = pl.alloc(pl.L1, [M, K], dt)
@@ -244,11 +244,11 @@ def model_verdict(loops, ops):
 def _phase_kernel(loops, ops):
     @pl.kernel
     def prog(a, b, out):
-        c = [pl.alloc(pl.L0C, [16, 16], pl.fp32, name=f"c{t}") for t in range(2)]
-        al = pl.alloc(pl.L0A, [16, 16], pl.fp16)
-        br = pl.alloc(pl.L0B, [16, 16], pl.fp16)
-        al1 = pl.alloc(pl.L1, [16, 16], pl.fp16)
-        bl1 = pl.alloc(pl.L1, [16, 16], pl.fp16)
+        c = [pl.alloc(pl.L0C, [16, 16], pl.DT_FP32, name=f"c{t}") for t in range(2)]
+        al = pl.alloc(pl.L0A, [16, 16], pl.DT_FP16)
+        br = pl.alloc(pl.L0B, [16, 16], pl.DT_FP16)
+        al1 = pl.alloc(pl.L1, [16, 16], pl.DT_FP16)
+        bl1 = pl.alloc(pl.L1, [16, 16], pl.DT_FP16)
         _load_k(al1, bl1, al, br, a, b, 0, 16, 16)
         for _ in pl.range(loops):
             for kind, t, phase in ops:
@@ -325,8 +325,8 @@ def flag_behind_a_blocked_matmul(a, b, out):
         _load_k(al1, bl1, al, br, a, b, 0, M, N)
         pl.matmul(ac, al, br, phase=pl.AccPhase.Final)
         pl.matmul(ac, al, br, phase=pl.AccPhase.Final)      # waits for the Final store, queued behind the wait
-        pl.set_flag(pl.PIPE_M, pl.PIPE_FIX, 0)              # queued behind the blocked matmul
-        pl.wait_flag(pl.PIPE_M, pl.PIPE_FIX, 0)
+        pl.set_flag(pl.PipeType.M, pl.PipeType.FIX, 0)              # queued behind the blocked matmul
+        pl.wait_flag(pl.PipeType.M, pl.PipeType.FIX, 0)
         pl.store(out, ac, [0, 0], phase=pl.STPhase.Final)
 
 
@@ -337,7 +337,7 @@ def test_a_deadlock_names_the_release_that_is_queued_behind_it():
     e = assert_deadlock(flag_behind_a_blocked_matmul, *_inputs(32, 32, 32))
     msg = str(e)
     store = line_of(flag_behind_a_blocked_matmul, "pl.store(out, ac")
-    setf = line_of(flag_behind_a_blocked_matmul, "pl.set_flag(pl.PIPE_M")
+    setf = line_of(flag_behind_a_blocked_matmul, "pl.set_flag(pl.PipeType.M")
     assert re.search(rf"the pl.store that would clear it, test_emulator_phases.py:{store} .*has not run: it is "
                      r"queued on block 0 AIC PIPE_FIX", msg), msg
     assert re.search(rf"its pl.set_flag, test_emulator_phases.py:{setf} .*has not run: it is queued on block 0 AIC "
@@ -376,14 +376,14 @@ def split_k_through_a_workspace(a, b, out, *, SYNC: bool, FINAL: bool):
     pl.sync_all() between; FINAL=False drops the last AccPhase.Final (the store then waits forever)."""
     M, K = a.shape
     N = b.shape[1]
-    S = pl.block_num()
+    S = pl.get_block_num()
     KS = K // S
-    ws = pl.workspace([S * M, N], pl.fp32)
-    al1, bl1 = pl.alloc(pl.L1, [M, KS], pl.fp16), pl.alloc(pl.L1, [KS, N], pl.fp16)
-    al, br = pl.alloc(pl.L0A, [M, KS], pl.fp16), pl.alloc(pl.L0B, [KS, N], pl.fp16)
-    ac = pl.alloc(pl.L0C, [M, N], pl.fp32)
-    acc, part = pl.alloc(pl.UB, [M // 2, N], pl.fp32), pl.alloc(pl.UB, [M // 2, N], pl.fp32)
-    s = pl.block_idx()
+    ws = pl.workspace([S * M, N], pl.DT_FP32)
+    al1, bl1 = pl.alloc(pl.L1, [M, KS], pl.DT_FP16), pl.alloc(pl.L1, [KS, N], pl.DT_FP16)
+    al, br = pl.alloc(pl.L0A, [M, KS], pl.DT_FP16), pl.alloc(pl.L0B, [KS, N], pl.DT_FP16)
+    ac = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
+    acc, part = pl.alloc(pl.UB, [M // 2, N], pl.DT_FP32), pl.alloc(pl.UB, [M // 2, N], pl.DT_FP32)
+    s = pl.get_block_idx()
     with pl.section_cube():
         _load_k(al1, bl1, al, br, a, b, s * KS, M, N)
         pl.matmul(ac, al, br, phase=pl.AccPhase.Final if FINAL else pl.AccPhase.Partial)
@@ -392,7 +392,7 @@ def split_k_through_a_workspace(a, b, out, *, SYNC: bool, FINAL: bool):
         pl.sync_all()
     with pl.section_vector():
         if s == 0:
-            r0 = pl.subblock_idx() * (M // 2)
+            r0 = pl.get_subblock_idx() * (M // 2)
             pl.load(acc, ws, [r0, 0])
             for j in pl.range(1, S):
                 pl.load(part, ws, [j * M + r0, 0])
@@ -419,7 +419,7 @@ def test_a_workspace_race_is_not_blamed_on_the_phase_and_a_stalled_sync_all_coun
 def final_read_runs_early(a, b, o1, o3):
     """matmul Final; store Partial; matmul Final; store Final: the last store (FIX runs in order behind the
     first) finds the flag still 1 from the first result and takes it before the second matmul."""
-    tiles = matmul_tiles(32, 32, 32, pl.fp16)
+    tiles = matmul_tiles(32, 32, 32, pl.DT_FP16)
     a0, b0, c = tiles[2:]
     with pl.section_cube():
         matmul_from_gm(tiles, a, [0, 0], b, [0, 0], phase=pl.AccPhase.Final)
@@ -442,7 +442,7 @@ def test_a_final_read_that_ran_early_is_named():
 def half_cleared(a, b, o1, o2):
     """Final result stored whole with Partial, then only the top half with Final: the next matmul waits on the
     bottom half forever."""
-    tiles = matmul_tiles(32, 32, 32, pl.fp16)
+    tiles = matmul_tiles(32, 32, 32, pl.DT_FP16)
     a0, b0, c = tiles[2:]
     with pl.section_cube():
         matmul_from_gm(tiles, a, [0, 0], b, [0, 0], phase=pl.AccPhase.Final)

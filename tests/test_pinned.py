@@ -17,10 +17,10 @@ from test_timing import flag_after_load
 
 @pl.kernel
 def read_then_overwrite(x, out):
-    t = pl.alloc(pl.UB, [16, 64], pl.fp32)
-    z = pl.alloc(pl.UB, [16, 64], pl.fp32)
+    t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
+    z = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
     with pl.section_vector():
-        r = pl.subblock_idx() * 16
+        r = pl.get_subblock_idx() * 16
         pl.load(t, x, [r, 0])          # MTE2 reads x
         pl.duplicate(z, 0.0)
         pl.store(x, z, [r, 0])         # MTE3 overwrites x: auto-sync waits for the load (GM WAR)
@@ -37,7 +37,7 @@ def test_auto_sync_orders_a_gm_write_after_a_read_of_it():
 @pl.kernel
 def atomic_fp16(a, b, out):
     from dsl_helpers import matmul_from_gm, matmul_tiles
-    tiles = matmul_tiles(16, 32, 16, pl.fp16)
+    tiles = matmul_tiles(16, 32, 16, pl.DT_FP16)
     with pl.section_cube():
         matmul_from_gm(tiles, a, [0, 0], b, [0, 0])
         pl.store(out, tiles[-1], [0, 0], atomic="add")
@@ -71,24 +71,24 @@ def test_stream_k_sums_the_segments_in_their_fixed_order():
 
 @pl.kernel
 def mm_n(a, b, out, *, N):
-    al, br = pl.alloc(pl.L0A, [32, 32], pl.fp16), pl.alloc(pl.L0B, [32, 32], pl.fp16)
-    pl.matmul(pl.alloc(pl.L0C, [32, N], pl.fp32), al, br)
+    al, br = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16), pl.alloc(pl.L0B, [32, 32], pl.DT_FP16)
+    pl.matmul(pl.alloc(pl.L0C, [32, N], pl.DT_FP32), al, br)
 
 
 @pl.kernel
 def bad_view_end(a, b, out):
-    pl.alloc(pl.L0C, [64, 64], pl.fp32)[0:24, 0:16]
+    pl.alloc(pl.L0C, [64, 64], pl.DT_FP32)[0:24, 0:16]
 
 
 @pl.kernel
 def column_offset_outside(a, b, out):
-    pl.load(pl.alloc(pl.L1, [16, 16], pl.fp16), a, [0, 32])
+    pl.load(pl.alloc(pl.L1, [16, 16], pl.DT_FP16), a, [0, 32])
 
 
 @pl.kernel
 def int8_into_fp32(a, b, out):
-    al, br = pl.alloc(pl.L0A, [32, 32], pl.int8), pl.alloc(pl.L0B, [32, 32], pl.int8)
-    pl.matmul(pl.alloc(pl.L0C, [32, 32], pl.fp32), al, br)
+    al, br = pl.alloc(pl.L0A, [32, 32], pl.DT_INT8), pl.alloc(pl.L0B, [32, 32], pl.DT_INT8)
+    pl.matmul(pl.alloc(pl.L0C, [32, 32], pl.DT_FP32), al, br)
 
 
 _F16 = (np.ones((32, 32), np.float16), np.ones((32, 32), np.float16), np.zeros((32, 32), np.float32))

@@ -16,7 +16,7 @@ def scale(x, out, *, S: float):
     """out = x * S on one AIV, computed in the tile's dtype."""
     t = pl.alloc(pl.UB, list(x.shape), x.dtype)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(t, x)
             pl.muls(t, t, S)
             pl.store(out, t, [0, 0])
@@ -36,7 +36,7 @@ def top_rows_only(x, out, *, ROWS: int):
     """out[:ROWS] = x[:ROWS]; the rest of out is left as it was (zeros): a kernel that forgot some rows."""
     t = pl.alloc(pl.UB, [ROWS, x.shape[1]], x.dtype)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(t, x)
             pl.store(out, t, [0, 0])
 

@@ -112,9 +112,9 @@ def one_vector_op(x, out, *, OP: int):
     t = pl.alloc(pl.UB, [64, 256], x.dtype)
     u = pl.alloc(pl.UB, [64, 256], x.dtype)
     s = pl.alloc(pl.UB, [64, 1], x.dtype)
-    w = pl.alloc(pl.UB, [64, 256], pl.fp32)
+    w = pl.alloc(pl.UB, [64, 256], pl.DT_FP32)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(t, x)
             if OP == 0:
                 pl.sum(s, t, u, dim=1)
@@ -185,12 +185,12 @@ def ub_round_trip(x, out):
     t = pl.alloc(pl.UB, [16, 64], x.dtype)
     r = pl.alloc(pl.UB, [1, 64], x.dtype)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(t, x)
             pl.store(out, t, [0, 0])
     pl.sync_all()
     with pl.section_vector():
-        pl.load(r, out, [pl.subblock_idx(), 0])
+        pl.load(r, out, [pl.get_subblock_idx(), 0])
 
 
 def test_a_gm_write_lands_in_l2_and_reads_of_its_rows_after_sync_all_hit():
@@ -215,7 +215,7 @@ def k_loop_unit_flag(a, b, out, *, TK):
     a_l1, b_l1 = pl.alloc(pl.L1, [M, K], a.dtype), pl.alloc(pl.L1, [K, N], a.dtype)
     a0 = pl.alloc(pl.L0A, [M, TK], a.dtype, buffers=2)
     b0 = pl.alloc(pl.L0B, [TK, N], a.dtype, buffers=2)
-    c = pl.alloc(pl.L0C, [M, N], pl.fp32)
+    c = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
     pl.load(a_l1, a)
     pl.load(b_l1, b)
     for k in pl.range(0, K, TK):
@@ -304,14 +304,14 @@ def test_report_counts_gm_bytes_and_per_core_finish():
 
 @pl.kernel
 def flag_after_load(a, out, *, BARRIER: bool):
-    a_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
-    a_l0 = pl.alloc(pl.L0A, [32, 32], pl.fp16)
+    a_l1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
+    a_l0 = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16)
     with pl.section_cube():
         pl.load(a_l1, a, [0, 0])
         if BARRIER:
-            pl.pipe_barrier(pl.PIPE_MTE2)
-        pl.set_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
-        pl.wait_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
+            pl.pipe_barrier(pl.PipeType.MTE2)
+        pl.set_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+        pl.wait_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
         pl.load(a_l0, a_l1)
 
 
@@ -333,10 +333,10 @@ def flag_ping_pong(x, out, *, N: int):
     """N round trips MTE2 -> MTE1 -> MTE2 by hand-set flags, nothing else on the pipes."""
     with pl.section_cube():
         for _ in range(N):
-            pl.set_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
-            pl.wait_flag(pl.PIPE_MTE2, pl.PIPE_MTE1, 0)
-            pl.set_flag(pl.PIPE_MTE1, pl.PIPE_MTE2, 0)
-            pl.wait_flag(pl.PIPE_MTE1, pl.PIPE_MTE2, 0)
+            pl.set_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+            pl.wait_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+            pl.set_flag(pl.PipeType.MTE1, pl.PipeType.MTE2, 0)
+            pl.wait_flag(pl.PipeType.MTE1, pl.PipeType.MTE2, 0)
 
 
 def test_a_hand_set_flag_reaches_its_wait_a_flag_latency_later():
@@ -357,7 +357,7 @@ def test_gm_channel_share_shows_a_bandwidth_bound_launch():
     def copy_in(a, out):
         t = pl.alloc(pl.L1, [256, 128], a.dtype, buffers=2)
         for i in range(4):
-            pl.load(t.next(), a, [(pl.block_idx() * 4 + i) * 256, 0])
+            pl.load(t.next(), a, [(pl.get_block_idx() * 4 + i) * 256, 0])
 
     rep = pyto.run(copy_in, a, a[:16].copy(), blocks=32)
     moved = 32 * 4 * 256 * 128 * 2                       # every load misses L2: distinct tiles
@@ -416,7 +416,7 @@ def store_then_read_stacked(x, out, other, *, BOTH: bool):
     t = pl.alloc(pl.UB, [16, 64], x.dtype, buffers=2)
     back = pl.alloc(pl.UB, [32, 64], x.dtype)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             for i in pl.range(2):
                 s = t.next()
                 pl.load(s, x, [i, 0, 0])
@@ -443,8 +443,8 @@ def test_an_nd_num_read_hits_l2_region_by_region():
 
 @pl.kernel
 def l1_to_l0a_edge(a, *, R: int, C: int):
-    l1 = pl.alloc(pl.L1, [R, C], pl.fp16)
-    l0a = pl.alloc(pl.L0A, [R, C], pl.fp16)
+    l1 = pl.alloc(pl.L1, [R, C], pl.DT_FP16)
+    l0a = pl.alloc(pl.L0A, [R, C], pl.DT_FP16)
     with pl.section_cube():
         pl.load(l1, a, [0, 0])
         pl.load(l0a, l1)

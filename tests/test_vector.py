@@ -175,8 +175,8 @@ def scaled_add(x, y, out, *, ALPHA: float, TILE: int):
     x_ub = pl.alloc(pl.UB, [TILE, N], x.dtype)
     y_ub = pl.alloc(pl.UB, [TILE, N], x.dtype)
     with pl.section_vector():
-        n_aiv = pl.block_num() * 2
-        aiv = pl.block_idx() * 2 + pl.subblock_idx()
+        n_aiv = pl.get_block_num() * 2
+        aiv = pl.get_block_idx() * 2 + pl.get_subblock_idx()
         for r in pl.range(aiv * TILE, B, n_aiv * TILE):
             pl.load(x_ub, x, [r, 0])
             pl.load(y_ub, y, [r, 0])
@@ -217,18 +217,18 @@ def two_stage(a, b, out, *, TM: int, SYNC: bool, SHIFT: int):
     Mt, K = a.shape
     N = b.shape[1]
     R = TM // 2
-    ws = pl.workspace([Mt, N], pl.fp32)
+    ws = pl.workspace([Mt, N], pl.DT_FP32)
     tiles = matmul_tiles(TM, K, N, a.dtype)
     c_l0c = tiles[-1]
-    x_ub = pl.alloc(pl.UB, [R, N], pl.fp32)
+    x_ub = pl.alloc(pl.UB, [R, N], pl.DT_FP32)
     with pl.section_cube():
-        m0 = pl.block_idx() * TM
+        m0 = pl.get_block_idx() * TM
         matmul_from_gm(tiles, a, [m0, 0], b, [0, 0])
         pl.store(ws, c_l0c, [m0, 0])
     if SYNC:
         pl.sync_all()
     with pl.section_vector():
-        r0 = ((pl.block_idx() + SHIFT) % pl.block_num()) * TM + pl.subblock_idx() * R
+        r0 = ((pl.get_block_idx() + SHIFT) % pl.get_block_num()) * TM + pl.get_subblock_idx() * R
         pl.load(x_ub, ws, [r0, 0])
         pl.relu(x_ub, x_ub)
         pl.store(out, x_ub, [r0, 0])
@@ -269,7 +269,7 @@ def atomic_rows(x, out, *, ATOMIC: bool):
     _, R, C = x.shape
     x_ub = pl.alloc(pl.UB, [R, C], x.dtype)
     with pl.section_vector():
-        aiv = pl.block_idx() * 2 + pl.subblock_idx()
+        aiv = pl.get_block_idx() * 2 + pl.get_subblock_idx()
         pl.load(x_ub, x, [aiv, 0, 0])
         pl.store(out, x_ub, [0, 0], atomic="add" if ATOMIC else None)
 
@@ -305,7 +305,7 @@ def split_k(a, b, out, *, KC: int):
     tiles = matmul_tiles(M, KC, N, a.dtype)
     c_l0c = tiles[-1]
     with pl.section_cube():
-        k0 = pl.block_idx() * KC
+        k0 = pl.get_block_idx() * KC
         matmul_from_gm(tiles, a, [0, k0], b, [k0, 0])
         pl.store(out, c_l0c, [0, 0], atomic="add")
 
@@ -328,9 +328,9 @@ def test_atomic_add_from_l0c_split_k():
 @pl.kernel
 def ub_fill(x, out, *, ROWS: int, COLS: int, EXTRA: int, BUFFERS: int):
     """Allocate ROWS x COLS fp32 of UB (x BUFFERS), then EXTRA more fp32 columns, and use the first."""
-    big = pl.alloc(pl.UB, [ROWS, COLS], pl.fp32, buffers=BUFFERS)
+    big = pl.alloc(pl.UB, [ROWS, COLS], pl.DT_FP32, buffers=BUFFERS)
     if EXTRA:
-        pl.alloc(pl.UB, [1, EXTRA], pl.fp32)
+        pl.alloc(pl.UB, [1, EXTRA], pl.DT_FP32)
     with pl.section_vector():
         pl.duplicate(big.current()[0:1, 0:8], 1.0)
 
@@ -370,12 +370,12 @@ def l0c_to_ub(a, b, out, *, MODE: int, WHO: int = -1):
     ub_shape = [[M // 2, N], [M, N // 2], [M, N], [M, N]][MODE]
     tiles = matmul_tiles(M, K, N, a.dtype)
     c_l0c = tiles[-1]
-    c_ub = pl.alloc(pl.UB, ub_shape, pl.fp32)
+    c_ub = pl.alloc(pl.UB, ub_shape, pl.DT_FP32)
     with pl.section_cube():
         matmul_from_gm(tiles, a, [0, 0], b, [0, 0], phase=pl.AccPhase.Final)
         pl.move(c_ub, c_l0c, acc_to_vec_mode=mode, phase=pl.STPhase.Final)
     with pl.section_vector():
-        sub = pl.subblock_idx()
+        sub = pl.get_subblock_idx()
         if MODE == 0:
             pl.store(out, c_ub, [sub * (M // 2), 0])
         elif MODE == 1:
@@ -400,8 +400,8 @@ def test_l0c_to_ub_modes(mode):
 
 @pl.kernel
 def l0c_to_ub_shape(a, out, *, M: int, N: int, UM: int, UN: int, SPLIT_N: bool):
-    c_l0c = pl.alloc(pl.L0C, [M, N], pl.fp32)
-    c_ub = pl.alloc(pl.UB, [UM, UN], pl.fp32)
+    c_l0c = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
+    c_ub = pl.alloc(pl.UB, [UM, UN], pl.DT_FP32)
     mode = pl.AccToVecMode.DualModeSplitN if SPLIT_N else pl.AccToVecMode.DualModeSplitM
     with pl.section_cube():
         pl.move(c_ub, c_l0c, acc_to_vec_mode=mode, phase=pl.STPhase.Final)
@@ -426,11 +426,11 @@ def test_l0c_to_ub_split_shape_errors(M, N, UM, UN, split_n, match):
 
 @pl.kernel
 def ub_to_l1(x, out):
-    x_ub = pl.alloc(pl.UB, [16, 32], pl.fp16)
-    x_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    x_ub = pl.alloc(pl.UB, [16, 32], pl.DT_FP16)
+    x_l1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
     with pl.section_vector():
         pl.load(x_ub, x)
-        pl.move(x_l1[pl.subblock_idx() * 16:pl.subblock_idx() * 16 + 16, :], x_ub)
+        pl.move(x_l1[pl.get_subblock_idx() * 16:pl.get_subblock_idx() * 16 + 16, :], x_ub)
 
 
 def test_a2_has_no_l0c_to_ub_nor_ub_to_l1():
@@ -453,7 +453,7 @@ def test_a2_has_no_l0c_to_ub_nor_ub_to_l1():
 # Every vector op against numpy: compute in fp32, round on write
 # =====================================================================================================
 VDTYPES = {"fp16": np.float16, "bf16": BF16, "fp32": np.float32}
-PL_DT = {"fp16": pl.fp16, "bf16": pl.bf16, "fp32": pl.fp32}
+PL_DT = {"fp16": pl.DT_FP16, "bf16": pl.DT_BF16, "fp32": pl.DT_FP32}
 R_V, C_V = 16, 40          # 8 rows per AIV; 40 columns is not a multiple of the 32 B UB row
 
 
@@ -471,7 +471,7 @@ def _vec_kernel(kind: str, arity: str):
         col_ub = pl.alloc(pl.UB, [h, 1], dt)
         o_ub = pl.alloc(pl.UB, [h, out.shape[1]], out.dtype)
         with pl.section_vector():
-            r0 = pl.subblock_idx() * h
+            r0 = pl.get_subblock_idx() * h
             pl.load(a_ub, a, [r0, 0])
             if arity == "binary":
                 pl.load(b_ub, b, [r0, 0])
@@ -602,7 +602,7 @@ def cast_kernel(x, out):
     x_ub = pl.alloc(pl.UB, [R, C], x.dtype)
     o_ub = pl.alloc(pl.UB, [R, C], out.dtype)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(x_ub, x)
             pl.cast(o_ub, x_ub)
             pl.store(out, o_ub)
@@ -640,10 +640,10 @@ def test_cast_fp32_rounds_to_nearest_even(dname):
 @pl.kernel
 def two_aivs_into_l1(x, out, *, SAME_ROWS: bool):
     """Both AIVs move their UB tile into one L1 tile: their own rows, or (a bug) the same rows."""
-    x_ub = pl.alloc(pl.UB, [16, 32], pl.fp16)
-    x_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    x_ub = pl.alloc(pl.UB, [16, 32], pl.DT_FP16)
+    x_l1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
     with pl.section_vector():
-        r = 0 if SAME_ROWS else pl.subblock_idx() * 16
+        r = 0 if SAME_ROWS else pl.get_subblock_idx() * 16
         pl.load(x_ub, x)
         pl.move(x_l1[r:r + 16, :], x_ub)
 
@@ -657,10 +657,10 @@ def test_two_aivs_writing_the_same_l1_rows_race():
 
 @pl.kernel
 def cast_to_int(x, out):
-    x_ub = pl.alloc(pl.UB, [1, 8], pl.fp32)
-    o_ub = pl.alloc(pl.UB, [1, 8], pl.int32)
+    x_ub = pl.alloc(pl.UB, [1, 8], pl.DT_FP32)
+    o_ub = pl.alloc(pl.UB, [1, 8], pl.DT_INT32)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(x_ub, x)
             pl.cast(o_ub, x_ub)
             pl.store(out, o_ub)
@@ -691,23 +691,23 @@ def row_sum_scratch(x, out, s_out, *, SCRATCH: int):
     storing (flags by hand, none from MTE3 to V: the reduction overwrites u under the store); READ: the
     kernel stores u after the reduction (its content is undefined); OK: a free scratch."""
     R, N = 16, x.shape[1]
-    t, u = pl.alloc(pl.UB, [R, N], pl.fp32), pl.alloc(pl.UB, [R, N], pl.fp32)
-    s = pl.alloc(pl.UB, [R, 1], pl.fp32)
+    t, u = pl.alloc(pl.UB, [R, N], pl.DT_FP32), pl.alloc(pl.UB, [R, N], pl.DT_FP32)
+    s = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)
     with pl.section_vector():
-        r = pl.subblock_idx() * R
+        r = pl.get_subblock_idx() * R
         pl.load(t, x, [r, 0])
-        pl.set_flag(pl.PIPE_MTE2, pl.PIPE_V, 0)
-        pl.wait_flag(pl.PIPE_MTE2, pl.PIPE_V, 0)
+        pl.set_flag(pl.PipeType.MTE2, pl.PipeType.V, 0)
+        pl.wait_flag(pl.PipeType.MTE2, pl.PipeType.V, 0)
         pl.muls(u, t, 3.0)
-        pl.set_flag(pl.PIPE_V, pl.PIPE_MTE3, 0)
-        pl.wait_flag(pl.PIPE_V, pl.PIPE_MTE3, 0)
+        pl.set_flag(pl.PipeType.V, pl.PipeType.MTE3, 0)
+        pl.wait_flag(pl.PipeType.V, pl.PipeType.MTE3, 0)
         pl.store(out, u, [r, 0])
         if SCRATCH != BUSY:
-            pl.set_flag(pl.PIPE_MTE3, pl.PIPE_V, 0)
-            pl.wait_flag(pl.PIPE_MTE3, pl.PIPE_V, 0)
+            pl.set_flag(pl.PipeType.MTE3, pl.PipeType.V, 0)
+            pl.wait_flag(pl.PipeType.MTE3, pl.PipeType.V, 0)
         pl.sum(s, t, u, dim=1)
-        pl.set_flag(pl.PIPE_V, pl.PIPE_MTE3, 1)
-        pl.wait_flag(pl.PIPE_V, pl.PIPE_MTE3, 1)
+        pl.set_flag(pl.PipeType.V, pl.PipeType.MTE3, 1)
+        pl.wait_flag(pl.PipeType.V, pl.PipeType.MTE3, 1)
         pl.store(s_out, s, [r, 0])
         if SCRATCH == READ:
             pl.store(out, u, [r, 0])
@@ -738,7 +738,7 @@ def int_row_sum(x, s_out, u_out):
     t, u = pl.alloc(pl.UB, [16, 32], x.dtype), pl.alloc(pl.UB, [16, 32], x.dtype)
     s = pl.alloc(pl.UB, [16, 1], x.dtype)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(t, x)
             pl.duplicate(u, 3)
             pl.sum(s, t, u, dim=1)
@@ -758,9 +758,9 @@ def test_an_int_reduction_scratch_holds_the_integer_minimum(dt):
 
 @pl.kernel
 def int8_scalar(x, out, *, S: int, OP: int):
-    t = pl.alloc(pl.UB, [1, 32], pl.int8)
+    t = pl.alloc(pl.UB, [1, 32], pl.DT_INT8)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(t, x)
             if OP == 2:
                 pl.duplicate(t, S)
@@ -786,9 +786,9 @@ def test_an_int8_scalar_must_be_an_int8(op):
 
 @pl.kernel
 def bad_scratch(x, s_out, *, WHICH: int):
-    t = pl.alloc(pl.UB, [16, 64], pl.fp32)
-    small, half = pl.alloc(pl.UB, [1, 8], pl.fp32), pl.alloc(pl.UB, [16, 64], pl.fp16)
-    s, w = pl.alloc(pl.UB, [16, 1], pl.fp32), pl.alloc(pl.UB, [16, 65], pl.fp32)
+    t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
+    small, half = pl.alloc(pl.UB, [1, 8], pl.DT_FP32), pl.alloc(pl.UB, [16, 64], pl.DT_FP16)
+    s, w = pl.alloc(pl.UB, [16, 1], pl.DT_FP32), pl.alloc(pl.UB, [16, 65], pl.DT_FP32)
     with pl.section_vector():
         pl.load(t, x)
         if WHICH == 3:
@@ -810,9 +810,9 @@ def test_a_reduction_scratch_must_hold_the_source_apart_from_its_operands(which,
 def outer_product(col, row, out):
     """out = col [M, 1] * row [1, N] on one AIV: fill 0, add the row down the columns, scale each row."""
     M, N = out.shape
-    c_ub, r_ub, o_ub = pl.alloc(pl.UB, [M, 1], pl.fp32), pl.alloc(pl.UB, [1, N], pl.fp32), pl.alloc(pl.UB, [M, N], pl.fp32)
+    c_ub, r_ub, o_ub = pl.alloc(pl.UB, [M, 1], pl.DT_FP32), pl.alloc(pl.UB, [1, N], pl.DT_FP32), pl.alloc(pl.UB, [M, N], pl.DT_FP32)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(c_ub, col)
             pl.load(r_ub, row)
             pl.duplicate(o_ub, 0.0)
@@ -838,20 +838,20 @@ def cube_to_vector(a, b, out, *, FLAG: bool, TM: int):
     waits, then writes relu of half those rows to out. No sync_all: the flag orders the two sides."""
     M, K = a.shape
     N, R = b.shape[1], TM // 2
-    ws = pl.workspace([M, N], pl.fp32)
+    ws = pl.workspace([M, N], pl.DT_FP32)
     tiles = matmul_tiles(TM, K, N, a.dtype)
     c_l0c = tiles[-1]
-    x = pl.alloc(pl.UB, [R, N], pl.fp32)
-    m0 = pl.block_idx() * TM
+    x = pl.alloc(pl.UB, [R, N], pl.DT_FP32)
+    m0 = pl.get_block_idx() * TM
     with pl.section_cube():
         matmul_from_gm(tiles, a, [m0, 0], b, [0, 0])
         pl.store(ws, c_l0c, [m0, 0])
         if FLAG:
-            pl.cross_core_set_flag(0, pl.PIPE_FIX)
+            pl.cross_core_set_flag(0, pl.PipeType.FIX)
     with pl.section_vector():
         if FLAG:
-            pl.cross_core_wait_flag(0, pl.PIPE_MTE2)
-        r0 = m0 + pl.subblock_idx() * R
+            pl.cross_core_wait_flag(0, pl.PipeType.MTE2)
+        r0 = m0 + pl.get_subblock_idx() * R
         pl.load(x, ws, [r0, 0])
         pl.relu(x, x)
         pl.store(out, x, [r0, 0])
@@ -896,14 +896,14 @@ def vector_to_cube(a, b, out, *, BOTH: bool):
     tiles = matmul_tiles(M, K, N, a.dtype)
     c_l0c = tiles[-1]
     with pl.section_vector():
-        r0 = pl.subblock_idx() * R
+        r0 = pl.get_subblock_idx() * R
         pl.load(x, a, [r0, 0])
         pl.muls(x, x, 2.0)
         pl.store(ws, x, [r0, 0])
-        if BOTH or pl.subblock_idx() == 0:
-            pl.cross_core_set_flag(3, pl.PIPE_MTE3)
+        if BOTH or pl.get_subblock_idx() == 0:
+            pl.cross_core_set_flag(3, pl.PipeType.MTE3)
     with pl.section_cube():
-        pl.cross_core_wait_flag(3, pl.PIPE_MTE2)
+        pl.cross_core_wait_flag(3, pl.PipeType.MTE2)
         matmul_from_gm(tiles, ws, [0, 0], b, [0, 0])
         pl.store(out, c_l0c, [0, 0])
 
@@ -925,15 +925,15 @@ def aiv_to_aiv(x, out, *, FLAG: bool):
     ws = pl.workspace(list(x.shape), x.dtype)
     u = pl.alloc(pl.UB, list(x.shape), x.dtype)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(u, x, [0, 0])
             pl.adds(u, u, 1.0)
             pl.store(ws, u, [0, 0])
             if FLAG:
-                pl.cross_core_set_flag(5, pl.PIPE_MTE3, mode=1)
+                pl.cross_core_set_flag(5, pl.PipeType.MTE3, mode=1)
         else:
             if FLAG:
-                pl.cross_core_wait_flag(5, pl.PIPE_MTE2, mode=1)
+                pl.cross_core_wait_flag(5, pl.PipeType.MTE2, mode=1)
             pl.load(u, ws, [0, 0])
             pl.store(out, u, [0, 0])
 
@@ -949,17 +949,17 @@ def test_mode_1_orders_the_two_aivs():
 @pl.kernel
 def too_many_sets(a, out):
     """The AIC raises flag 0 sixteen times before raising flag 1, which the AIVs wait for first."""
-    c = pl.alloc(pl.UB, [16, 16], pl.fp32)
+    c = pl.alloc(pl.UB, [16, 16], pl.DT_FP32)
     with pl.section_cube():
         for _ in pl.range(16):
-            pl.cross_core_set_flag(0, pl.PIPE_S)
-        pl.cross_core_set_flag(1, pl.PIPE_S)
+            pl.cross_core_set_flag(0, pl.PipeType.S)
+        pl.cross_core_set_flag(1, pl.PipeType.S)
     with pl.section_vector():
-        pl.cross_core_wait_flag(1, pl.PIPE_S)
+        pl.cross_core_wait_flag(1, pl.PipeType.S)
         for _ in pl.range(16):
-            pl.cross_core_wait_flag(0, pl.PIPE_S)
+            pl.cross_core_wait_flag(0, pl.PipeType.S)
         pl.duplicate(c, 1.0)
-        pl.store(out, c, [16 * pl.subblock_idx(), 0])
+        pl.store(out, c, [16 * pl.get_subblock_idx(), 0])
 
 
 def test_more_than_15_pending_cross_core_sets_hang_the_chip():
@@ -977,11 +977,11 @@ def _cross_core_misuse(call):
 
 
 @pytest.mark.parametrize("call,err,text", [
-    (lambda: pl.cross_core_set_flag(0, pl.PIPE_FIX), pyto.KernelError, "inside pl.section_cube"),
-    (lambda: _in_cube(lambda: pl.cross_core_set_flag(16, pl.PIPE_FIX)), pyto.SyncError, "out of range 0..15"),
-    (lambda: _in_cube(lambda: pl.cross_core_set_flag(0, pl.PIPE_FIX, mode=0)), pyto.UnsupportedError, "sync_all"),
-    (lambda: _in_cube(lambda: pl.cross_core_set_flag(0, pl.PIPE_FIX, mode=1)), pyto.SyncError, "two AIVs"),
-    (lambda: _in_cube(lambda: pl.cross_core_wait_flag(0, pl.PIPE_V)), pyto.SyncError, "has no such pipe"),
+    (lambda: pl.cross_core_set_flag(0, pl.PipeType.FIX), pyto.KernelError, "inside pl.section_cube"),
+    (lambda: _in_cube(lambda: pl.cross_core_set_flag(16, pl.PipeType.FIX)), pyto.SyncError, "out of range 0..15"),
+    (lambda: _in_cube(lambda: pl.cross_core_set_flag(0, pl.PipeType.FIX, mode=0)), pyto.UnsupportedError, "sync_all"),
+    (lambda: _in_cube(lambda: pl.cross_core_set_flag(0, pl.PipeType.FIX, mode=1)), pyto.SyncError, "two AIVs"),
+    (lambda: _in_cube(lambda: pl.cross_core_wait_flag(0, pl.PipeType.V)), pyto.SyncError, "has no such pipe"),
 ])
 def test_cross_core_flag_misuse_names_the_line(call, err, text):
     with pytest.raises(err, match=text) as ei:
@@ -994,23 +994,23 @@ def _in_cube(call):
         call()
 
 
-# ---- cross-core moves that depend on pl.subblock_idx() ------------------------------------------------
+# ---- cross-core moves that depend on pl.get_subblock_idx() ------------------------------------------------
 @pl.kernel
 def one_aiv_moves(x, b, out, *, FIRST: int):
     """AIV FIRST fills half of p_l1 before the cube reads it; the other AIV overwrites its own half after:
     the cube sees rows from x for the late half (each AIV's move is placed where that AIV met it)."""
-    h_ub = pl.alloc(pl.UB, [16, 32], pl.fp16)
-    p_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
-    b_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
-    p_l0a = pl.alloc(pl.L0A, [32, 32], pl.fp16)
-    b_l0b = pl.alloc(pl.L0B, [32, 32], pl.fp16)
-    c = pl.alloc(pl.L0C, [32, 32], pl.fp32)
+    h_ub = pl.alloc(pl.UB, [16, 32], pl.DT_FP16)
+    p_l1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
+    b_l1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
+    p_l0a = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16)
+    b_l0b = pl.alloc(pl.L0B, [32, 32], pl.DT_FP16)
+    c = pl.alloc(pl.L0C, [32, 32], pl.DT_FP32)
     late = 16 * (1 - FIRST)
     with pl.section_cube():
         pl.load(p_l1[late:late + 16, :], x, [late, 0])
     with pl.section_vector():
-        pl.load(h_ub, b, [16 * pl.subblock_idx(), 0])
-        if pl.subblock_idx() == FIRST:
+        pl.load(h_ub, b, [16 * pl.get_subblock_idx(), 0])
+        if pl.get_subblock_idx() == FIRST:
             pl.move(p_l1[16 * FIRST:16 * FIRST + 16, :], h_ub)
     with pl.section_cube():
         pl.load(b_l1, b)
@@ -1019,7 +1019,7 @@ def one_aiv_moves(x, b, out, *, FIRST: int):
         pl.matmul(c, p_l0a, b_l0b)
         pl.store(out, c)
     with pl.section_vector():
-        if pl.subblock_idx() != FIRST:
+        if pl.get_subblock_idx() != FIRST:
             pl.move(p_l1[late:late + 16, :], h_ub)
 
 
@@ -1037,16 +1037,16 @@ def test_each_aivs_move_into_l1_is_placed_where_that_aiv_made_it(first):
 
 @pl.kernel
 def cube_branch_on_subblock(a, b, out):
-    """Cube code reading pl.subblock_idx() (0 on the AIC): every trace must see the move it makes."""
-    tiles = matmul_tiles(32, 32, 32, pl.fp16)
+    """Cube code reading pl.get_subblock_idx() (0 on the AIC): every trace must see the move it makes."""
+    tiles = matmul_tiles(32, 32, 32, pl.DT_FP16)
     c = tiles[-1]
-    u = pl.alloc(pl.UB, [16, 32], pl.fp32)
+    u = pl.alloc(pl.UB, [16, 32], pl.DT_FP32)
     with pl.section_cube():
         matmul_from_gm(tiles, a, [0, 0], b, [0, 0], phase=pl.AccPhase.Final)
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.move(u, c, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM, phase=pl.STPhase.Final)
     with pl.section_vector():
-        pl.store(out, u, [16 * pl.subblock_idx(), 0])
+        pl.store(out, u, [16 * pl.get_subblock_idx(), 0])
 
 
 def test_subblock_idx_is_0_in_cube_code_in_every_trace():
@@ -1060,15 +1060,15 @@ def test_subblock_idx_is_0_in_cube_code_in_every_trace():
 
 @pl.kernel
 def cube_code_on_an_outside_subblock(x, out):
-    sub = pl.subblock_idx()               # outside the sections: 1 in AIV1's trace
-    h_ub = pl.alloc(pl.UB, [16, 32], pl.fp16)
-    p_l1 = pl.alloc(pl.L1, [32, 32], pl.fp16)
+    sub = pl.get_subblock_idx()               # outside the sections: 1 in AIV1's trace
+    h_ub = pl.alloc(pl.UB, [16, 32], pl.DT_FP16)
+    p_l1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
     with pl.section_cube():
         if sub == 0:
             pl.load(p_l1, x, [0, 0])
     with pl.section_vector():
-        pl.load(h_ub, x, [16 * pl.subblock_idx(), 0])
-        pl.move(p_l1[16 * pl.subblock_idx():16 * pl.subblock_idx() + 16, :], h_ub)
+        pl.load(h_ub, x, [16 * pl.get_subblock_idx(), 0])
+        pl.move(p_l1[16 * pl.get_subblock_idx():16 * pl.get_subblock_idx() + 16, :], h_ub)
 
 
 def test_cube_code_that_differs_between_traces_is_named_when_moves_need_it():
@@ -1082,21 +1082,21 @@ def both_aivs_write_l1_rows(x, eye, out, *, FIRST: int):
     """AIV FIRST moves both halves of L, then raises flag 5 (mode 1); the other AIV waits and rewrites the
     top half: the cube reads the later write, and must wait for both AIVs' moves (nothing orders them in
     the AIC's own order but the flag)."""
-    u = pl.alloc(pl.UB, [16, 16], pl.fp32)
-    big = pl.alloc(pl.L1, [32, 16], pl.fp32)
-    e_l1 = pl.alloc(pl.L1, [16, 16], pl.fp32)
-    e_l0 = pl.alloc(pl.L0B, [16, 16], pl.fp32)
-    a_l0 = pl.alloc(pl.L0A, [32, 16], pl.fp32)
-    c = pl.alloc(pl.L0C, [32, 16], pl.fp32)
+    u = pl.alloc(pl.UB, [16, 16], pl.DT_FP32)
+    big = pl.alloc(pl.L1, [32, 16], pl.DT_FP32)
+    e_l1 = pl.alloc(pl.L1, [16, 16], pl.DT_FP32)
+    e_l0 = pl.alloc(pl.L0B, [16, 16], pl.DT_FP32)
+    a_l0 = pl.alloc(pl.L0A, [32, 16], pl.DT_FP32)
+    c = pl.alloc(pl.L0C, [32, 16], pl.DT_FP32)
     with pl.section_vector():
-        v = pl.subblock_idx()
+        v = pl.get_subblock_idx()
         pl.load(u, x, [16 * v, 0])
         if v == FIRST:
             pl.move(big[0:16, :], u)
             pl.move(big[16:32, :], u)
-            pl.cross_core_set_flag(5, pl.PIPE_MTE3, mode=1)
+            pl.cross_core_set_flag(5, pl.PipeType.MTE3, mode=1)
         else:
-            pl.cross_core_wait_flag(5, pl.PIPE_MTE3, mode=1)
+            pl.cross_core_wait_flag(5, pl.PipeType.MTE3, mode=1)
             pl.move(big[0:16, :], u)
     with pl.section_cube():
         pl.load(e_l1, eye)
@@ -1118,15 +1118,15 @@ def test_the_cube_waits_for_both_aivs_moves_into_the_same_rows(first):
 def wait_on_another_pipe(x, out):
     """AIV1 waits for AIV0's flag on PIPE_S, then loads what AIV0 stored: on A2/A3 the wait holds every
     pipe of the AIV (ordered); on 950 it holds only S, so the MTE2 load races with AIV0's store."""
-    ws = pl.workspace([16, 16], pl.fp32)
-    u = pl.alloc(pl.UB, [16, 16], pl.fp32)
+    ws = pl.workspace([16, 16], pl.DT_FP32)
+    u = pl.alloc(pl.UB, [16, 16], pl.DT_FP32)
     with pl.section_vector():
-        if pl.subblock_idx() == 0:
+        if pl.get_subblock_idx() == 0:
             pl.load(u, x)
             pl.store(ws, u)
-            pl.cross_core_set_flag(1, pl.PIPE_MTE3, mode=1)
+            pl.cross_core_set_flag(1, pl.PipeType.MTE3, mode=1)
         else:
-            pl.cross_core_wait_flag(1, pl.PIPE_S, mode=1)
+            pl.cross_core_wait_flag(1, pl.PipeType.S, mode=1)
             pl.load(u, ws)
             pl.store(out, u)
 
@@ -1141,11 +1141,11 @@ def test_a_cross_core_wait_holds_the_whole_core_on_a2_only():
 
 @pl.kernel
 def shifted_in_place(x, out, *, SHIFT: int):
-    t = pl.alloc(pl.UB, [16, 64], pl.fp32)
+    t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
     with pl.section_vector():
-        pl.load(t, x, [pl.subblock_idx() * 16, 0])
+        pl.load(t, x, [pl.get_subblock_idx() * 16, 0])
         pl.muls(t[:, SHIFT:SHIFT + 32], t[:, 0:32], 2.0)
-        pl.store(out, t, [pl.subblock_idx() * 16, 0])
+        pl.store(out, t, [pl.get_subblock_idx() * 16, 0])
 
 
 def test_a_vector_op_over_a_shifted_overlap_of_its_source_is_refused():
@@ -1164,16 +1164,16 @@ def test_a_vector_op_over_a_shifted_overlap_of_its_source_is_refused():
 @pl.kernel
 def cross_core_extra_set(x, out, *, EXTRA: bool):
     """Each AIV raises cross-core flag 2 for the AIC once (EXTRA: twice); the AIC waits once."""
-    u = pl.alloc(pl.UB, [16, 32], pl.fp32)
+    u = pl.alloc(pl.UB, [16, 32], pl.DT_FP32)
     with pl.section_vector():
-        sub = pl.subblock_idx()
+        sub = pl.get_subblock_idx()
         pl.load(u, x, [16 * sub, 0])
         pl.store(out, u, [16 * sub, 0])
-        pl.cross_core_set_flag(2, pl.PIPE_MTE3)
+        pl.cross_core_set_flag(2, pl.PipeType.MTE3)
         if EXTRA:
-            pl.cross_core_set_flag(2, pl.PIPE_MTE3)
+            pl.cross_core_set_flag(2, pl.PipeType.MTE3)
     with pl.section_cube():
-        pl.cross_core_wait_flag(2, pl.PIPE_MTE2)
+        pl.cross_core_wait_flag(2, pl.PipeType.MTE2)
 
 
 def test_a_cross_core_flag_left_set_at_the_end_is_a_sync_error():
@@ -1187,13 +1187,13 @@ def test_a_cross_core_flag_left_set_at_the_end_is_a_sync_error():
 @pl.kernel
 def no_sync_rows(x, out, *, LEFT_SET: bool):
     """auto_sync off and no flags between the load, two V ops and the store: every pipe starts at once."""
-    t = pl.alloc(pl.UB, [16, 64], pl.fp32)
-    m = pl.alloc(pl.UB, [16, 64], pl.fp32)
+    t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
+    m = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
     with pl.section_vector():
-        r = pl.subblock_idx() * 16
+        r = pl.get_subblock_idx() * 16
         pl.load(t, x, [r, 0])
         if LEFT_SET:
-            pl.set_flag(pl.PIPE_MTE2, pl.PIPE_V, 0)
+            pl.set_flag(pl.PipeType.MTE2, pl.PipeType.V, 0)
         pl.muls(m, t, 2.0)
         pl.adds(m, m, 1.0)
         pl.store(out, m, [r, 0])
@@ -1209,8 +1209,8 @@ def test_a_race_report_names_the_first_hazard_in_program_order_and_the_fix(left_
     msg = str(e)
     assert "RAW" in msg and f"test_vector.py:{_line(no_sync_rows, 'pl.load(t, x')}" in msg, msg
     assert f"test_vector.py:{_line(no_sync_rows, 'pl.muls(m, t')}" in msg, msg
-    assert "fix: pl.set_flag(pl.PIPE_MTE2, pl.PIPE_V, id) after test_vector.py:" in msg, msg
-    assert ("note: " in msg and f"test_vector.py:{_line(no_sync_rows, 'pl.set_flag(pl.PIPE_MTE2')}" in msg
+    assert "fix: pl.set_flag(pl.PipeType.MTE2, pl.PipeType.V, id) after test_vector.py:" in msg, msg
+    assert ("note: " in msg and f"test_vector.py:{_line(no_sync_rows, 'pl.set_flag(pl.PipeType.MTE2')}" in msg
             and "set 1 more time(s) than it is waited for" in msg) == left_set, msg
 
 

@@ -54,7 +54,7 @@ def asw_walk(bufs: Buffers, a, b, bias, out, grid: TileGrid, *, hold_a: bool = F
     out_b, a_b, b_b = tuple(out.shape[:-2]), tuple(a.shape[:-2]), tuple(b.shape[:-2])
     bias_b = tuple(bias.shape[:-2]) if bias is not None else ()
     seg = k_seg if grid_k > 1 else K
-    for task in pl.range(pl.block_idx(), grid.tasks * grid_k, pl.block_num()):
+    for task in pl.range(pl.get_block_idx(), grid.tasks * grid_k, pl.get_block_num()):
         flat, coord = grid.task(task // grid_k)
         k_start = task % grid_k * seg
         a_off, b_off = batch_offsets(flat, out_b, a_b), batch_offsets(flat, out_b, b_b)
@@ -69,7 +69,7 @@ def asw_walk(bufs: Buffers, a, b, bias, out, grid: TileGrid, *, hold_a: bool = F
                           k_start=k_start, a_l1=a_l1, b_l1=b_l1, bias=bias if with_bias else None,
                           bias_off=[*batch_offsets(flat, out_b, bias_b), 0, n0] if with_bias else None,
                           transpose_a=transpose_a, transpose_b=transpose_b, use_unit_flag=unit_flag,
-                          atomic="add" if grid_k > 1 else None, l1_pieces=l1_pieces)
+                          atomic=grid_k > 1, l1_pieces=l1_pieces)
 
 
 @pl.kernel

@@ -30,15 +30,18 @@ Edge tiles: GM loads clip and zero-fill, so a tail tile needs nothing special; t
 trimmed to the tile's rows/columns (rounded up to the fractal grid) so MMAD and Fixpipe do not pay for
 the padding, and the last K step is trimmed the same way.
 
-DN operands (transpose_a: A stored [K, M]; transpose_b: B stored [N, K]) take one of two routes, chosen in
-one place, `l1_as_stored`: on a chip with Dn2Nz (the 950) the GM -> L1 load transposes them
-(`pl.load(l1, gm, transpose=True)`) and L1 holds A [M, K] / B [K, N] as for ND operands; on a chip
-without it (Atlas A2/A3, seeds/004 4.4) L1 holds them as stored and the L1 -> L0A/L0B load transposes.
-`L1Operand` hides which: its views and loads take the matmul's [M, K] / [K, N] terms either way. The
-L1 bytes are the same both ways (the CeilAlign padding is the same on both axes); what differs is the
-grid a stored A's views sit on (its M is the inner axis: 32 B, 32 int8 rows) and the square the
-transposing L0A load moves (int8 32 x 32), so a stored int8 A's M tiles are trimmed in multiples of 32
-(`Buffers.m_align`), as the planners' base_m already is (mn_align 32 for int8).
+DN operands (transpose_a: A stored [K, M]; transpose_b: B stored [N, K]) are loaded with order=[1, 0] and
+take one of two routes, chosen in one place, `l1_as_stored`: on a chip with Dn2Nz (the 950) their L1 tiles are
+NZ in the matmul's terms (A [M, K] / B [K, N]) and the GM -> L1 load transposes; on a chip without it (Atlas
+A2/A3, seeds/004 4.4) the L1 tiles are ZN, the NZ bytes of the operand as stored, and the move L1 -> L0A/L0B
+transposes. Either way the tiles' views take the matmul's terms. The L1 bytes are the same both ways (the
+CeilAlign padding is the same on both axes); what differs is the grid a stored A's views sit on (its M is the
+inner axis: 32 B, 32 int8 rows) and the square the transposing L0A move takes (int8 32 x 32), so a stored int8
+A's M tiles are trimmed in multiples of 32 (`Buffers.m_align`), as the planners' base_m already is (mn_align 32
+for int8).
+
+K splits under unit_flag follow PyPTO-Pro's rule (matmul_acc.md): `pl.system.set_mm_layout_transform` is on
+while a tile's phased MMADs run and goes off after its store.
 """
 from __future__ import annotations
 
@@ -55,7 +58,7 @@ def _ceil(x: int, a: int) -> int:
 def l1_as_stored(transpose: bool) -> bool:
     """Whether an operand stays in L1 as it is stored in GM (call inside a kernel): a DN operand on a chip
     without Dn2Nz (`pl.has_dn2nz()`: seeds/004 4.4 gives the DN -> Nz conversion on GM -> L1 to the 950 only),
-    so its transpose happens on the way L1 -> L0A/L0B instead."""
+    so its L1 tile is ZN and its transpose happens on the way L1 -> L0A/L0B instead."""
     return bool(transpose) and not pl.has_dn2nz()
 
 
@@ -67,69 +70,21 @@ def m_trim(itemsize: int, a_stored: bool) -> int:
     return max(16, 32 // itemsize) if a_stored else 16
 
 
-class L1Operand:
-    """An operand's L1 tile or view in the matmul's terms, A as [M, K] and B as [K, N], however L1 holds it.
-
-    stored=False: L1 holds it in those terms (an ND operand, or a DN one Dn2Nz turned on the way in).
-    stored=True: L1 holds a DN operand as stored (A [K, M], B [N, K]): views swap their slices, GM loads copy
-    as stored (an nd_num split runs along the other axis) and the load into L0A/L0B transposes.
-    """
-
-    __slots__ = ("tile", "stored")
-
-    def __init__(self, tile, stored: bool):
-        self.tile, self.stored = tile, stored
-
-    @property
-    def shape(self) -> tuple:
-        """(rows, cols) in the matmul's terms."""
-        r, c = self.tile.shape
-        return (c, r) if self.stored else (r, c)
-
-    def __getitem__(self, idx) -> "L1Operand":
-        rows, cols = idx
-        return L1Operand(self.tile[cols, rows] if self.stored else self.tile[rows, cols], self.stored)
-
-    def load(self, src, offsets: Sequence[int], *, transpose: bool, nd_num: int = 1, nd_axis: int = 0) -> None:
-        """GM -> L1 from `src` at `offsets` (GM's own coordinates); transpose: `src` is DN. nd_num / nd_axis as
-        pl.load's, nd_axis in the matmul's terms."""
-        assert transpose or not self.stored, "an operand held as stored is a DN one"
-        if self.stored:
-            pl.load(self.tile, src, list(offsets), nd_num=nd_num, nd_axis=1 - nd_axis)
-        else:
-            pl.load(self.tile, src, list(offsets), transpose=transpose, nd_num=nd_num, nd_axis=nd_axis)
-
-    def to_l0(self, dst) -> None:
-        """L1 -> L0A/L0B into `dst` ([M, K] / [K, N]): transposing when L1 holds the operand as stored."""
-        pl.load(dst, self.tile, transpose=self.stored)
+def load_l1(view, src, offsets: Sequence[int], *, transpose: bool, nd_num: int = 1, nd_axis: int = 0) -> None:
+    """GM -> L1 into `view` (an operand's L1 tile or view, in the matmul's terms: A [M, K], B [K, N]) from `src` at
+    `offsets` (GM's own coordinates); transpose: `src` is DN, read with order=[1, 0]. A ZN view (the operand held as
+    stored) takes it as a plain Nd2Nz, an NZ one as a Dn2Nz (pl.load's docstring). nd_num / nd_axis as pl.load's,
+    nd_axis in the matmul's terms."""
+    pl.load(view, src, list(offsets), order=[-1, -2] if transpose else None, nd_num=nd_num, nd_axis=nd_axis)
 
 
-class L1Ring:
-    """A ring of L1 slots (or one tile) whose slots are `L1Operand`s: next(), current(), previous()."""
-
-    __slots__ = ("ring", "stored")
-
-    def __init__(self, ring, stored: bool):
-        self.ring, self.stored = ring, stored
-
-    def next(self) -> L1Operand:
-        return L1Operand(self.ring.next(), self.stored)
-
-    def current(self) -> L1Operand:
-        return L1Operand(self.ring.current(), self.stored)
-
-    def previous(self) -> L1Operand:
-        return L1Operand(self.ring.previous(), self.stored)
-
-
-def alloc_l1(shape: Sequence[int], dtype, *, transpose: bool = False, buffers: int = 1, name: str) -> L1Ring:
+def alloc_l1(shape: Sequence[int], dtype, *, transpose: bool = False, buffers: int = 1, name: str):
     """An operand's L1 tile(s), `shape` in the matmul's terms ([M, K] for A, [K, N] for B); transpose: the
-    operand is DN, and on a chip without Dn2Nz (`l1_as_stored`) the tile is allocated as it is stored. The
-    bytes charged are the same either way (CeilAlign on both axes)."""
-    stored = l1_as_stored(transpose)
-    rows, cols = shape
-    tile = pl.alloc(pl.L1, [cols, rows] if stored else [rows, cols], dtype, buffers=buffers, name=name)
-    return L1Ring(tile, stored)
+    operand is DN, and on a chip without Dn2Nz (`l1_as_stored`) the tile is ZN, the NZ bytes of the operand as
+    stored (its views and moves still take the matmul's terms). The bytes charged are the same either way
+    (CeilAlign on both axes)."""
+    return pl.alloc(pl.L1, list(shape), dtype, layout=pl.ZN if l1_as_stored(transpose) else None, buffers=buffers,
+                    name=name)
 
 
 class Buffers:
@@ -162,7 +117,8 @@ def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[i
     hold_a=(rows, K) / hold_b=(K, cols): shape of a held slab (rows a multiple of base_m, cols of base_n,
     K of base_k), with hold_stages slots. bias_dtype: allocate the bias row (L1) and bias table (BT; fp32, or
     int32 for an int32 bias of an int8 matmul). transpose_a / transpose_b: the operand is DN (A [K, M], B
-    [N, K] in GM); its L1 tiles are `L1Ring`s either way, held as stored where the chip has no Dn2Nz.
+    [N, K] in GM); its L1 tiles take the matmul's terms either way, ZN (held as stored) where the chip has no
+    Dn2Nz.
     """
     k_l1 = base_k if k_l1 is None else k_l1
     l0_stages = stages if l0_stages is None else l0_stages
@@ -179,8 +135,8 @@ def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[i
         assert hold_b[0] % base_k == 0 and hold_b[1] % base_n == 0, f"hold_b {hold_b} vs base {base_k}x{base_n}"
         bufs.b_hold = alloc_l1(hold_b, dtype, transpose=transpose_b, buffers=hold_stages, name="b_hold_l1")
     if bias_dtype is not None:
-        bufs.bias_l1 = pl.alloc(pl.L1, [1, base_n], bias_dtype, buffers=BIAS_ROW_SLOTS, layout="ND", name="bias_l1")
-        bt_dtype = pl.int32 if bias_dtype is pl.int32 else pl.fp32     # int8 matmuls: an int32 bias
+        bufs.bias_l1 = pl.alloc(pl.L1, [1, base_n], bias_dtype, buffers=BIAS_ROW_SLOTS, layout=pl.ND, name="bias_l1")
+        bt_dtype = pl.DT_INT32 if bias_dtype is pl.DT_INT32 else pl.DT_FP32     # int8 matmuls: an int32 bias
         bufs.bias_bt = pl.alloc(pl.BT, [1, base_n], bt_dtype, name="bias_bt")
     bufs.a_l0a = pl.alloc(pl.L0A, [base_m, base_k], dtype, buffers=l0_stages, name="a_l0a")
     bufs.b_l0b = pl.alloc(pl.L0B, [base_k, base_n], dtype, buffers=l0_stages, name="b_l0b")
@@ -263,13 +219,13 @@ def _same_route(bufs: Buffers, transpose_a: bool, transpose_b: bool) -> None:
 
 
 def _issue(loads_a: list, a, transpose_a: bool, loads_b: list, b, transpose_b: bool) -> None:
-    """The GM -> L1 loads (L1Operand view, GM offsets) of A and B, interleaved: K order, so the cube starts on
-    the first piece of each."""
+    """The GM -> L1 loads (L1 view, GM offsets) of A and B, interleaved: K order, so the cube starts on the first
+    piece of each."""
     for i in range(max(len(loads_a), len(loads_b))):
         if i < len(loads_a):
-            loads_a[i][0].load(a, loads_a[i][1], transpose=transpose_a)
+            load_l1(loads_a[i][0], a, loads_a[i][1], transpose=transpose_a)
         if i < len(loads_b):
-            loads_b[i][0].load(b, loads_b[i][1], transpose=transpose_b)
+            load_l1(loads_b[i][0], b, loads_b[i][1], transpose=transpose_b)
 
 
 # ---- one output tile -----------------------------------------------------------------------------
@@ -278,7 +234,7 @@ def _bias_bt(bufs: Buffers, bias, bias_off: Sequence[int], nt: int):
     bias_l1 = bufs.bias_l1.next()
     pl.load(bias_l1, bias, list(bias_off))
     bias_bt = bufs.bias_bt[0:1, 0:nt]
-    pl.load(bias_bt, bias_l1[0:1, 0:nt])
+    pl.move(bias_bt, bias_l1[0:1, 0:nt])
     return bias_bt
 
 
@@ -373,7 +329,7 @@ def mmad_l1(bufs: Buffers, c_l0c, a1, b1, k_len: int, *, step: int, steps: int, 
             use_unit_flag: bool = True, base_k: int = 0) -> int:
     """The L0 loop over one L1 step the caller has filled itself (e.g. MergeBatch's merged tiles).
 
-    MTE1 + MMAD over K [0, k_len) of the L1 views (`L1Operand`s) a1 [>= mt rows, from its K 0] and b1 [from
+    MTE1 + MMAD over K [0, k_len) of the L1 views a1 [>= mt rows, from its K 0] and b1 [from
     its K 0, >= nt cols] into c_l0c, an L0C view [mt, nt]. step: MMADs already issued into c_l0c (0: the first
     one writes, with bias_bt, a BT view [1, nt]); steps: this tile's MMADs in all, so the last carries
     AccPhase.Final with use_unit_flag. base_k: the K of one MMAD (default the rings' base_k). Returns the
@@ -384,33 +340,41 @@ def mmad_l1(bufs: Buffers, c_l0c, a1, b1, k_len: int, *, step: int, steps: int, 
     for kk in pl.range(0, k_len, base_k):
         kt = min(base_k, _ceil(k_len - kk, bufs.align))
         a_l0a = bufs.a_l0a.next()[0:mt, 0:kt]
-        a1[0:mt, kk:kk + kt].to_l0(a_l0a)
+        pl.move(a_l0a, a1[0:mt, kk:kk + kt])
         b_l0b = bufs.b_l0b.next()[0:kt, 0:nt]
-        b1[kk:kk + kt, 0:nt].to_l0(b_l0b)
+        pl.move(b_l0b, b1[kk:kk + kt, 0:nt])
         phase = None
         if use_unit_flag:
             phase = pl.AccPhase.Final if step == steps - 1 else pl.AccPhase.Partial
+            pl.system.set_mm_layout_transform(enabled=True)     # a K split under unit_flag (matmul_acc.md)
         if step == 0:
-            pl.matmul(c_l0c, a_l0a, b_l0b, bias=bias_bt, phase=phase)
+            if bias_bt is None:
+                pl.matmul(c_l0c, a_l0a, b_l0b, phase=phase)
+            else:
+                pl.matmul(c_l0c, a_l0a, b_l0b, bias_bt, phase=phase)
         else:
             pl.matmul_acc(c_l0c, c_l0c, a_l0a, b_l0b, phase=phase)
         step += 1
     return step
 
 
-def store_tile(out, c_l0c, c_off: Sequence[int], *, use_unit_flag: bool = True, atomic: Optional[str] = None) -> None:
-    """Fixpipe the tile's L0C view to out at c_off (clipped at the edge); STPhase.Final frees the slot."""
-    pl.store(out, c_l0c, list(c_off), phase=pl.STPhase.Final if use_unit_flag else None, atomic=atomic)
+def store_tile(out, c_l0c, c_off: Sequence[int], *, use_unit_flag: bool = True, atomic: bool = False) -> None:
+    """Fixpipe the tile's L0C view to out at c_off (clipped at the edge); STPhase.Final frees the slot, and the
+    K split's layout transform goes off after it (set_mm_layout_transform.md). atomic: add into out."""
+    pl.store(out, c_l0c, list(c_off), phase=pl.STPhase.Final if use_unit_flag else None,
+             atomic=pl.AtomicType.AtomicAdd if atomic else None)
+    if use_unit_flag:
+        pl.system.set_mm_layout_transform(enabled=False)
 
 
 def mmad_tile(bufs: Buffers, a, b, out, a_off: Sequence[int], b_off: Sequence[int], c_off: Sequence[int], K: int, *,
               k_start: int = 0, a_l1=None, b_l1=None, bias=None, bias_off: Optional[Sequence[int]] = None,
               transpose_a: bool = False, transpose_b: bool = False, use_unit_flag: bool = True,
-              atomic: Optional[str] = None, l1_pieces: int = 0) -> None:
+              atomic: bool = False, l1_pieces: int = 0) -> None:
     """out[c_off tile] = A @ B (+ bias) for one output tile: `accumulate`, then `store_tile`.
 
     c_off = [*batch, m0, n0]; the tile's real extent is clipped to out's last two dims. Arguments as
-    `accumulate`; atomic="add" adds into out (split-K partial sums).
+    `accumulate`; atomic=True adds into out (split-K partial sums).
     """
     rows = min(bufs.base_m, out.shape[-2] - c_off[-2])
     cols = min(bufs.base_n, out.shape[-1] - c_off[-1])

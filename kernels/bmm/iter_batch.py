@@ -71,7 +71,7 @@ def iter_batch_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int,
                          hold_stages=HOLD_STAGES, bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A,
                          transpose_b=TRANSPOSE_B)
     with pl.section_cube():
-        for bi in pl.range(pl.block_idx(), prod(batch), pl.block_num()):
+        for bi in pl.range(pl.get_block_idx(), prod(batch), pl.get_block_num()):
             a_b = batch_offsets(bi, batch, a.shape[:-2])
             b_b = batch_offsets(bi, batch, b.shape[:-2])
             c_b = batch_offsets(bi, batch, batch)

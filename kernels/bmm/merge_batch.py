@@ -39,7 +39,7 @@ from pyto.errors import PlanError
 from pyto.tiling import bias_row_bytes
 
 from .asw_basic import l1_pieces_for
-from .block import alloc_buffers, alloc_l1, mmad_l1
+from .block import alloc_buffers, alloc_l1, load_l1, mmad_l1
 from .conditions import ACC_BYTES
 from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel
 
@@ -72,7 +72,7 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
     a_nd = tuple(a.shape[:-2]) == batch
     b_nd = tuple(b.shape[:-2]) == batch
     with pl.section_cube():
-        first = pl.block_idx() * BPC
+        first = pl.get_block_idx() * BPC
         last = min(prod(batch), first + BPC)
         for g0 in pl.range(first, last, B_L0):
             ng = min(B_L0, last - g0)
@@ -89,18 +89,18 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
                     a_k = [k1 + kp, 0] if TRANSPOSE_A else [0, k1 + kp]
                     b_k = [0, k1 + kp] if TRANSPOSE_B else [k1 + kp, 0]
                     if a_nd:                                # the group's ng batches of A in one Nd2Nz (ndNum)
-                        a_slot[0:ng * M_PAD, kp:kp + kw].load(a, batch_offsets(g0, batch, a.shape[:-2]) + a_k,
-                                                              transpose=TRANSPOSE_A, nd_num=ng, nd_axis=0)
+                        load_l1(a_slot[0:ng * M_PAD, kp:kp + kw], a, batch_offsets(g0, batch, a.shape[:-2]) + a_k,
+                                transpose=TRANSPOSE_A, nd_num=ng, nd_axis=0)
                     if b_nd:
-                        b_slot[kp:kp + kw, 0:ng * N_PAD].load(b, batch_offsets(g0, batch, b.shape[:-2]) + b_k,
-                                                              transpose=TRANSPOSE_B, nd_num=ng, nd_axis=1)
+                        load_l1(b_slot[kp:kp + kw, 0:ng * N_PAD], b, batch_offsets(g0, batch, b.shape[:-2]) + b_k,
+                                transpose=TRANSPOSE_B, nd_num=ng, nd_axis=1)
                     for i in pl.range(ng):                  # else one GM load per batch into its block of the slot
                         if not a_nd:
-                            a_slot[i * M_PAD:(i + 1) * M_PAD, kp:kp + kw].load(
-                                a, batch_offsets(g0 + i, batch, a.shape[:-2]) + a_k, transpose=TRANSPOSE_A)
+                            load_l1(a_slot[i * M_PAD:(i + 1) * M_PAD, kp:kp + kw], a,
+                                    batch_offsets(g0 + i, batch, a.shape[:-2]) + a_k, transpose=TRANSPOSE_A)
                         if not b_nd:
-                            b_slot[kp:kp + kw, i * N_PAD:(i + 1) * N_PAD].load(
-                                b, batch_offsets(g0 + i, batch, b.shape[:-2]) + b_k, transpose=TRANSPOSE_B)
+                            load_l1(b_slot[kp:kp + kw, i * N_PAD:(i + 1) * N_PAD], b,
+                                    batch_offsets(g0 + i, batch, b.shape[:-2]) + b_k, transpose=TRANSPOSE_B)
                 step = mmad_l1(bufs, c_l0c, a_slot[0:ng * M_PAD, :], b_slot[:, 0:ng * N_PAD], min(K_L1, K - k1),
                                step=step, steps=steps, bias_bt=bias_bt if k1 == 0 else None, use_unit_flag=False)
             for i in pl.range(ng):                          # the block diagonal out; cross terms dropped
@@ -115,7 +115,7 @@ def _bias_row(bufs, bias, batch: tuple, g: int, ng: int, n_pad: int):
         off = batch_offsets(g + i, batch, bias.shape[:-2])
         pl.load(bias_l1[0:1, i * n_pad:(i + 1) * n_pad], bias, off + [0, 0])
     bias_bt = bufs.bias_bt[0:1, 0:ng * n_pad]
-    pl.load(bias_bt, bias_l1[0:1, 0:ng * n_pad])
+    pl.move(bias_bt, bias_l1[0:1, 0:ng * n_pad])
     return bias_bt
 
 

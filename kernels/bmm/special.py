@@ -17,9 +17,9 @@
   vector work (the framework's auto-sync orders the reuse).
 * an empty output: nothing to run (a launch with no instructions).
 
-Work split: UB tile u = (batch, row block, column block) goes to AIV u mod aivs; AIV v is subblock
-v mod 2 of block v // 2, so blocks = ceil(aivs / 2) and every AIV of every block works (but the last
-one when aivs is odd).
+Work split: UB tile u = (batch, row block, column block) goes to AIV u mod aivs. The kernels are AIV-only
+(PyPTO-Pro's kind with no cube section): the launch's block_dim counts AIVs, each is a block of its own and
+pl.get_block_idx() is its index.
 
 UB fit: the kernel's own allocations (a [rows, 1] column takes a 32B row per element on UB; the zero
 tile; the product and output rings) can exceed the planner's estimate of a tile's bytes; `fit` then
@@ -144,7 +144,7 @@ def special_outer_kernel(a, b, bias, out, *, ROWS: int, COLS: int, BUFFERS: int,
     prod_ub = pl.alloc(pl.UB, [ROWS, COLS], cdt, buffers=BUFFERS)
     out_ub = pl.alloc(pl.UB, [ROWS, COLS], odt, buffers=BUFFERS) if odt is not cdt else None
     with pl.section_vector():
-        aiv = pl.block_idx() * 2 + pl.subblock_idx()
+        aiv = pl.get_block_idx()          # an AIV-only kernel: every AIV is a block of its own
         if aiv < AIVS:
             pl.duplicate(zeros_ub, 0.0)
             for u in pl.range(aiv, prod(batch) * cdiv(M, ROWS) * cdiv(N, COLS), AIVS):
@@ -155,13 +155,13 @@ def special_outer_kernel(a, b, bias, out, *, ROWS: int, COLS: int, BUFFERS: int,
                 b_row = b_row_ub.next()[0:1, 0:cv]
                 if a_ub is not None:
                     a_in = a_ub.next()[0:r, 0:1]
-                    pl.load(a_in, a, [*a_bat, 0, r0], transpose=True)
+                    pl.load(a_in, a, [*a_bat, 0, r0], order=[-1, -2])
                     pl.cast(a_col, a_in)
                     b_in = b_ub.next()[0:1, 0:cv]
                     pl.load(b_in, b, [*b_bat, 0, c0])
                     pl.cast(b_row, b_in)
                 else:
-                    pl.load(a_col, a, [*a_bat, 0, r0], transpose=True)
+                    pl.load(a_col, a, [*a_bat, 0, r0], order=[-1, -2])
                     pl.load(b_row, b, [*b_bat, 0, c0])
                 c_ub = prod_ub.next()[0:r, 0:cv]
                 pl.expand_add(c_ub, zeros_ub[0:r, 0:cv], b_row, dim=0)
@@ -188,7 +188,7 @@ def special_fill_kernel(bias, out, *, ROWS: int, COLS: int, BUFFERS: int, AIVS: 
     bias_ub = pl.alloc(pl.UB, [1, COLS], acc, buffers=BUFFERS) if BIAS else None
     bias_out_ub = pl.alloc(pl.UB, [1, COLS], odt, buffers=BUFFERS) if BIAS and odt is not acc else None
     with pl.section_vector():
-        aiv = pl.block_idx() * 2 + pl.subblock_idx()
+        aiv = pl.get_block_idx()          # an AIV-only kernel: every AIV is a block of its own
         if aiv < AIVS:
             pl.duplicate(zeros_ub if BIAS else fill_ub, 0.0)
             built = None                            # (bias batch, c0) of the fill tile now in UB
@@ -231,7 +231,7 @@ def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
         return pyto.run(special_empty_kernel, ops.out, chip=chip, blocks=1, mode=mode)
     params = dict(ROWS=lc.rows, COLS=lc.cols, BUFFERS=lc.buffers, AIVS=lc.aivs, BIAS=ops.has_bias)
     if lc.mode == "fill":
-        return pyto.run(special_fill_kernel, ops.bias, ops.out, chip=chip, blocks=lc.blocks, mode=mode, **params)
+        return pyto.run(special_fill_kernel, ops.bias, ops.out, chip=chip, blocks=lc.aivs, mode=mode, **params)
     a = _row_view(ops.a, tuple(ops.a.shape[:-2]), p.M)
     b = _row_view(ops.b, tuple(ops.b.shape[:-2]), p.N)
-    return pyto.run(special_outer_kernel, a, b, ops.bias, ops.out, chip=chip, blocks=lc.blocks, mode=mode, **params)
+    return pyto.run(special_outer_kernel, a, b, ops.bias, ops.out, chip=chip, blocks=lc.aivs, mode=mode, **params)

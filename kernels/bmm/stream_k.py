@@ -11,7 +11,7 @@ in place; the segment leaves the core once, through Fixpipe).
 
 Reduction, tiling.reduce:
 * "workspace" (deterministic, the default): Fixpipe writes each unit's fp32 partial block (int32 for int8)
-  to its own slot of a GM workspace [units, single_m, single_n]; `pl.sync_all()`; then the AIVs of the
+  to its own slot of a GM workspace [units, single_m, single_n]; `pl.system.sync_all()`; then the AIVs of the
   launch (2 per block) share the output in row chunks: a chunk's partials, one per segment, come in one
   load (nd_num: the same rows x columns of each of the group's slots, which lie a fixed stride apart),
   stacked in UB, and are added pairwise in a fixed order (the upper half into the lower: log2(segments)
@@ -19,11 +19,11 @@ Reduction, tiling.reduce:
   added, the sum cast to the output dtype and stored. Same inputs -> the same bits, run after run (no
   atomics, no order that depends on timing).
 * "atomic" (AtomicAdd, not deterministic on hardware: the order the adds land in is timing's): the AIVs
-  first zero the target, `pl.sync_all()`, then every unit's Fixpipe adds its partial into it with
-  atomic="add" (the bias comes in once, through BT on segment 0). The target is the output itself for
+  first zero the target, `pl.system.sync_all()`, then every unit's Fixpipe adds its partial into it with
+  AtomicAdd (the bias comes in once, through BT on segment 0). The target is the output itself for
   fp32 and int32 (int8 inputs) outputs. fp16/bf16 outputs would be rounded on every add (each partial and
   each sum in the output's type: 2 x grid_k roundings), so for them the target is an fp32 GM
-  workspace [B, M, N] and, after a second `pl.sync_all()`, the AIVs cast it to the output: one rounding,
+  workspace [B, M, N] and, after a second `pl.system.sync_all()`, the AIVs cast it to the output: one rounding,
   as in workspace mode, for one more pass over the output in fp32.
 
 Empty units are skipped: a K segment past K (only with a forced grid_k), a block past M or N (when the
@@ -111,18 +111,18 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
             bias_ub = pl.alloc(pl.UB, [1, RED_COLS], acc, buffers=2, name="bias_ub")
     if cast_out:
         out_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], out.dtype, buffers=2, name="out_ub")
-    aiv, naiv = 2 * pl.block_idx() + pl.subblock_idx(), 2 * pl.block_num()
 
     if ATOMIC:       # the target starts at zero: every AIV zeroes its share of [B, M, N]
         with pl.section_vector():
+            aiv, naiv = pl.get_block_idx(), pl.get_block_num() * pl.get_subblock_num()
             pl.duplicate(zero_ub, 0.0)
             for f, _, _, r0, c0, rows, cols in chunks(nb, 1, 1, M, N, M, N, RED_ROWS, RED_COLS)[aiv::naiv]:
                 t_off = [f] if cast_out else batch_offsets(f, out_b, out_b)
                 pl.store(target, zero_ub[0:rows, 0:ceil_align(cols, VEC_ALIGN)], [*t_off, r0, c0])
-        pl.sync_all()
+        pl.system.sync_all()
 
     with pl.section_cube():
-        for u in pl.range(pl.block_idx(), len(units), pl.block_num()):
+        for u in pl.range(pl.get_block_idx(), len(units), pl.get_block_num()):
             f, mi, ni, c = units[u]
             rows_blk, cols_blk = min(SINGLE_M, M - mi * SINGLE_M), min(SINGLE_N, N - ni * SINGLE_N)
             k_start = c * SINGLE_K
@@ -141,14 +141,15 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
                                        tail_k=TAIL_K if m0 + BASE_M >= rows_blk and n0 + BASE_N >= cols_blk else 0)
                     if ATOMIC:
                         t_off = [f] if cast_out else batch_offsets(f, out_b, out_b)
-                        store_tile(target, c_l0c, [*t_off, m_abs, n_abs], atomic="add")
+                        store_tile(target, c_l0c, [*t_off, m_abs, n_abs], atomic=True)
                     else:
                         store_tile(ws, c_l0c, [u, m0, n0])
 
     if ATOMIC and not cast_out:
         return
-    pl.sync_all()
+    pl.system.sync_all()
     with pl.section_vector():
+        aiv, naiv = pl.get_block_idx(), pl.get_block_num() * pl.get_subblock_num()
         if ATOMIC:   # cast the fp32 target to the output
             for f, _, _, r0, c0, rows, cols in chunks(nb, 1, 1, M, N, M, N, RED_ROWS, RED_COLS)[aiv::naiv]:
                 w = ceil_align(cols, VEC_ALIGN)

@@ -3,11 +3,11 @@
 Shapes (GM, row-major):
     q   [M, D]   fp16 or bf16   queries of this block
     k   [N, D]   same dtype     keys, stored as usual: K^T is a DN operand. Each [BN, D] block is loaded
-                                as stored into k_l1 [BN, D] (Nd2Nz) and transposed on the way to L0B
-                                (`pl.load(k_l0b, k_l1, transpose=True)`), so no K^T copy is needed. This is
-                                the route every chip has; a Dn2Nz GM->L1 load (`pl.load(l1, gm,
-                                transpose=True)`) would do it on the 950 only (seeds/004 4.4), and the
-                                kernel needs the 950 anyway for its L0C->UB and UB->L1 paths
+                                with order=[1, 0] into k_l1, a ZN [D, BN] Mat tile: the NZ bytes of the block
+                                as stored (a plain Nd2Nz), and the move to L0B reads them as K^T, so no K^T
+                                copy is needed. This is the route every chip has; an NZ [D, BN] k_l1 would make
+                                the load a Dn2Nz (the 950 only, seeds/004 4.4), and the kernel needs the 950
+                                anyway for its L0C->UB and UB->L1 paths
     v   [N, D]   same dtype     values
     out [M, D]   same dtype     softmax(SCALE * q @ k.T) @ v
 
@@ -16,7 +16,8 @@ matmul's K chunk: D is accumulated in D // DK steps with AccPhase.Partial ... Fi
 SCALE (default 1 / sqrt(D)), MODE (0 = correct; 1 and 2 are seeds/001's misuse cases, see below).
 
 Per KV block j (one block of the online softmax, Milakov & Gimelshein / FlashAttention-2):
-    cube    s_l0c  = q_l0a @ k_l0b                       AccPhase.Partial ... Final (unit_flag)
+    cube    s_l0c  = q_l0a @ k_l0b                       AccPhase.Partial ... Final (unit_flag), under
+                                                          set_mm_layout_transform (the K-split rule)
             s_l0c -> s_ub                                 Fixpipe L0C->UB, DualModeSplitM, STPhase.Final:
                                                           each AIV owns M/2 whole rows
     vector  s      = SCALE * s_ub                         (fp32 from here on)
@@ -65,32 +66,32 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
 
     # ---- cube side (AIC): L1, L0A, L0B, L0C ----------------------------------------------------
     q_l1 = pl.alloc(pl.L1, [M, D], dt)
-    k_l1 = pl.alloc(pl.L1, [BN, D], dt)                 # K block as stored; transposed on the way to L0B
+    k_l1 = pl.alloc(pl.L1, [D, BN], dt, layout=pl.ZN)   # K^T: the K block's bytes as stored
     v_l1 = pl.alloc(pl.L1, [BN, D], dt)
     p_l1 = pl.alloc(pl.L1, [M, BN], dt)                 # P, written by both AIVs (UB->L1)
     q_l0a = pl.alloc(pl.L0A, [M, D], dt)
     p_l0a = pl.alloc(pl.L0A, [M, BN], dt)
     k_l0b = pl.alloc(pl.L0B, [D, BN], dt)
     v_l0b = pl.alloc(pl.L0B, [BN, D], dt)
-    s_l0c = pl.alloc(pl.L0C, [M, BN], pl.fp32)          # S = Q K^T of one KV block
-    o_l0c = pl.alloc(pl.L0C, [M, D], pl.fp32)           # P V of one KV block
+    s_l0c = pl.alloc(pl.L0C, [M, BN], pl.DT_FP32)          # S = Q K^T of one KV block
+    o_l0c = pl.alloc(pl.L0C, [M, D], pl.DT_FP32)           # P V of one KV block
 
     # ---- vector side (each AIV, its own UB): R = M/2 rows ------------------------------------
-    s_ub = pl.alloc(pl.UB, [R, BN], pl.fp32)            # scores, then p in fp32
-    tmp_ub = pl.alloc(pl.UB, [R, BN], pl.fp32)          # scratch of the row reductions
+    s_ub = pl.alloc(pl.UB, [R, BN], pl.DT_FP32)            # scores, then p in fp32
+    tmp_ub = pl.alloc(pl.UB, [R, BN], pl.DT_FP32)          # scratch of the row reductions
     p_ub = pl.alloc(pl.UB, [R, BN], dt)                 # p in the input dtype, for the PV matmul
-    m_ub = pl.alloc(pl.UB, [R, 1], pl.fp32)             # running row max
-    m_new_ub = pl.alloc(pl.UB, [R, 1], pl.fp32)
-    alpha_ub = pl.alloc(pl.UB, [R, 1], pl.fp32)         # exp(m_old - m_new)
-    l_ub = pl.alloc(pl.UB, [R, 1], pl.fp32)             # running row sum
-    rowsum_ub = pl.alloc(pl.UB, [R, 1], pl.fp32)
-    pv_ub = pl.alloc(pl.UB, [R, D], pl.fp32)            # P V of this block (this AIV's rows)
-    o_ub = pl.alloc(pl.UB, [R, D], pl.fp32)             # running output, unnormalised
+    m_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)             # running row max
+    m_new_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)
+    alpha_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)         # exp(m_old - m_new)
+    l_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)             # running row sum
+    rowsum_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)
+    pv_ub = pl.alloc(pl.UB, [R, D], pl.DT_FP32)            # P V of this block (this AIV's rows)
+    o_ub = pl.alloc(pl.UB, [R, D], pl.DT_FP32)             # running output, unnormalised
     out_ub = pl.alloc(pl.UB, [R, D], dt)
 
     with pl.section_cube():
         pl.load(q_l1, q, [0, 0])
-        pl.load(q_l0a, q_l1)
+        pl.move(q_l0a, q_l1)
     with pl.section_vector():
         pl.duplicate(m_ub, -math.inf)
         pl.duplicate(l_ub, 0.0)
@@ -99,8 +100,9 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
     for j in pl.range(0, N, BN):
         # S = Q K^T, accumulated over D in DK chunks; the hardware unit_flag hands it to Fixpipe.
         with pl.section_cube():
-            pl.load(k_l1, k, [j, 0])
-            pl.load(k_l0b, k_l1, transpose=True)
+            pl.load(k_l1, k, [j, 0], order=[1, 0])
+            pl.move(k_l0b, k_l1)
+            pl.system.set_mm_layout_transform(enabled=True)
             for d in pl.range(0, D, DK):
                 phase = pl.AccPhase.Final if d + DK == D else pl.AccPhase.Partial
                 if d == 0:
@@ -111,6 +113,7 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
                 pl.move(s_ub, s_l0c, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM)   # misuse: no phase
             else:
                 pl.move(s_ub, s_l0c, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM, phase=st_phase)
+            pl.system.set_mm_layout_transform(enabled=False)
 
         # online softmax on this AIV's R rows
         with pl.section_vector():
@@ -126,14 +129,14 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
             pl.add(l_ub, l_ub, rowsum_ub)                           # l = alpha * l + rowsum(p)
             pl.copy(m_ub, m_new_ub)                                 # m = m_new
             pl.cast(p_ub, s_ub)                                     # p rounded to the input dtype
-            r0 = pl.subblock_idx() * R
+            r0 = pl.get_subblock_idx() * R
             pl.move(p_l1[r0:r0 + R, :], p_ub)                       # UB->L1: this AIV's rows of P
 
         # P V on the cube
         with pl.section_cube():
             pl.load(v_l1, v, [j, 0])
-            pl.load(v_l0b, v_l1)
-            pl.load(p_l0a, p_l1)
+            pl.move(v_l0b, v_l1)
+            pl.move(p_l0a, p_l1)
             pl.matmul(o_l0c, p_l0a, v_l0b, phase=pl.AccPhase.Final)
             pl.move(pv_ub, o_l0c, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM, phase=st_phase)
 
@@ -144,4 +147,4 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
     with pl.section_vector():
         pl.expand_div(o_ub, o_ub, l_ub, dim=1)
         pl.cast(out_ub, o_ub)
-        pl.store(out, out_ub, [pl.subblock_idx() * R, 0])
+        pl.store(out, out_ub, [pl.get_subblock_idx() * R, 0])

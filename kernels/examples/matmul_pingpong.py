@@ -22,7 +22,7 @@ def matmul_pingpong(a, b, out, *, TM: int = 128, TN: int = 128, TK: int = 64, ST
     c_l0c = pl.alloc(pl.L0C, [TM, TN], dt.acc, buffers=2)
     tiles = [(m, n) for m in range(0, M, TM) for n in range(0, N, TN)]
     with pl.section_cube():
-        for t in pl.range(pl.block_idx(), len(tiles), pl.block_num()):
+        for t in pl.range(pl.get_block_idx(), len(tiles), pl.get_block_num()):
             m0, n0 = tiles[t]
             c = c_l0c.next()
             for k in pl.range(0, K, TK):
@@ -30,8 +30,8 @@ def matmul_pingpong(a, b, out, *, TM: int = 128, TN: int = 128, TK: int = 64, ST
                 pl.load(a1, a, [m0, k])
                 pl.load(b1, b, [k, n0])
                 a0, b0 = a_l0a.next(), b_l0b.next()
-                pl.load(a0, a1)
-                pl.load(b0, b1)
+                pl.move(a0, a1)
+                pl.move(b0, b1)
                 if k == 0:
                     pl.matmul(c, a0, b0)
                 else:
