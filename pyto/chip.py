@@ -73,6 +73,7 @@ class Chip:
     cross_core_flag_ids: int
     cross_core_flag_max: int
     cross_core_wait_blocks_core: bool   # A2/A3: a cross-core wait holds every pipe of its core; 950: its own
+    k_split_layout_transform: bool      # 950: a phased K split needs set_mm_layout_transform and Acc fractal 1024
     unit_flag_block_bytes: int
     queue_depth: int
     flag_latency_cycles: float
@@ -170,7 +171,7 @@ _SCALARS: dict[str, tuple[str, type]] = {
     "mmad_head_cycles": ("cube", float), "vector_bytes_per_cycle": ("cube", float),
     "vector_head_cycles": ("cube", float), "scalar_cycles": ("cube", float),
     "event_ids": ("sync", int), "cross_core_flag_ids": ("sync", int), "cross_core_flag_max": ("sync", int),
-    "cross_core_wait_blocks_core": ("sync", bool),
+    "cross_core_wait_blocks_core": ("sync", bool), "k_split_layout_transform": ("cube", bool),
     "unit_flag_block_bytes": ("sync", int), "queue_depth": ("sync", int),
     "flag_latency_cycles": ("sync", float),
     "R": ("planner", float), "min_tile_bytes": ("planner", int), "min_datamount_per_core": ("planner", int),

@@ -42,6 +42,11 @@ class UninitializedReadError(PytoError):
     """A buffer region read before anything wrote it."""
 
 
+class ClobberedReadError(UninitializedReadError):
+    """A tile read whose bytes were last written, in happens-before order, through another tile that is not a view
+    of the same storage (tiles that overlap in a buffer): names both tiles, their ranges and lines."""
+
+
 class OutOfBoundsError(PytoError):
     """A GM or tile access outside its shape."""
 
@@ -72,6 +77,6 @@ class ChipError(PytoError):
 
 __all__ = [
     "PytoError", "CapacityError", "AlignmentError", "TilingError", "DeadlockError", "RaceError",
-    "UninitializedReadError", "OutOfBoundsError", "ShapeError", "PlanError", "UnsupportedError", "KernelError", "SyncError",
+    "UninitializedReadError", "ClobberedReadError", "OutOfBoundsError", "ShapeError", "PlanError", "UnsupportedError", "KernelError", "SyncError",
     "ChipError",
 ]

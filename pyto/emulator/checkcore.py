@@ -82,14 +82,20 @@ def _move(E, hstart, hcap, h, n, top):
 
 @njit(cache=True)
 def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, first, dep_ptr, dep_idx,
-          slot, n_slots, f_tracked, f_reads, parties, n_blocks, width,
-          start, nsrc, nacc, atomic, hist, obj, rect, cell, stride, cells, gm, tracked, masked, ncells, mask_size,
-          n_hist):
+          slot, n_slots, f_tracked, f_reads, parties, n_blocks, width, dma,
+          start, nsrc, nacc, atomic, hist, obj, rect, cell, stride, cells, gm, tracked, masked, ncells, relaxed,
+          mask_size, n_hist):
     """Visit `positions` of the start order (replay.py). Returns (race record, uninit record): the race
     record is RACE_FIELDS ints, race[0] = 0 when none; the uninit record (found, instruction, access,
-    cells unwritten, cells read) is the first uninitialised read in start order."""
+    cells unwritten, cells read) is the first uninitialised read in start order.
+
+    Two writes of one DMA thread (`dma`: the MTE2 pipes) to a `relaxed` object (a tile only the kernel's own sync
+    orders) are ordered only if the later one knows the earlier completed (`sdone`: per clock row, the latest clock
+    of its own thread it knows completed, through a barrier's or another thread's edge): program order on the pipe
+    is not enough (PyPTO-Pro's bar_mte2 rule, load.md)."""
     live = n_blocks * 13
     clk = np.zeros((live + n_slots, width), np.int64)     # vector clocks: live rows, then snapshots
+    sdone = np.zeros(live + n_slots, np.int64)            # per row: its own thread's clock known completed
     ep_of = np.zeros(live + n_slots, np.int64)            # their sync_all phases
     snap_b = np.empty(n_slots, np.int64)                  # a snapshot's block (-1: not taken yet) and thread
     for x in range(n_slots):
@@ -173,6 +179,8 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
                     s = slot[dep_idx[jj] if q == 0 else join_idx[jj]]
                     if s >= 0 and snap_b[s] == b:
                         u = snap_t[s]
+                        if thr[i] < width and clk[live + s, thr[i]] > sdone[row]:
+                            sdone[row] = clk[live + s, thr[i]]
                         # clocks only grow, so a thread that already knows u's clock of j knows all j knew
                         if clk[live + s, u] > clk[row, u]:
                             for x in range(width):
@@ -206,6 +214,8 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
                 e0, e1, f0, f1 = E[k, _R0], E[k, _R1], E[k, _C0], E[k, _C1]
                 eb, et, ewrite, eatomic, eep = E[k, _B], E[k, _T], E[k, _W] != 0, E[k, _AT] != 0, E[k, _EP]
                 ordered = eb == b and E[k, _CLK] <= clk[row, et]     # by the block's own happens-before
+                if ordered and et == t and write and ewrite and dma[t] and relaxed[o]:
+                    ordered = E[k, _CLK] <= sdone[row]             # one DMA pipe's writes: a barrier between
                 if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (at and eatomic)
                         and eep == ep and not ordered):            # a sync_all between orders any two
                     _found(race, E, k, ii, write, a, h, core, start, nsrc, hist, rect)
@@ -236,6 +246,7 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
                 for x in range(width):
                     clk[live + s, x] = clk[row, x]
                 ep_of[live + s], snap_b[s], snap_t[s] = ep_of[row], core[i] // 3, thr[i]
+                sdone[live + s] = sdone[row]
             for a in range(start[i] + nsrc[i], start[i] + nacc[i]):      # its writes initialise
                 o = obj[a]
                 if masked[o] and unset[o] > 0:

@@ -156,7 +156,7 @@ class _Binder:
         self.steps.append(mmad)
 
 
-_NO_DATA = (Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL)
+_NO_DATA = (Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL, Op.MUTEX_LOCK, Op.MUTEX_UNLOCK)
 _L0AB = (Buf.L0A, Buf.L0B)
 
 

@@ -149,4 +149,5 @@ EFFECTS = {
     Op.VBINARY: _vector, Op.VSCALAR: _vector, Op.VUNARY: _vector, Op.VCAST: _vector, Op.VDUP: _vector,
     Op.VREDUCE: _vector, Op.VEXPAND: _vector,
     Op.SET_FLAG: _nothing, Op.WAIT_FLAG: _nothing, Op.BARRIER: _nothing, Op.SYNC_ALL: _nothing,
+    Op.MUTEX_LOCK: _nothing, Op.MUTEX_UNLOCK: _nothing,
 }

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import struct
 from itertools import starmap
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 from numba import njit
 
-from ..ir import GMTensor, Pipe
+from ..ir import GMTensor, Pipe, TileStore
 from .memory import Initialised
+from .overlap import ByteAccesses, ByteSpace, with_bytes
 
 # an instruction's thread within its block (sanitizer.py's threads: the AIC's MTE2 MTE1 M FIX S are 0-4, AIV0's
 # MTE2 V MTE3 S 5-8, AIV1's 9-12), by pipe: the AIC's and an AIV's offset (-1: not on that core)
@@ -54,6 +55,7 @@ class Accesses(NamedTuple):
     tracked: np.ndarray
     masked: np.ndarray
     ncells: np.ndarray
+    relaxed: np.ndarray
     mask_size: int
     n_hist: int
 
@@ -94,13 +96,20 @@ def deps(spans: list, leads: np.ndarray, n: int) -> tuple:
     return ptr, (np.concatenate(idx) if idx else np.zeros(0, np.int64))
 
 
-def _walk(walked) -> tuple:
+def _walk(walked, bytes_=None, extended: Optional[dict] = None) -> tuple:
     """The one pass over Instr records (`walked`, an iterable): per instruction its source and destination counts and
     whether it adds atomically; its accesses, sources first (Access records: a tile's are shared by every
-    instruction naming the tile, so only the distinct ones are read further)."""
+    instruction naming the tile, so only the distinct ones are read further). With `bytes_` (overlap.ByteAccesses:
+    the launch has tiles that overlap), a shared store's accesses are followed by their byte-level ones, and the
+    instructions that got any are noted in `extended` (index -> (sources, destinations) as lowered)."""
     accs, counts, atomic = [], [], []
     for ins in walked:
         s, d = ins.srcs, ins.dsts
+        if bytes_ is not None:
+            s2, d2 = with_bytes(s, bytes_), with_bytes(d, bytes_)
+            if len(s2) != len(s) or len(d2) != len(d):
+                s, d = s2, d2
+                extended[ins.index] = (s, d)
         counts += (len(s), len(d))
         accs += s
         if d:
@@ -115,9 +124,11 @@ class Lowering:
     """Accesses of the instructions walked so far (`add`), in walking order; `finish` numbers objects and
     histories and lays out the written mask."""
 
-    def __init__(self, instrs: list):
+    def __init__(self, instrs: list, overlap: bool = False):
         n = len(instrs)
         self.instrs = instrs
+        self.bytes = ByteAccesses() if overlap else None
+        self.extended: dict = {}      # instruction index -> (sources, destinations) with byte-level accesses
         self.start, self.nsrc, self.nacc = (np.zeros(n, np.int64) for _ in range(3))
         self.atomic = np.zeros(n, np.bool_)
         self.objs: dict = {}          # id -> object, of every object an access names
@@ -133,7 +144,7 @@ class Lowering:
     def add(self, sel: np.ndarray) -> None:
         """Walk instructions `sel` (global indices, each at most once)."""
         walked = self.instrs if len(sel) == len(self.instrs) else map(self.instrs.__getitem__, sel.tolist())
-        accs, counts, atomic = _walk(walked)
+        accs, counts, atomic = _walk(walked, self.bytes, self.extended)
         m = len(accs)
         sd = np.array(counts, np.int64).reshape(-1, 2)
         tot = sd[:, 0] + sd[:, 1]
@@ -190,6 +201,8 @@ class Lowering:
             if g is not None:
                 geo[k], masked[k] = g, True
         ncells = geo[:, 0] * geo[:, 1] * geo[:, 2]
+        relaxed = np.array([type(o) is ByteSpace or (type(o) is TileStore and not o.autosync) for o in objects],
+                           np.bool_)
         base = np.zeros(no, np.int64)
         if no > 1:
             np.cumsum(ncells[:-1], out=base[1:])
@@ -200,7 +213,12 @@ class Lowering:
         _, hist = np.unique(key, return_inverse=True)
         hist = hist.reshape(-1).astype(np.int64)
         return Accesses(self.start, self.nsrc, self.nacc, self.atomic, hist, obj.astype(np.int64), rect, cell,
-                        stride, cells, gm, tracked, masked, ncells, int(ncells.sum()), int(hist.max()) + 1 if m else 0)
+                        stride, cells, gm, tracked, masked, ncells, relaxed, int(ncells.sum()),
+                        int(hist.max()) + 1 if m else 0)
+
+    def accesses(self, ins) -> tuple:
+        """(sources, destinations) of `ins` as lowered: with byte-level accesses where it has them."""
+        return self.extended.get(ins.index) or (ins.srcs, ins.dsts)
 
 
 @njit(cache=True)

@@ -6,7 +6,9 @@ instructions written by hand. A pipe taking an id waits until the id's previous 
 order, gave it back: so each acquire depends on the previous acquire's release when that was on another pipe. On
 the same pipe nothing is waited for (the pipe runs in order: PyPTO-Pro's bar_mte2 rule, load.md), except that a
 second lock of an id the pipe still holds waits for its own later unlock, queued behind it: a deadlock, as on the
-chip ("two get_buf(pipe, same_id) on the same pipe hang the hardware"). An op that carries auto_mutex ids holds
+chip ("two get_buf(pipe, same_id) on the same pipe hang the hardware"); and a lock waiting for a holder that is never
+unlocked waits for good (its deadlock is the report; an unpaired lock nobody waits for is a SyncError at the end).
+An op that carries auto_mutex ids holds
 them for exactly its own execution: its release is its completion. A manual unlock releases once the pipe's earlier
 instructions have completed (auto-sync gives it those dependencies, as a set_flag's).
 """
@@ -63,9 +65,11 @@ def insert(instrs: list) -> str:
             last[i] = h
             if manual:
                 open_.setdefault((ins.pipe, i), []).append(h)
+    unpaired = ""
     for (pipe, i), held in open_.items():
-        if held:
-            h = held[0]
-            return (f"{h.lock.loc}: pl.system.mutex_lock of mutex id {i} on PIPE_{pipe.name} is never unlocked: pair "
-                    f"every mutex_lock with a mutex_unlock on the same pipe")
-    return ""
+        for h in held:
+            for w in h.waiters:      # waits for a release that never comes: blocked for good (a self-dependency)
+                add_deps(w, (w,))
+            unpaired = unpaired or (f"{h.lock.loc}: pl.system.mutex_lock of mutex id {i} on PIPE_{pipe.name} is never "
+                                    f"unlocked: pair every mutex_lock with a mutex_unlock on the same pipe")
+    return unpaired

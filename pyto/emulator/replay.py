@@ -23,6 +23,7 @@ from ..ir import Role
 from . import checkcore
 from .lower import Lowering, deps, threads
 from .memory import Initialised
+from .overlap import clobbered
 from .sanitizer import race_error
 
 
@@ -77,12 +78,13 @@ def _follower_uses(spans: list, lead: np.ndarray, uses: np.ndarray, sync: np.nda
     return tracked, reads, visit
 
 
-def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> set:
+def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list, overlap: bool = False) -> set:
     """Check each instruction in the order it started, then report a stall; return the ids of the GM
-    tensors the launch writes.
+    tensors the launch writes. `overlap`: some tiles share bytes (overlap.py follows them).
 
     An uninitialised read is held back until the end: if it is half of a race, the race is reported
-    whichever access the simulation happened to run first.
+    whichever access the simulation happened to run first; a read of another tile's bytes (ClobberedReadError)
+    is reported before a read of bytes nothing wrote.
     """
     n = len(instrs)
     leader = _leaders(spans, sched)
@@ -91,7 +93,7 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> 
     blk = np.repeat(np.arange(len(spans), dtype=np.int64), [sp.code.n for sp in spans])
     core, thr, sync = threads(spans)
     leader_ins = lead[blk]
-    low = Lowering(instrs)
+    low = Lowering(instrs, overlap)
     low.add(np.flatnonzero(leader_ins))
     uses = low.leaders_walked()     # 1: touches GM the leaders write, 2: reads a workspace
     followed = not lead.all()
@@ -121,24 +123,36 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list) -> 
     race, un = fn(positions, np.asarray(order, np.int64), np.asarray(sched.join_ptr, np.int64),
                   np.asarray(sched.join_idx, np.int64), blk, thr, core, sync, np.array(leader, np.int64), first,
                   dep_ptr, dep_idx, slot, int(keep.sum()), f_tracked, f_reads, parties, max(blocks, 1), width,
-                  *acc)
+                  _DMA_THREADS, *acc)
     if race[0]:
-        raise _race(instrs, acc, race, sched.left_set)
+        raise _race(instrs, low, acc, race, sched.left_set)
+    if overlap:
+        clobber = clobbered(instrs, order.tolist())
+        if clobber is not None:
+            raise clobber
     if un[0]:
         i, a, unwritten, cells = (int(x) for x in un[1:])
         ins = instrs[i]
-        raise init.error(ins.srcs[a - int(acc.start[i])], ins, unwritten, cells)
+        raise init.error(low.accesses(ins)[0][a - int(acc.start[i])], ins, unwritten, cells)
     if sched.deadlock:
         raise DeadlockError(sched.deadlock)
     return low.written
 
 
-def _race(instrs: list, acc, race: np.ndarray, note: str):
+def _race(instrs: list, low: Lowering, acc, race: np.ndarray, note: str):
     """The RaceError of checkcore's race record."""
     i, write, a = int(race[4]), bool(race[5]), int(race[6])
     ins = instrs[i]
     k = a - int(acc.start[i])
-    access = ins.dsts[k - len(ins.srcs)] if write else ins.srcs[k]
+    srcs, dsts = low.accesses(ins)
+    access = dsts[k - len(srcs)] if write else srcs[k]
     e = [int(x) for x in race[7:]]
-    entry = (tuple(e[:4]), access.batch, e[4], e[5], e[6], e[7], bool(e[8]), bool(e[9]), instrs[e[10]], bool(e[11]))
-    return race_error(access.obj, access, entry, ins, write, note)
+    other = instrs[e[10]]
+    entry = (tuple(e[:4]), access.batch, e[4], e[5], e[6], e[7], bool(e[8]), bool(e[9]), other, bool(e[11]))
+    return race_error(access.obj, access, entry, ins, write, note, low.accesses(other))
+
+
+# the MTE2 threads of a block's clock (lower.py's thread table: the AIC's MTE2, AIV0's, AIV1's): two writes of one
+# such pipe to the same bytes of a tile only the kernel syncs are unordered without a barrier (bar_mte2, load.md)
+_DMA_THREADS = np.zeros(13, np.bool_)
+_DMA_THREADS[[0, 5, 9]] = True

@@ -148,10 +148,11 @@ def _kind_checks(launch: Launch, kernel: Kernel) -> None:
                         f"({launch.sync_alls[next(iter(launch.sync_alls))]}); use another event id")
 
 
-def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, auto_sync: bool = True):
+def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks: int, auto_sync: bool = True,
+                 state: Optional[dict] = None):
     """Trace the launch one block at a time: yield each block's programs (AIC, and the two AIVs when the kernel uses
     the vector side; an AIV-only kernel's AIVs alone, two to a block, the second idle past block_dim), with
-    launch-wide instruction indices. `blocks` is the kernel's block_dim."""
+    launch-wide instruction indices. `blocks` is the kernel's block_dim; `state["launch"]` is the Launch."""
     auto_mutex = auto_sync and kernel.auto_mutex
 
     def launch_of(n_blocks: int, aiv_only: bool) -> Launch:
@@ -163,6 +164,8 @@ def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks
     _check_block_dim(kernel, chip, blocks, aiv_only)
     if aiv_only:
         launch = launch_of(-(-blocks // chip.aiv_per_aic), True)
+    if state is not None:
+        state["launch"] = launch
     index = 0
     vector = None
     for b in range(launch.blocks):
@@ -397,7 +400,8 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     cache = BlockCache()
     programs, spans = [], []
     unpaired = ""
-    for progs in trace_blocks(kernel, tensors, params, chip, blocks, auto_sync):
+    state: dict = {}
+    for progs in trace_blocks(kernel, tensors, params, chip, blocks, auto_sync, state):
         sig = cache.signature(progs) if blocks > 1 else None   # one block: nothing to share with
         code = cache.get(sig)
         if code is None:
@@ -422,7 +426,7 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
             raise SyncError(sched.left_set)
         return CompiledKernel(kernel, tensors, report, None, None, set())
     instrs = [ins for p in programs for ins in p.instrs]
-    written = replay(instrs, sched, blocks, Initialised(tensors), spans)
+    written = replay(instrs, sched, blocks, Initialised(tensors), spans, state["launch"].overlap)
     if sched.left_set:       # after the schedule's and the checks' errors, which say more
         raise SyncError(sched.left_set)
     return CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist(), written)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..errors import RaceError
 from ..ir import Access, Buf, Instr, Pipe, Role, TileStore, rect_overlaps
+from .overlap import ByteSpace
 
 
 def _order(obj, e: tuple, ins: Instr, write: bool) -> tuple:
@@ -60,14 +61,28 @@ def _where(ins: Instr) -> str:
     return f"PIPE_{ins.pipe.name} ({role} of block {ins.core // 3})"
 
 
-def race_error(obj, acc: Access, e: tuple, ins: Instr, write: bool, note: str = "") -> RaceError:
+def _byte_tiles(obj, acc: Access, e: tuple, other_accesses) -> str:
+    """Which tiles a race on a buffer's bytes is between: this access's and the other instruction's, by name."""
+    lo, hi = max(acc.rect[2], e[0][2]), min(acc.rect[3], e[0][3])
+    others = [a.of.obj for group in (other_accesses or ()) for a in group
+              if a.obj is obj and a.rect[2] < hi and lo < a.rect[3]]
+    mine = acc.of.obj
+    names = [f"{mine!r} ({mine.where()})"] + [f"{o!r} ({o.where()})" for o in others[:1] if o is not mine]
+    return f"{obj.buf.name}: bytes [{lo:#x}, {hi:#x}) of {obj!r}, shared by " + " and ".join(names)
+
+
+def race_error(obj, acc: Access, e: tuple, ins: Instr, write: bool, note: str = "",
+               other_accesses: tuple = ()) -> RaceError:
     """The RaceError of access `acc` (to `obj`) of `ins` and history entry `e` (rect, batch, block, thread,
-    clock, phase, write, atomic, instruction, fresh), with `note` (e.g. a flag left set)."""
+    clock, phase, write, atomic, instruction, fresh), with `note` (e.g. a flag left set). `other_accesses`: the
+    other instruction's (sources, destinations) as lowered, to name the other tile of a race on bytes."""
     first, second, kind = _order(obj, e, ins, write)
     fw, sw = kind != "WAR", kind != "RAW"
     r0, r1, c0, c1 = (max(acc.rect[0], e[0][0]), min(acc.rect[1], e[0][1]),
                       max(acc.rect[2], e[0][2]), min(acc.rect[3], e[0][3]))
-    if isinstance(obj, TileStore):
+    if isinstance(obj, ByteSpace):
+        where = _byte_tiles(obj, acc, e, other_accesses)
+    elif isinstance(obj, TileStore):
         where = f"{obj.buf.name}: {obj!r}[{r0}:{r1}, {c0}:{c1}]"
     else:
         where = f"GM: {obj!r}" + (f" batch {acc.batch}" if acc.batch else "") + f" [{r0}:{r1}, {c0}:{c1}]"

@@ -164,6 +164,9 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
             name = enc.names[enc.name_i[d]]
             if cond.startswith("mutex"):
                 where = f"{enc.cores[enc.core_i[d]]} PIPE_{Pipe(enc.pipe_i[d]).name}"
+                if d == i:
+                    return (f"{cond}, whose last holder never gives it back (its mutex_lock has no mutex_unlock, or "
+                            f"is blocked itself)")
                 if a["pipe_of"][d] == a["pipe_of"][i]:
                     return (f"{cond}, which this pipe holds itself and gives back only at {name}, "
                             f"{enc.locs[enc.loc_i[d]]}, queued behind this instruction: a second lock of an id its "

@@ -90,9 +90,9 @@ class AddressSpace:
         return total
 
     # ---- stores ----------------------------------------------------------------------------------
-    def add_store(self, store: TileStore, twins: Optional[list] = None) -> None:
+    def add_store(self, store: TileStore, twins: Optional[list] = None) -> bool:
         """Register a new store (and its twins: the other AIV's store of a UB tile); any other store whose bytes it
-        overlaps becomes `shared`, and so does this one."""
+        overlaps becomes `shared`, and so does this one. Returns whether it overlaps any."""
         lo, hi = store.addr, store.addr + store.nbytes
         group = [store] + (twins or [])
         for other in self.stores:
@@ -100,6 +100,7 @@ class AddressSpace:
                 for s in (*other, *group):
                     s.shared = True
         self.stores.append(group)
+        return store.shared
 
     def table(self) -> list:
         """(lo, hi, what, line) of each reservation, in address order (for reports)."""

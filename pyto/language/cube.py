@@ -1,10 +1,11 @@
 """The matmul family in PyPTO-Pro's spelling (docs/zh/pypto_pro/api/SIMD-API/operation/matrix_computation/):
 Left (L0A) x Right (L0B) -> Acc (L0C) on the M pipe, one Instr per call.
 
-K-split rules (matmul_acc.md: "缺一会精度错，已上板验证", missing any one gives wrong results on the board): a phased
-accumulation (`matmul_acc` with a phase) needs the Acc tile's `fractal=1024` and
-`pl.system.set_mm_layout_transform(enabled=True)` in force; pyto raises KernelError naming the rule, since the
-board would silently compute something else. The switch must be turned off again before the kernel ends.
+K-split rules (matmul_acc.md: "缺一会精度错，已上板验证", missing any one gives wrong results on the board): on the 950
+(chip key cube.k_split_layout_transform) a phased accumulation (`matmul_acc` with a phase) needs the Acc tile's
+`fractal=1024` and `pl.system.set_mm_layout_transform(enabled=True)` in force; pyto raises KernelError naming the
+rule, since the board would silently compute something else. The switch must be turned off again before the
+kernel ends.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ _L0A, _L0B, _L0C, _MMAD = Buf.L0A, Buf.L0B, Buf.L0C, Op.MMAD
 def _ksplit_rules(dst: Tile, name: str, loc: Loc) -> None:
     """A phased accumulation step's two board rules (matmul_acc.md), checked at trace time."""
     tr = current()
+    if not tr.chip.k_split_layout_transform:
+        return
     if dst.store.fractal != ACC_FRACTAL:
         raise KernelError(f"{loc}: {name} with a phase accumulates a K split into {dst!r}, whose fractal is "
                           f"{dst.store.fractal}; PyPTO-Pro's K-split rule (matmul_acc.md) needs the Acc tile's "

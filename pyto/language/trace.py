@@ -111,6 +111,7 @@ class Launch:
         self.vector_loc: Optional[Loc] = None   # the first kernel line that brought in the vector side
         self._stores: dict = {}
         self._spaces: dict = {}                 # (block, buffer) -> AddressSpace
+        self.overlap = False                    # some tiles' bytes overlap (emulator/overlap.py follows them)
         self._check_gm(None)
 
     def note_sync_all(self, core_type, loc: Loc) -> None:
@@ -155,7 +156,8 @@ class Launch:
         if got is None:
             got = [make(block * 3 + 1), make(block * 3 + 2)] if vector else [make(block * 3)]
             self._stores[(block, key)] = got
-            self.space(block, got[0].buf).add_store(got[0], got[1:])
+            if self.space(block, got[0].buf).add_store(got[0], got[1:]):
+                self.overlap = True
         return got
 
     def stores_if(self, block: int, key) -> Optional[list]:
