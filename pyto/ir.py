@@ -130,6 +130,15 @@ class Loc:
         return f"{short}:{self.line} {self.text}".rstrip()
 
 
+def core_name(core: int, aiv_only: bool = False) -> str:
+    """A core (block * 3 + role) as messages name it: 'block 2 AIC', 'block 2 AIV1'; in an AIV-only kernel, where
+    each AIV is a block of its own (PyPTO-Pro's numbering), 'AIV 5'."""
+    block, role = divmod(core, 3)
+    if aiv_only and role:
+        return f"AIV {2 * block + role - 1}"
+    return f"block {block} {('AIC', 'AIV0', 'AIV1')[role]}"
+
+
 CROSS_CORE = "xcore"   # first item of a cross-core flag's key: (CROSS_CORE, id, mode, src role, dst role)
 
 
@@ -192,7 +201,7 @@ class Instr:
         return f"<{self.describe()} #{self.index} {self.loc}>"
 
 
-__all__ = ["Pipe", "Buf", "Role", "Op", "AccPhase", "STPhase", "AccToVecMode", "Loc", "Access", "Instr",
+__all__ = ["core_name", "Pipe", "Buf", "Role", "Op", "AccPhase", "STPhase", "AccToVecMode", "Loc", "Access", "Instr",
            "rect_covers", "rect_overlaps", "CROSS_CORE", "is_cross_core",
            "MOVE_OPS", "CUBE_OPS", "VECTOR_OPS", "SYNC_OPS"]
 

@@ -28,13 +28,13 @@ def reload_before_use(a, b, out, *, WRITE_A: bool):
     c = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
     pl.load(a_l1, a, [0, 0])
     pl.load(b_l1, b, [0, 0])
-    pl.load(a0, a_l1)
-    pl.load(b0, b_l1)
+    pl.move(a0, a_l1)
+    pl.move(b0, b_l1)
     pl.load(a_l1, a, [0, h])          # overwrites L1 while L0A still holds the first half
     pl.load(b_l1, b, [h, 0])
     pl.matmul(c, a0, b0)
-    pl.load(a1, a_l1)
-    pl.load(b1, b_l1)
+    pl.move(a1, a_l1)
+    pl.move(b1, b_l1)
     pl.matmul_acc(c, c, a1, b1)
     pl.store(out, c, [0, 0])
     if WRITE_A:
@@ -53,8 +53,8 @@ def overwrite_input(a, b, out):
     for k in pl.range(2):
         pl.load(a_l1, a, [0, 0])
         pl.load(b_l1, b, [0, 0])
-        pl.load(a_l0, a_l1)
-        pl.load(b_l0, b_l1)
+        pl.move(a_l0, a_l1)
+        pl.move(b_l0, b_l1)
         pl.matmul(c, a_l0, b_l0)
         if k == 0:
             pl.store(a, c, [0, 0])     # a[:, :N] = a @ b (the next round multiplies the new a)
@@ -81,8 +81,8 @@ def half_overwritten_l1(a, b, out, *, X):
             pl.muls(x_ub, x_ub, X)
             pl.move(a_l1[0:16, :], x_ub)
     with pl.section_cube():
-        pl.load(a_l0, a_l1)
-        pl.load(b_l0, b_l1)
+        pl.move(a_l0, a_l1)
+        pl.move(b_l0, b_l1)
         pl.matmul(c, a_l0, b_l0)
         pl.store(out, c, [0, 0])
 
@@ -131,7 +131,7 @@ def split_k_atomic(a, b, out):
     tiles = matmul_tiles(16, 32, 16, a.dtype)
     k0 = 32 * pl.get_block_idx()
     matmul_from_gm(tiles, a, [0, k0], b, [k0, 0])
-    pl.store(out, tiles[-1], [0, 0], atomic="add")
+    pl.store(out, tiles[-1], [0, 0], atomic=pl.AtomicType.AtomicAdd)
 
 
 def test_an_fp16_atomic_add_rounds_the_incoming_block_first():

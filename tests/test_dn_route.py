@@ -62,38 +62,38 @@ def test_dn2nz_key_is_typed_and_optional(tmp_path):
 # ---- a DN A through either route, written with the DSL -----------------------------------------------------
 @pl.kernel
 def dn_a_matmul(a_t, b, out, *, M: int, N: int, K: int, DN2NZ: bool):
-    """out [M, N] = a_t.T @ b with a_t stored [K, M]: Dn2Nz into an [M, K] L1 tile (DN2NZ) or as stored into a
-    [K, M] L1 tile, transposed on the way to L0A."""
+    """out [M, N] = a_t.T @ b with a_t stored [K, M]: Dn2Nz into an [M, K] NZ L1 tile (DN2NZ) or as stored into
+    an [M, K] ZN L1 tile (the NZ bytes of the stored [K, M]), transposed on the way to L0A."""
     b_l1 = pl.alloc(pl.L1, [K, N], b.dtype)
     a_l0 = pl.alloc(pl.L0A, [M, K], a_t.dtype)
     b_l0 = pl.alloc(pl.L0B, [K, N], b.dtype)
     c = pl.alloc(pl.L0C, [M, N], a_t.dtype.acc)
     if DN2NZ:
         a_l1 = pl.alloc(pl.L1, [M, K], a_t.dtype)
-        pl.load(a_l1, a_t, [0, 0], transpose=True)      # the Dn2Nz load
-        pl.load(a_l0, a_l1)
+        pl.load(a_l1, a_t, [0, 0], order=[1, 0])      # the Dn2Nz load
     else:
-        a_l1 = pl.alloc(pl.L1, [K, M], a_t.dtype)
-        pl.load(a_l1, a_t, [0, 0])
-        pl.load(a_l0, a_l1, transpose=True)
+        a_l1 = pl.alloc(pl.L1, [M, K], a_t.dtype, layout=pl.ZN)
+        pl.load(a_l1, a_t, [0, 0], order=[1, 0])      # a plain Nd2Nz of the stored matrix
+    pl.move(a_l0, a_l1)
     pl.load(b_l1, b, [0, 0])
-    pl.load(b_l0, b_l1)
+    pl.move(b_l0, b_l1)
     pl.matmul(c, a_l0, b_l0)
     pl.store(out, c, [0, 0])
 
 
 @pl.kernel
 def dn_b_matmul(a, b_t, out, *, M: int, N: int, K: int):
-    """out [M, N] = a @ b_t.T with b_t stored [N, K]: as stored into L1, transposed on the way to L0B."""
+    """out [M, N] = a @ b_t.T with b_t stored [N, K]: as stored into a [K, N] ZN L1 tile, transposed on the way
+    to L0B."""
     a_l1 = pl.alloc(pl.L1, [M, K], a.dtype)
-    b_l1 = pl.alloc(pl.L1, [N, K], b_t.dtype)
+    b_l1 = pl.alloc(pl.L1, [K, N], b_t.dtype, layout=pl.ZN)
     a_l0 = pl.alloc(pl.L0A, [M, K], a.dtype)
     b_l0 = pl.alloc(pl.L0B, [K, N], b_t.dtype)
     c = pl.alloc(pl.L0C, [M, N], a.dtype.acc)
     pl.load(a_l1, a, [0, 0])
-    pl.load(b_l1, b_t, [0, 0])
-    pl.load(a_l0, a_l1)
-    pl.load(b_l0, b_l1, transpose=True)
+    pl.load(b_l1, b_t, [0, 0], order=[1, 0])
+    pl.move(a_l0, a_l1)
+    pl.move(b_l0, b_l1)
     pl.matmul(c, a_l0, b_l0)
     pl.store(out, c, [0, 0])
 
@@ -119,10 +119,10 @@ def test_dn2nz_load_is_refused_without_the_capability(chip):
     with pytest.raises(pyto.UnsupportedError) as e:
         pyto.run(dn_a_matmul, a_t, b, out, M=M, N=N, K=K, DN2NZ=True, chip=chip)
     msg = str(e.value)
-    line = _line_of(dn_a_matmul, "transpose=True)      # the Dn2Nz load")
+    line = _line_of(dn_a_matmul, "order=[1, 0])      # the Dn2Nz load")
     assert f"test_dn_route.py:{line}" in msg, msg
     assert chip in msg and "Dn2Nz" in msg and "950" in msg
-    assert "as it is stored" in msg and "pl.load(l0_view, l1_view, transpose=True)" in msg
+    assert "layout=pl.ZN (the operand as stored)" in msg and "pl.move into Left/Right transpose it" in msg
     assert (out == 7).all()          # the run is all or nothing
 
 
@@ -183,11 +183,12 @@ def test_l1_to_l0a_transpose_costs_what_the_plain_load_does(dt, M, K):
 
 @pl.kernel
 def transposed_l0a_view(a_t, out, *, ROWS: int, COLS: int, TILE_ROWS: int, TILE_COLS: int):
-    """Load a_t [COLS, ROWS] as stored, then transpose it into the [ROWS, COLS] corner of an L0A tile."""
-    a_l1 = pl.alloc(pl.L1, [COLS, ROWS], a_t.dtype)
+    """Load a_t [COLS, ROWS] as stored (a [ROWS, COLS] ZN L1 tile), then transpose it into the [ROWS, COLS]
+    corner of an L0A tile."""
+    a_l1 = pl.alloc(pl.L1, [ROWS, COLS], a_t.dtype, layout=pl.ZN)
     a_l0 = pl.alloc(pl.L0A, [TILE_ROWS, TILE_COLS], a_t.dtype)
-    pl.load(a_l1, a_t, [0, 0])
-    pl.load(a_l0[0:ROWS, 0:COLS], a_l1, transpose=True)
+    pl.load(a_l1, a_t, [0, 0], order=[1, 0])
+    pl.move(a_l0[0:ROWS, 0:COLS], a_l1)
 
 
 @pytest.mark.parametrize("dt,rows,cols,tile,ok", [
@@ -207,7 +208,7 @@ def test_l1_to_l0a_transpose_moves_whole_squares(dt, rows, cols, tile, ok):
     else:
         with pytest.raises(pyto.AlignmentError, match=r"LoadDataWithTranspose.*squares") as e:
             pyto.run(transposed_l0a_view, a_t, a_t.copy(), **kw)
-        assert f"test_dn_route.py:{_line_of(transposed_l0a_view, 'transpose=True)')}" in str(e.value)
+        assert f"test_dn_route.py:{_line_of(transposed_l0a_view, 'pl.move(a_l0')}" in str(e.value)
 
 
 # ---- the kernels take the A2/A3 route ---------------------------------------------------------------------

@@ -95,10 +95,10 @@ def int8_bias(a, b, bias, out):
     pl.load(a1, a)
     pl.load(b1, b)
     pl.load(r1, bias)
-    pl.load(a0, a1)
-    pl.load(b0, b1)
-    pl.load(bt, r1)
-    pl.matmul(c, a0, b0, bias=bt)
+    pl.move(a0, a1)
+    pl.move(b0, b1)
+    pl.move(bt, r1)
+    pl.matmul(c, a0, b0, bt)
     pl.store(out, c)
 
 
@@ -164,9 +164,10 @@ def matmul_relu_out(a, b, out, *, VIA_UB: bool):
     with pl.section_cube():
         matmul_from_gm(tiles, a, [0, 0], b, [0, 0])
         if VIA_UB:
-            pl.move(c_ub, tiles[-1], acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM, relu=True)
+            pl.move(c_ub, tiles[-1], acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM,
+                    relu_pre_mode=pl.ReluPreMode.NormalRelu)
         else:
-            pl.store(out, tiles[-1], [0, 0], relu=True)
+            pl.store(out, tiles[-1], [0, 0], relu_pre_mode=pl.ReluPreMode.NormalRelu)
     if VIA_UB:
         with pl.section_vector():
             pl.store(out, c_ub, [pl.get_subblock_idx() * (M // 2), 0])
@@ -174,8 +175,8 @@ def matmul_relu_out(a, b, out, *, VIA_UB: bool):
 
 @pytest.mark.parametrize("via_ub", [False, True])
 def test_fixpipe_relu_on_the_way_out(via_ub):
-    """pl.store / pl.move(relu=True) out of L0C: max(x, 0) before the fp16 conversion, no vector op needed (a
-    kernel-author review found the DSL could not express Fixpipe's ReLU)."""
+    """pl.store / pl.move(relu_pre_mode=pl.ReluPreMode.NormalRelu) out of L0C: max(x, 0) before the fp16
+    conversion, no vector op needed (a kernel-author review found the DSL could not express Fixpipe's ReLU)."""
     rng = np.random.default_rng(12)
     a = rng.standard_normal((32, 64)).astype(np.float16)
     b = rng.standard_normal((64, 48)).astype(np.float16)
@@ -193,7 +194,8 @@ def test_relu_is_fixpipes_only():
         t = pl.alloc(pl.UB, [16, 16], pl.DT_FP32)
         with pl.section_vector():
             pl.load(t, x)
-            pl.store(out, t, relu=True)
+            pl.store(out, t, relu_pre_mode=pl.ReluPreMode.NormalRelu)
     x = np.ones((16, 16), np.float32)
-    with pytest.raises(pyto.KernelError, match="relu=True is Fixpipe's .*use pl.relu"):
+    with pytest.raises(pyto.KernelError, match=r"pl\.store relu_pre_mode is Fixpipe's \(out of Acc/L0C\); on the "
+                                               r"vector side use pl\.relu"):
         pyto.run(ub_relu, x, x.copy())

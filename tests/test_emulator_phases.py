@@ -23,8 +23,8 @@ def _alloc(M, N, K, dt=pl.DT_FP16):
 def _load_k(al1, bl1, al, br, a, b, k, M, N):
     pl.load(al1, a, [0, k])
     pl.load(bl1, b, [k, 0])
-    pl.load(al, al1)
-    pl.load(br, bl1)
+    pl.move(al, al1)
+    pl.move(br, bl1)
 
 
 @pl.kernel
@@ -43,6 +43,7 @@ def k_loop(a, b, out, *, K_TOTAL, TILE_K):
     N = b.shape[1]
     ac, al, br, al1, bl1 = _alloc(M, N, TILE_K)
     with pl.section_cube():
+        pl.system.set_mm_layout_transform(enabled=True)                   # the 950's K-split rule
         for k in pl.range(0, K_TOTAL, TILE_K):
             _load_k(al1, bl1, al, br, a, b, k, M, N)
             if k == 0:
@@ -52,6 +53,7 @@ def k_loop(a, b, out, *, K_TOTAL, TILE_K):
             else:
                 pl.matmul_acc(ac, ac, al, br, phase=pl.AccPhase.Final)    # last block
         pl.store(out, ac, [0, 0], phase=pl.STPhase.Final)                 # Final closes
+        pl.system.set_mm_layout_transform(enabled=False)
 
 
 @pl.kernel
@@ -69,6 +71,7 @@ def misuse2(a, b, out, *, K_SQ, TILE_SQ):
     M = a.shape[0]
     N = b.shape[1]
     ac, al, br, al1, bl1 = _alloc(M, N, TILE_SQ)
+    pl.system.set_mm_layout_transform(enabled=True)       # the 950's K-split rule: the misuse is the store's
     for ki in pl.range(0, K_SQ, TILE_SQ):
         _load_k(al1, bl1, al, br, a, b, ki, M, N)
         if ki == 0:
@@ -76,6 +79,7 @@ def misuse2(a, b, out, *, K_SQ, TILE_SQ):
         else:
             pl.matmul_acc(ac, ac, al, br, phase=pl.AccPhase.Final)
     pl.store(out, ac, [0, 0])
+    pl.system.set_mm_layout_transform(enabled=False)
 
 
 @pl.kernel
@@ -250,6 +254,7 @@ def _phase_kernel(loops, ops):
         al1 = pl.alloc(pl.L1, [16, 16], pl.DT_FP16)
         bl1 = pl.alloc(pl.L1, [16, 16], pl.DT_FP16)
         _load_k(al1, bl1, al, br, a, b, 0, 16, 16)
+        pl.system.set_mm_layout_transform(enabled=True)     # the 950's K-split rule for the phased accs
         for _ in pl.range(loops):
             for kind, t, phase in ops:
                 acc = None if phase == "none" else getattr(pl.AccPhase, phase)
@@ -260,6 +265,7 @@ def _phase_kernel(loops, ops):
                     pl.matmul_acc(c[t], c[t], al, br, phase=acc)
                 else:
                     pl.store(out, c[t], [0, 0], phase=st)
+        pl.system.set_mm_layout_transform(enabled=False)
     return prog
 
 
@@ -325,8 +331,8 @@ def flag_behind_a_blocked_matmul(a, b, out):
         _load_k(al1, bl1, al, br, a, b, 0, M, N)
         pl.matmul(ac, al, br, phase=pl.AccPhase.Final)
         pl.matmul(ac, al, br, phase=pl.AccPhase.Final)      # waits for the Final store, queued behind the wait
-        pl.set_flag(pl.PipeType.M, pl.PipeType.FIX, 0)              # queued behind the blocked matmul
-        pl.wait_flag(pl.PipeType.M, pl.PipeType.FIX, 0)
+        pl.system.sync_src(set_pipe=pl.PipeType.M, wait_pipe=pl.PipeType.FIX, event_id=0)  # behind the blocked matmul
+        pl.system.sync_dst(set_pipe=pl.PipeType.M, wait_pipe=pl.PipeType.FIX, event_id=0)
         pl.store(out, ac, [0, 0], phase=pl.STPhase.Final)
 
 
@@ -337,11 +343,11 @@ def test_a_deadlock_names_the_release_that_is_queued_behind_it():
     e = assert_deadlock(flag_behind_a_blocked_matmul, *_inputs(32, 32, 32))
     msg = str(e)
     store = line_of(flag_behind_a_blocked_matmul, "pl.store(out, ac")
-    setf = line_of(flag_behind_a_blocked_matmul, "pl.set_flag(pl.PipeType.M")
+    setf = line_of(flag_behind_a_blocked_matmul, "pl.system.sync_src(set_pipe=pl.PipeType.M")
     assert re.search(rf"the pl.store that would clear it, test_emulator_phases.py:{store} .*has not run: it is "
                      r"queued on block 0 AIC PIPE_FIX", msg), msg
-    assert re.search(rf"its pl.set_flag, test_emulator_phases.py:{setf} .*has not run: it is queued on block 0 AIC "
-                     r"PIPE_M", msg), msg
+    assert re.search(rf"its pl\.system\.sync_src, test_emulator_phases.py:{setf} .*has not run: it is queued on "
+                     r"block 0 AIC PIPE_M", msg), msg
     assert "never set" not in msg and "no store/move" not in msg
 
 
@@ -373,7 +379,7 @@ def test_a_deadlock_on_a_half_released_tile_names_the_partial_read_not_a_store_o
 @pl.kernel
 def split_k_through_a_workspace(a, b, out, *, SYNC: bool, FINAL: bool):
     """Each block's K segment to the workspace (phased store), then the AIVs add the segments: with SYNC, a
-    pl.sync_all() between; FINAL=False drops the last AccPhase.Final (the store then waits forever)."""
+    pl.system.sync_all() between; FINAL=False drops the last AccPhase.Final (the store then waits forever)."""
     M, K = a.shape
     N = b.shape[1]
     S = pl.get_block_num()
@@ -383,13 +389,13 @@ def split_k_through_a_workspace(a, b, out, *, SYNC: bool, FINAL: bool):
     al, br = pl.alloc(pl.L0A, [M, KS], pl.DT_FP16), pl.alloc(pl.L0B, [KS, N], pl.DT_FP16)
     ac = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
     acc, part = pl.alloc(pl.UB, [M // 2, N], pl.DT_FP32), pl.alloc(pl.UB, [M // 2, N], pl.DT_FP32)
-    s = pl.get_block_idx()
+    s = pl.get_block_idx() // pl.get_subblock_num()      # the AI core's index, on the AIC and on its AIVs
     with pl.section_cube():
         _load_k(al1, bl1, al, br, a, b, s * KS, M, N)
         pl.matmul(ac, al, br, phase=pl.AccPhase.Final if FINAL else pl.AccPhase.Partial)
         pl.store(ws, ac, [s * M, 0], phase=pl.STPhase.Final)
     if SYNC:
-        pl.sync_all()
+        pl.system.sync_all()
     with pl.section_vector():
         if s == 0:
             r0 = pl.get_subblock_idx() * (M // 2)
@@ -410,7 +416,7 @@ def test_a_workspace_race_is_not_blamed_on_the_phase_and_a_stalled_sync_all_coun
     assert "GM tensor 'ws'" in str(e) and "hint: one side carries a phase" not in str(e), e
     assert "fix: " in str(e) and ("sync_all" in str(e) or "cross_core" in str(e)), e
     e = assert_deadlock(split_k_through_a_workspace, a, b, out, blocks=2, SYNC=True, FINAL=False)
-    assert "pl.sync_all: 4 of 6 cores arrived" in str(e), e
+    assert "pl.system.sync_all: 4 of 6 cores arrived" in str(e), e
     pyto.run(split_k_through_a_workspace, a, b, out, blocks=2, SYNC=True, FINAL=True)
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), matmul_bound(a, b, np.float32))
 

@@ -43,15 +43,15 @@ def test_each_cost_reads_only_the_attributes_its_memo_key_holds():
     from kernels.examples.flash_attention import flash_attention
     h = np.float16
     cases = [(matmul_pingpong, (np.ones((40, 72), h), np.ones((72, 48), h), np.ones((40, 48), h)),
-              dict(TM=32, TN=32, TK=32)),
+              dict(TM=32, TN=32, TK=32), 1),
              (flash_attention, (np.ones((32, 64), h), np.ones((64, 64), h), np.ones((64, 64), h),
-                                np.ones((32, 64), h)), dict(M=32, N=64, D=64, BN=32)),
-             (ub_round_trip, (np.ones((16, 64), np.float32), np.ones((16, 64), np.float32)), {}),
-             (flag_after_load, (np.ones((32, 32), h), np.ones((32, 32), h)), dict(BARRIER=True))]
+                                np.ones((32, 64), h)), dict(M=32, N=64, D=64, BN=32), 1),
+             (ub_round_trip, (np.ones((16, 64), np.float32), np.ones((16, 64), np.float32)), {}, 2),   # two AIVs
+             (flag_after_load, (np.ones((32, 32), h), np.ones((32, 32), h)), dict(BARRIER=True), 1)]
     seen = set()
-    for kernel, arrays, params in cases:
+    for kernel, arrays, params, blocks in cases:
         tensors = _gm_tensors(kernel, arrays)
-        for progs in trace_blocks(kernel, tensors, params, CHIP, 1):
+        for progs in trace_blocks(kernel, tensors, params, CHIP, blocks):
             for ins in (i for p in progs for i in p.instrs):
                 ins.attrs = by_cost = _Reads(ins.attrs)
                 COSTS[ins.op](CHIP, ins)
@@ -70,8 +70,8 @@ def one_mmad(a, b, out, *, M, N, K):
     c = pl.alloc(pl.L0C, [M, N], a.dtype.acc)
     pl.load(a_l1, a)
     pl.load(b_l1, b)
-    pl.load(a0, a_l1)
-    pl.load(b0, b_l1)
+    pl.move(a0, a_l1)
+    pl.move(b0, b_l1)
     pl.matmul(c, a0, b0)
     pl.store(out, c, [0, 0])
 
@@ -181,16 +181,17 @@ def test_second_read_of_a_gm_tile_hits_l2():
 
 @pl.kernel
 def ub_round_trip(x, out):
-    """An AIV writes a [16, 64] tile to GM, sync_all, then every AIV reads one row of it back."""
+    """An AIV writes a [16, 64] tile to GM, sync_all, then every AIV reads one row of it back (an AIV-only
+    kernel: launch it with blocks = the AIVs, two)."""
     t = pl.alloc(pl.UB, [16, 64], x.dtype)
     r = pl.alloc(pl.UB, [1, 64], x.dtype)
     with pl.section_vector():
-        if pl.get_subblock_idx() == 0:
+        if pl.get_block_idx() == 0:
             pl.load(t, x)
             pl.store(out, t, [0, 0])
-    pl.sync_all()
+    pl.system.sync_all(core_type=pl.SyncCoreType.AIV_ONLY)
     with pl.section_vector():
-        pl.load(r, out, [pl.get_subblock_idx(), 0])
+        pl.load(r, out, [pl.get_block_idx(), 0])
 
 
 def test_a_gm_write_lands_in_l2_and_reads_of_its_rows_after_sync_all_hit():
@@ -198,7 +199,7 @@ def test_a_gm_write_lands_in_l2_and_reads_of_its_rows_after_sync_all_hit():
     cycles), not GM's; a read of part of a region written before a pl.sync_all is served by L2, though the
     readers' first GM access comes before the writer's second in program order."""
     x = np.ones((16, 64), np.float16)
-    rep = pyto.run(ub_round_trip, x, np.zeros_like(x))
+    rep = pyto.run(ub_round_trip, x, np.zeros_like(x), blocks=2)
     names = rep.events[2]
     pipe_i, name_i, loc_i, begin, end, lat = (rep.events[k] for k in (5, 6, 7, 8, 9, 10))
     stores = [i for i in range(len(name_i)) if names[name_i[i]] == "pl.store"]
@@ -218,16 +219,18 @@ def k_loop_unit_flag(a, b, out, *, TK):
     c = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
     pl.load(a_l1, a)
     pl.load(b_l1, b)
+    pl.system.set_mm_layout_transform(enabled=True)      # the 950's K-split rule
     for k in pl.range(0, K, TK):
         x, y = a0.next(), b0.next()
-        pl.load(x, a_l1[:, k:k + TK])
-        pl.load(y, b_l1[k:k + TK, :])
+        pl.move(x, a_l1[:, k:k + TK])
+        pl.move(y, b_l1[k:k + TK, :])
         phase = pl.AccPhase.Final if k + TK >= K else pl.AccPhase.Partial
         if k == 0:
             pl.matmul(c, x, y, phase=phase)
         else:
             pl.matmul_acc(c, c, x, y, phase=phase)
     pl.store(out, c, [0, 0], phase=pl.STPhase.Final)
+    pl.system.set_mm_layout_transform(enabled=False)
 
 
 def _mmad_span(rep):
@@ -309,16 +312,16 @@ def flag_after_load(a, out, *, BARRIER: bool):
     with pl.section_cube():
         pl.load(a_l1, a, [0, 0])
         if BARRIER:
-            pl.pipe_barrier(pl.PipeType.MTE2)
-        pl.set_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
-        pl.wait_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
-        pl.load(a_l0, a_l1)
+            pl.system.bar_mte2()
+        pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.MTE1, event_id=0)
+        pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.MTE1, event_id=0)
+        pl.move(a_l0, a_l1)
 
 
 @pytest.mark.parametrize("barrier", [False, True])
 def test_a_flag_is_raised_once_the_pipes_data_has_landed(barrier):
-    """set_flag (and pipe_barrier) on MTE2 waits for the GM load before it to complete, its latency
-    included: the MTE1 load it releases reads L1 after the data arrived, not when MTE2 let the load go."""
+    """sync_src (and bar_mte2) on MTE2 waits for the GM load before it to complete, its latency included: the
+    MTE1 move it releases reads L1 after the data arrived, not when MTE2 let the load go."""
     a = np.ones((32, 32), np.float16)
     rep = pyto.run(flag_after_load, a, a.copy(), auto_sync=False, BARRIER=barrier)
     cores, pipes, names, locs, core_i, pipe_i, name_i, loc_i, begin, end = rep.events[:10]
@@ -333,10 +336,10 @@ def flag_ping_pong(x, out, *, N: int):
     """N round trips MTE2 -> MTE1 -> MTE2 by hand-set flags, nothing else on the pipes."""
     with pl.section_cube():
         for _ in range(N):
-            pl.set_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
-            pl.wait_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
-            pl.set_flag(pl.PipeType.MTE1, pl.PipeType.MTE2, 0)
-            pl.wait_flag(pl.PipeType.MTE1, pl.PipeType.MTE2, 0)
+            pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.MTE1, event_id=0)
+            pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.MTE1, event_id=0)
+            pl.system.sync_src(set_pipe=pl.PipeType.MTE1, wait_pipe=pl.PipeType.MTE2, event_id=0)
+            pl.system.sync_dst(set_pipe=pl.PipeType.MTE1, wait_pipe=pl.PipeType.MTE2, event_id=0)
 
 
 def test_a_hand_set_flag_reaches_its_wait_a_flag_latency_later():
@@ -447,7 +450,7 @@ def l1_to_l0a_edge(a, *, R: int, C: int):
     l0a = pl.alloc(pl.L0A, [R, C], pl.DT_FP16)
     with pl.section_cube():
         pl.load(l1, a, [0, 0])
-        pl.load(l0a, l1)
+        pl.move(l0a, l1)
 
 
 @pytest.mark.parametrize("R,C,fractals", [(1, 1, 1), (17, 17, 4), (20, 28, 4), (32, 32, 4)])

@@ -170,13 +170,14 @@ def test_flash_attention_needs_950_paths():
 # =====================================================================================================
 @pl.kernel
 def scaled_add(x, y, out, *, ALPHA: float, TILE: int):
-    """out = ALPHA * x + y over [B, N], rows dealt in TILE-row tiles to every AIV of every block."""
+    """out = ALPHA * x + y over [B, N], rows dealt in TILE-row tiles to every AIV of the launch (an AIV-only
+    kernel: each AIV is a block of its own, get_block_num() counts AIVs)."""
     B, N = x.shape
     x_ub = pl.alloc(pl.UB, [TILE, N], x.dtype)
     y_ub = pl.alloc(pl.UB, [TILE, N], x.dtype)
     with pl.section_vector():
-        n_aiv = pl.get_block_num() * 2
-        aiv = pl.get_block_idx() * 2 + pl.get_subblock_idx()
+        n_aiv = pl.get_block_num()
+        aiv = pl.get_block_idx()
         for r in pl.range(aiv * TILE, B, n_aiv * TILE):
             pl.load(x_ub, x, [r, 0])
             pl.load(y_ub, y, [r, 0])
@@ -188,7 +189,7 @@ def scaled_add(x, y, out, *, ALPHA: float, TILE: int):
 @pytest.mark.parametrize("dt", [np.float32, np.float16], ids=["fp32", "fp16"])
 def test_vector_only_scaled_add_matches_numpy_and_reports_pipes(dt):
     rng = np.random.default_rng(5)
-    B, N, blocks = 100, 72, 3                     # 100 rows: the last tile is clipped on GM
+    B, N, blocks = 100, 72, 6                     # 6 AIVs; 100 rows: the last tile is clipped on GM
     x = rng.standard_normal((B, N)).astype(dt)
     y = rng.standard_normal((B, N)).astype(dt)
     out = np.zeros_like(x)
@@ -203,7 +204,7 @@ def test_vector_only_scaled_add_matches_numpy_and_reports_pipes(dt):
     for pipe in ("M", "MTE1", "FIX"):
         assert rep.pipe_cycles.get(pipe, 0) == 0
     aivs = [c for c in rep.core_pipe_cycles if "AIV" in c]
-    assert len(aivs) == 2 * blocks, rep.core_pipe_cycles
+    assert len(aivs) == blocks and rep.blocks == blocks, rep.core_pipe_cycles
     assert all(rep.core_pipe_cycles[c].get("V", 0) > 0 for c in aivs)
 
 
@@ -226,9 +227,10 @@ def two_stage(a, b, out, *, TM: int, SYNC: bool, SHIFT: int):
         matmul_from_gm(tiles, a, [m0, 0], b, [0, 0])
         pl.store(ws, c_l0c, [m0, 0])
     if SYNC:
-        pl.sync_all()
+        pl.system.sync_all()
     with pl.section_vector():
-        r0 = ((pl.get_block_idx() + SHIFT) % pl.get_block_num()) * TM + pl.get_subblock_idx() * R
+        block = pl.get_block_idx() // pl.get_subblock_num()         # on an AIV get_block_idx() is 2 block + sub
+        r0 = ((block + SHIFT) % pl.get_block_num()) * TM + pl.get_subblock_idx() * R
         pl.load(x_ub, ws, [r0, 0])
         pl.relu(x_ub, x_ub)
         pl.store(out, x_ub, [r0, 0])
@@ -265,23 +267,24 @@ def test_two_stage_workspace_without_sync_all_races(shift):
 # =====================================================================================================
 @pl.kernel
 def atomic_rows(x, out, *, ATOMIC: bool):
-    """Every AIV of every block adds its slice x[aiv] ([R, C]) into out ([R, C])."""
+    """Every AIV of the launch (an AIV-only kernel: blocks counts AIVs) adds its slice x[aiv] ([R, C]) into out
+    ([R, C])."""
     _, R, C = x.shape
     x_ub = pl.alloc(pl.UB, [R, C], x.dtype)
     with pl.section_vector():
-        aiv = pl.get_block_idx() * 2 + pl.get_subblock_idx()
+        aiv = pl.get_block_idx()
         pl.load(x_ub, x, [aiv, 0, 0])
-        pl.store(out, x_ub, [0, 0], atomic="add" if ATOMIC else None)
+        pl.store(out, x_ub, [0, 0], atomic=pl.AtomicType.AtomicAdd if ATOMIC else pl.AtomicType.AtomicNone)
 
 
-@pytest.mark.parametrize("dt,blocks", [(np.float32, 4), (ml_dtypes.bfloat16, 2)])
+@pytest.mark.parametrize("dt,blocks", [(np.float32, 8), (ml_dtypes.bfloat16, 4)])     # blocks: AIVs
 def test_atomic_add_from_ub_sums_all_aivs(dt, blocks):
     """Every AIV's slice lands in GM, in whatever order the atomics run. fp32: n fp32 additions, |err| <= gamma_n
     sum |terms|. bf16 (ml_dtypes: numpy kind 'V', not 'f') adds as a float, each fp32 sum rounded to bf16 once
     (unit roundoff 2^-8): a helper found bf16 summed as integers (1.25 + 0.5 gave 1.0)."""
     rng = np.random.default_rng(7)
     R, C = 8, 40
-    x = rng.standard_normal((2 * blocks, R, C)).astype(dt)
+    x = rng.standard_normal((blocks, R, C)).astype(dt)
     out0 = rng.standard_normal((R, C)).astype(dt)
     out = out0.copy()
     pyto.run(atomic_rows, x, out, blocks=blocks, ATOMIC=True)
@@ -293,7 +296,7 @@ def test_atomic_add_from_ub_sums_all_aivs(dt, blocks):
 def test_plain_store_from_several_blocks_races():
     x = np.ones((4, 8, 40), np.float32)
     out = np.zeros((8, 40), np.float32)
-    e = assert_race(atomic_rows, x, out, blocks=2, ATOMIC=False)
+    e = assert_race(atomic_rows, x, out, blocks=4, ATOMIC=False)
     assert "WAW" in str(e) and "GM" in str(e)
 
 
@@ -307,7 +310,7 @@ def split_k(a, b, out, *, KC: int):
     with pl.section_cube():
         k0 = pl.get_block_idx() * KC
         matmul_from_gm(tiles, a, [0, k0], b, [k0, 0])
-        pl.store(out, c_l0c, [0, 0], atomic="add")
+        pl.store(out, c_l0c, [0, 0], atomic=pl.AtomicType.AtomicAdd)
 
 
 def test_atomic_add_from_l0c_split_k():
@@ -336,8 +339,9 @@ def ub_fill(x, out, *, ROWS: int, COLS: int, EXTRA: int, BUFFERS: int):
 
 
 def _ub_run(chip, **kw):
+    """Two AIVs (ub_fill is AIV-only: blocks counts AIVs), each allocating its own UB."""
     x = np.zeros((2, 8), np.float32)
-    return pyto.run(ub_fill, x, x.copy(), chip=chip, **kw)
+    return pyto.run(ub_fill, x, x.copy(), chip=chip, blocks=2, **kw)
 
 
 def test_ub_exactly_full_fits_per_aiv():
@@ -430,7 +434,8 @@ def ub_to_l1(x, out):
     x_l1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
     with pl.section_vector():
         pl.load(x_ub, x)
-        pl.move(x_l1[pl.get_subblock_idx() * 16:pl.get_subblock_idx() * 16 + 16, :], x_ub)
+        r = pl.get_block_idx() * 16                  # AIV-only: blocks=2 AIVs, one AI core's L1
+        pl.move(x_l1[r:r + 16, :], x_ub)
 
 
 def test_a2_has_no_l0c_to_ub_nor_ub_to_l1():
@@ -443,10 +448,10 @@ def test_a2_has_no_l0c_to_ub_nor_ub_to_l1():
     assert "L0C->UB" in msg and "atlas-a2" in msg and f"test_vector.py:{_line(l0c_to_ub, 'pl.move(c_ub, c_l0c')}" in msg
     x = np.zeros((16, 32), np.float16)
     with pytest.raises(pyto.UnsupportedError) as ei:
-        pyto.run(ub_to_l1, x, x.copy(), chip="atlas-a2")
+        pyto.run(ub_to_l1, x, x.copy(), blocks=2, chip="atlas-a2")
     msg = str(ei.value)
     assert "UB->L1" in msg and "atlas-a2" in msg and f"test_vector.py:{_line(ub_to_l1, 'pl.move(x_l1[')}" in msg
-    pyto.run(ub_to_l1, x, x.copy())   # the same kernel is fine on 950
+    pyto.run(ub_to_l1, x, x.copy(), blocks=2)   # the same kernel is fine on 950
 
 
 # =====================================================================================================
@@ -455,10 +460,12 @@ def test_a2_has_no_l0c_to_ub_nor_ub_to_l1():
 VDTYPES = {"fp16": np.float16, "bf16": BF16, "fp32": np.float32}
 PL_DT = {"fp16": pl.DT_FP16, "bf16": pl.DT_BF16, "fp32": pl.DT_FP32}
 R_V, C_V = 16, 40          # 8 rows per AIV; 40 columns is not a multiple of the 32 B UB row
+V_AIVS = 2                 # the vector-op kernels are AIV-only: blocks=V_AIVS launches two AIVs, half the rows each
 
 
 def _vec_kernel(kind: str, arity: str):
-    """A kernel applying one vector op on each AIV's half of the rows: out = op(a[, b])."""
+    """A kernel applying one vector op on each AIV's half of the rows: out = op(a[, b]). It is AIV-only, so it is
+    launched with blocks=V_AIVS (each AIV a block of its own) and splits the rows by get_block_idx()."""
     fn = getattr(pl, kind if kind not in ("rmax", "rsum") else {"rmax": "maximum", "rsum": "sum"}[kind])
 
     @pl.kernel
@@ -471,7 +478,7 @@ def _vec_kernel(kind: str, arity: str):
         col_ub = pl.alloc(pl.UB, [h, 1], dt)
         o_ub = pl.alloc(pl.UB, [h, out.shape[1]], out.dtype)
         with pl.section_vector():
-            r0 = pl.get_subblock_idx() * h
+            r0 = pl.get_block_idx() * h
             pl.load(a_ub, a, [r0, 0])
             if arity == "binary":
                 pl.load(b_ub, b, [r0, 0])
@@ -533,7 +540,7 @@ def test_vector_op_matches_numpy(op, dname):
         b = b_full[:, :1].copy()
     else:
         b = b_full
-    pyto.run(_KERNELS[op], a, b, out, SCALAR=SC if op != "duplicate" else 0.1)
+    pyto.run(_KERNELS[op], a, b, out, blocks=V_AIVS, SCALAR=SC if op != "duplicate" else 0.1)
     a64, b64 = f64(a), f64(b)
     if arity in ("binary", "expand"):
         exact = ref_fn(a64, b64)
@@ -571,7 +578,7 @@ def test_int32_vector_op_is_exact(op):
     b = rng.integers(-2 ** 31, 2 ** 31, (R_V, C_V), dtype=np.int64).astype(np.int32)
     out = np.zeros((R_V, C_V), np.int32)
     scalar = 2 ** 24 + 1
-    pyto.run(_KERNELS[op], a, b, out, SCALAR=scalar)
+    pyto.run(_KERNELS[op], a, b, out, blocks=V_AIVS, SCALAR=scalar)
     exact = I32_OPS[op](a.astype(np.int64), b.astype(np.int64), scalar)
     assert np.array_equal(out, ((exact + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
 
@@ -582,7 +589,7 @@ def test_int32_div_rounds_toward_zero():
     a = np.tile(np.array([7, -7, 3, -3, 1, 2 ** 31 - 1, 0, 5], np.int32), (R_V, C_V // 8))
     b = np.tile(np.array([2, 2, 2, 2, 3, 2, 0, 0], np.int32), (R_V, C_V // 8))
     out = np.zeros_like(a)
-    pyto.run(_KERNELS["div"], a, b, out, SCALAR=0)
+    pyto.run(_KERNELS["div"], a, b, out, blocks=V_AIVS, SCALAR=0)
     want = np.array([3, -3, 1, -1, 0, 2 ** 30 - 1, 0, 2 ** 31 - 1], np.int32)
     assert np.array_equal(out[:, :8], np.tile(want, (R_V, 1)))
 
@@ -593,7 +600,7 @@ def test_int32_div_rounds_toward_zero():
 def test_int32_tiles_reject_what_int32_cannot_do(op, scalar, err):
     a = np.ones((R_V, C_V), np.int32)
     with pytest.raises(err, match=r"test_vector\.py:\d+"):
-        pyto.run(_KERNELS[op], a, a, a.copy(), SCALAR=scalar)
+        pyto.run(_KERNELS[op], a, a, a.copy(), blocks=V_AIVS, SCALAR=scalar)
 
 
 @pl.kernel
@@ -602,7 +609,7 @@ def cast_kernel(x, out):
     x_ub = pl.alloc(pl.UB, [R, C], x.dtype)
     o_ub = pl.alloc(pl.UB, [R, C], out.dtype)
     with pl.section_vector():
-        if pl.get_subblock_idx() == 0:
+        if pl.get_block_idx() == 0:
             pl.load(x_ub, x)
             pl.cast(o_ub, x_ub)
             pl.store(out, o_ub)
@@ -639,20 +646,21 @@ def test_cast_fp32_rounds_to_nearest_even(dname):
 
 @pl.kernel
 def two_aivs_into_l1(x, out, *, SAME_ROWS: bool):
-    """Both AIVs move their UB tile into one L1 tile: their own rows, or (a bug) the same rows."""
+    """Both AIVs (an AIV-only kernel on blocks=2 AIVs, which share one AI core's L1) move their UB tile into one
+    L1 tile: their own rows, or (a bug) the same rows."""
     x_ub = pl.alloc(pl.UB, [16, 32], pl.DT_FP16)
     x_l1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
     with pl.section_vector():
-        r = 0 if SAME_ROWS else pl.get_subblock_idx() * 16
+        r = 0 if SAME_ROWS else pl.get_block_idx() * 16
         pl.load(x_ub, x)
         pl.move(x_l1[r:r + 16, :], x_ub)
 
 
 def test_two_aivs_writing_the_same_l1_rows_race():
     x = np.ones((16, 32), np.float16)
-    pyto.run(two_aivs_into_l1, x, x.copy(), SAME_ROWS=False)
-    e = assert_race(two_aivs_into_l1, x, x.copy(), SAME_ROWS=True)
-    assert "WAW" in str(e) and "x_l1" in str(e) and "AIV0" in str(e) and "AIV1" in str(e)
+    pyto.run(two_aivs_into_l1, x, x.copy(), blocks=2, SAME_ROWS=False)
+    e = assert_race(two_aivs_into_l1, x, x.copy(), blocks=2, SAME_ROWS=True)
+    assert "WAW" in str(e) and "x_l1" in str(e) and "(AIV 0)" in str(e) and "(AIV 1)" in str(e)   # AIV-only: each AIV a block
 
 
 @pl.kernel
@@ -660,7 +668,7 @@ def cast_to_int(x, out):
     x_ub = pl.alloc(pl.UB, [1, 8], pl.DT_FP32)
     o_ub = pl.alloc(pl.UB, [1, 8], pl.DT_INT32)
     with pl.section_vector():
-        if pl.get_subblock_idx() == 0:
+        if pl.get_block_idx() == 0:
             pl.load(x_ub, x)
             pl.cast(o_ub, x_ub)
             pl.store(out, o_ub)
@@ -687,27 +695,28 @@ OK, BUSY, READ = range(3)
 
 @pl.kernel
 def row_sum_scratch(x, out, s_out, *, SCRATCH: int):
-    """Row sums of x with `u` as the reduction's scratch. SCRATCH=BUSY: u is the tile MTE3 is still
-    storing (flags by hand, none from MTE3 to V: the reduction overwrites u under the store); READ: the
-    kernel stores u after the reduction (its content is undefined); OK: a free scratch."""
+    """Row sums of x (an AIV-only kernel on blocks=2 AIVs, 16 rows each) with `u` as the reduction's scratch.
+    SCRATCH=BUSY: u is the tile MTE3 is still storing (flags by hand, none from MTE3 to V: the reduction overwrites
+    u under the store); READ: the kernel stores u after the reduction (its content is undefined); OK: a free
+    scratch."""
     R, N = 16, x.shape[1]
     t, u = pl.alloc(pl.UB, [R, N], pl.DT_FP32), pl.alloc(pl.UB, [R, N], pl.DT_FP32)
     s = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)
     with pl.section_vector():
-        r = pl.get_subblock_idx() * R
+        r = pl.get_block_idx() * R
         pl.load(t, x, [r, 0])
-        pl.set_flag(pl.PipeType.MTE2, pl.PipeType.V, 0)
-        pl.wait_flag(pl.PipeType.MTE2, pl.PipeType.V, 0)
+        pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
+        pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
         pl.muls(u, t, 3.0)
-        pl.set_flag(pl.PipeType.V, pl.PipeType.MTE3, 0)
-        pl.wait_flag(pl.PipeType.V, pl.PipeType.MTE3, 0)
+        pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
+        pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
         pl.store(out, u, [r, 0])
         if SCRATCH != BUSY:
-            pl.set_flag(pl.PipeType.MTE3, pl.PipeType.V, 0)
-            pl.wait_flag(pl.PipeType.MTE3, pl.PipeType.V, 0)
+            pl.system.sync_src(set_pipe=pl.PipeType.MTE3, wait_pipe=pl.PipeType.V, event_id=0)
+            pl.system.sync_dst(set_pipe=pl.PipeType.MTE3, wait_pipe=pl.PipeType.V, event_id=0)
         pl.sum(s, t, u, dim=1)
-        pl.set_flag(pl.PipeType.V, pl.PipeType.MTE3, 1)
-        pl.wait_flag(pl.PipeType.V, pl.PipeType.MTE3, 1)
+        pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=1)
+        pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=1)
         pl.store(s_out, s, [r, 0])
         if SCRATCH == READ:
             pl.store(out, u, [r, 0])
@@ -722,14 +731,14 @@ def test_a_reduction_writes_its_scratch():
     """The scratch is the reduction's output as far as sync goes: clobbering a tile in flight is a WAR race
     (found by a kernel-author review: it passed silently), auto-sync orders it, and it holds garbage after."""
     x, out, sums = _row_sum_inputs()
-    pyto.run(row_sum_scratch, x, out, sums, SCRATCH=OK, auto_sync=False)
+    pyto.run(row_sum_scratch, x, out, sums, blocks=2, SCRATCH=OK, auto_sync=False)
     assert np.array_equal(out, 3 * x)
     assert_close(sums[:, 0], f64(x).sum(1), 64 * 2.0 ** -24 * f64(x).sum(1) + 1e-30)
-    e = assert_race(row_sum_scratch, x, out, sums, SCRATCH=BUSY, auto_sync=False)
+    e = assert_race(row_sum_scratch, x, out, sums, blocks=2, SCRATCH=BUSY, auto_sync=False)
     assert "WAR" in str(e) and "'u'" in str(e) and "pl.sum" in str(e)
-    pyto.run(row_sum_scratch, x, out, sums, SCRATCH=BUSY)        # auto-sync adds the MTE3 -> V wait
+    pyto.run(row_sum_scratch, x, out, sums, blocks=2, SCRATCH=BUSY)        # auto-sync adds the MTE3 -> V wait
     assert np.array_equal(out, 3 * x)
-    pyto.run(row_sum_scratch, x, out, sums, SCRATCH=READ, auto_sync=False)
+    pyto.run(row_sum_scratch, x, out, sums, blocks=2, SCRATCH=READ, auto_sync=False)
     assert np.isnan(out).all()
 
 
@@ -738,7 +747,7 @@ def int_row_sum(x, s_out, u_out):
     t, u = pl.alloc(pl.UB, [16, 32], x.dtype), pl.alloc(pl.UB, [16, 32], x.dtype)
     s = pl.alloc(pl.UB, [16, 1], x.dtype)
     with pl.section_vector():
-        if pl.get_subblock_idx() == 0:
+        if pl.get_block_idx() == 0:
             pl.load(t, x)
             pl.duplicate(u, 3)
             pl.sum(s, t, u, dim=1)
@@ -760,7 +769,7 @@ def test_an_int_reduction_scratch_holds_the_integer_minimum(dt):
 def int8_scalar(x, out, *, S: int, OP: int):
     t = pl.alloc(pl.UB, [1, 32], pl.DT_INT8)
     with pl.section_vector():
-        if pl.get_subblock_idx() == 0:
+        if pl.get_block_idx() == 0:
             pl.load(t, x)
             if OP == 2:
                 pl.duplicate(t, S)
@@ -808,11 +817,12 @@ def test_a_reduction_scratch_must_hold_the_source_apart_from_its_operands(which,
 
 @pl.kernel
 def outer_product(col, row, out):
-    """out = col [M, 1] * row [1, N] on one AIV: fill 0, add the row down the columns, scale each row."""
+    """out = col [M, 1] * row [1, N] on one AIV (AIV 0 of the launch): fill 0, add the row down the columns, scale
+    each row."""
     M, N = out.shape
     c_ub, r_ub, o_ub = pl.alloc(pl.UB, [M, 1], pl.DT_FP32), pl.alloc(pl.UB, [1, N], pl.DT_FP32), pl.alloc(pl.UB, [M, N], pl.DT_FP32)
     with pl.section_vector():
-        if pl.get_subblock_idx() == 0:
+        if pl.get_block_idx() == 0:
             pl.load(c_ub, col)
             pl.load(r_ub, row)
             pl.duplicate(o_ub, 0.0)
@@ -834,7 +844,7 @@ def test_expand_along_rows_and_columns_gives_an_outer_product():
 # =====================================================================================================
 @pl.kernel
 def cube_to_vector(a, b, out, *, FLAG: bool, TM: int):
-    """The AIC puts C = a @ b of its rows in a workspace and raises flag 0 for its AIVs (mode 2); each AIV
+    """The AIC puts C = a @ b of its rows in a workspace and raises event 0 for its AIVs (INTRA_BLOCK); each AIV
     waits, then writes relu of half those rows to out. No sync_all: the flag orders the two sides."""
     M, K = a.shape
     N, R = b.shape[1], TM // 2
@@ -842,15 +852,15 @@ def cube_to_vector(a, b, out, *, FLAG: bool, TM: int):
     tiles = matmul_tiles(TM, K, N, a.dtype)
     c_l0c = tiles[-1]
     x = pl.alloc(pl.UB, [R, N], pl.DT_FP32)
-    m0 = pl.get_block_idx() * TM
+    m0 = (pl.get_block_idx() // pl.get_subblock_num()) * TM     # the block, on the AIC's trace and the AIVs'
     with pl.section_cube():
         matmul_from_gm(tiles, a, [m0, 0], b, [0, 0])
         pl.store(ws, c_l0c, [m0, 0])
         if FLAG:
-            pl.cross_core_set_flag(0, pl.PipeType.FIX)
+            pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0)
     with pl.section_vector():
         if FLAG:
-            pl.cross_core_wait_flag(0, pl.PipeType.MTE2)
+            pl.system.wait_cross_core(pipe=pl.PipeType.MTE2, event_id=0)
         r0 = m0 + pl.get_subblock_idx() * R
         pl.load(x, ws, [r0, 0])
         pl.relu(x, x)
@@ -887,7 +897,7 @@ def test_without_the_cross_core_flag_the_workspace_races(mode):
 
 @pl.kernel
 def vector_to_cube(a, b, out, *, BOTH: bool):
-    """Each AIV scales its half of a's rows into a workspace and raises flag 3 for the AIC (mode 2); the AIC
+    """Each AIV scales its half of a's rows into a workspace and raises event 3 for the AIC (INTRA_BLOCK); the AIC
     waits for both (BOTH=False: only AIV0 raises it), then multiplies the workspace by b."""
     M, K = a.shape
     N, R = b.shape[1], M // 2
@@ -901,9 +911,9 @@ def vector_to_cube(a, b, out, *, BOTH: bool):
         pl.muls(x, x, 2.0)
         pl.store(ws, x, [r0, 0])
         if BOTH or pl.get_subblock_idx() == 0:
-            pl.cross_core_set_flag(3, pl.PipeType.MTE3)
+            pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=3)
     with pl.section_cube():
-        pl.cross_core_wait_flag(3, pl.PipeType.MTE2)
+        pl.system.wait_cross_core(pipe=pl.PipeType.MTE2, event_id=3)
         matmul_from_gm(tiles, ws, [0, 0], b, [0, 0])
         pl.store(out, c_l0c, [0, 0])
 
@@ -916,24 +926,32 @@ def test_the_aic_waits_for_both_aivs_flags():
     pyto.run(vector_to_cube, a, b, out, BOTH=True)
     assert_close(out, 2 * f64(a) @ f64(b), matmul_bound(2 * f64(a), b, np.float32))
     e = assert_deadlock(vector_to_cube, a, b, np.zeros((32, 16), np.float32), BOTH=False)
-    assert "cross-core flag 3 (AIV1->AIC, mode 2)" in str(e) and "pl.cross_core_set_flag" in str(e)
+    assert ("cross-core event 3 (AIV1->AIC, INTRA_BLOCK/UNICAST_BLOCK)" in str(e)
+            and "never set by a matching pl.system.set_cross_core" in str(e)), str(e)
 
 
 @pl.kernel
-def aiv_to_aiv(x, out, *, FLAG: bool):
-    """AIV0 doubles x into a workspace and raises flag 5 for AIV1 (mode 1); AIV1 copies it to out."""
+def aiv_to_aiv(x, out, *, FLAG: bool, MIX: bool = True):
+    """AIV0 adds 1 to x into a workspace and raises event 5 for AIV1 (INTER_SUBBLOCK); AIV1 copies it to out.
+    INTER_SUBBLOCK pairs the two AIVs of a mix kernel's block: the (empty) cube section makes it one; without it
+    (MIX=False) the kernel is AIV-only, every AIV a block of its own, and the mode has no partner."""
     ws = pl.workspace(list(x.shape), x.dtype)
     u = pl.alloc(pl.UB, list(x.shape), x.dtype)
+    if MIX:
+        with pl.section_cube():
+            pass
     with pl.section_vector():
         if pl.get_subblock_idx() == 0:
             pl.load(u, x, [0, 0])
             pl.adds(u, u, 1.0)
             pl.store(ws, u, [0, 0])
             if FLAG:
-                pl.cross_core_set_flag(5, pl.PipeType.MTE3, mode=1)
+                pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=5,
+                                         sync_mode=pl.CrossCoreSyncMode.INTER_SUBBLOCK)
         else:
             if FLAG:
-                pl.cross_core_wait_flag(5, pl.PipeType.MTE2, mode=1)
+                pl.system.wait_cross_core(pipe=pl.PipeType.MTE2, event_id=5,
+                                          sync_mode=pl.CrossCoreSyncMode.INTER_SUBBLOCK)
             pl.load(u, ws, [0, 0])
             pl.store(out, u, [0, 0])
 
@@ -943,21 +961,24 @@ def test_mode_1_orders_the_two_aivs():
     out = np.zeros_like(x)
     pyto.run(aiv_to_aiv, x, out, FLAG=True)
     assert np.array_equal(out, x + 1)
+    with pytest.raises(pyto.SyncError, match=r"test_vector\.py:\d+ .*INTER_SUBBLOCK pairs the two AIVs of a mix "
+                                              r"kernel's block; in an AIV-only kernel"):
+        pyto.run(aiv_to_aiv, x, np.zeros_like(x), blocks=2, FLAG=True, MIX=False)
     assert_race(aiv_to_aiv, x, np.zeros_like(x), FLAG=False)
 
 
 @pl.kernel
 def too_many_sets(a, out):
-    """The AIC raises flag 0 sixteen times before raising flag 1, which the AIVs wait for first."""
+    """The AIC raises cross-core event 0 sixteen times before raising event 1, which the AIVs wait for first."""
     c = pl.alloc(pl.UB, [16, 16], pl.DT_FP32)
     with pl.section_cube():
         for _ in pl.range(16):
-            pl.cross_core_set_flag(0, pl.PipeType.S)
-        pl.cross_core_set_flag(1, pl.PipeType.S)
+            pl.system.set_cross_core(pipe=pl.PipeType.S, event_id=0)
+        pl.system.set_cross_core(pipe=pl.PipeType.S, event_id=1)
     with pl.section_vector():
-        pl.cross_core_wait_flag(1, pl.PipeType.S)
+        pl.system.wait_cross_core(pipe=pl.PipeType.S, event_id=1)
         for _ in pl.range(16):
-            pl.cross_core_wait_flag(0, pl.PipeType.S)
+            pl.system.wait_cross_core(pipe=pl.PipeType.S, event_id=0)
         pl.duplicate(c, 1.0)
         pl.store(out, c, [16 * pl.get_subblock_idx(), 0])
 
@@ -977,11 +998,18 @@ def _cross_core_misuse(call):
 
 
 @pytest.mark.parametrize("call,err,text", [
-    (lambda: pl.cross_core_set_flag(0, pl.PipeType.FIX), pyto.KernelError, "inside pl.section_cube"),
-    (lambda: _in_cube(lambda: pl.cross_core_set_flag(16, pl.PipeType.FIX)), pyto.SyncError, "out of range 0..15"),
-    (lambda: _in_cube(lambda: pl.cross_core_set_flag(0, pl.PipeType.FIX, mode=0)), pyto.UnsupportedError, "sync_all"),
-    (lambda: _in_cube(lambda: pl.cross_core_set_flag(0, pl.PipeType.FIX, mode=1)), pyto.SyncError, "two AIVs"),
-    (lambda: _in_cube(lambda: pl.cross_core_wait_flag(0, pl.PipeType.V)), pyto.SyncError, "has no such pipe"),
+    (lambda: pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0), pyto.KernelError,
+     r"pl\.system\.set_cross_core runs on one side of the block: call it inside pl\.section_cube"),
+    (lambda: _in_cube(lambda: pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=16)), pyto.SyncError,
+     r"set_cross_core event_id 16 out of range 0\.\.15"),
+    (lambda: _in_cube(lambda: pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0,
+                                                       sync_mode=pl.CrossCoreSyncMode.INTER_BLOCK)),
+     pyto.UnsupportedError, r"INTER_BLOCK .*pl\.system\.sync_all"),
+    (lambda: _in_cube(lambda: pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0,
+                                                       sync_mode=pl.CrossCoreSyncMode.INTER_SUBBLOCK)),
+     pyto.SyncError, "INTER_SUBBLOCK syncs the two AIVs"),
+    (lambda: _in_cube(lambda: pl.system.wait_cross_core(pipe=pl.PipeType.V, event_id=0)), pyto.SyncError,
+     r"wait_cross_core on PipeType\.V: the AIC \(cube core\) has no such pipe"),
 ])
 def test_cross_core_flag_misuse_names_the_line(call, err, text):
     with pytest.raises(err, match=text) as ei:
@@ -1014,8 +1042,8 @@ def one_aiv_moves(x, b, out, *, FIRST: int):
             pl.move(p_l1[16 * FIRST:16 * FIRST + 16, :], h_ub)
     with pl.section_cube():
         pl.load(b_l1, b)
-        pl.load(b_l0b, b_l1)
-        pl.load(p_l0a, p_l1)
+        pl.move(b_l0b, b_l1)
+        pl.move(p_l0a, p_l1)
         pl.matmul(c, p_l0a, b_l0b)
         pl.store(out, c)
     with pl.section_vector():
@@ -1079,7 +1107,7 @@ def test_cube_code_that_differs_between_traces_is_named_when_moves_need_it():
 
 @pl.kernel
 def both_aivs_write_l1_rows(x, eye, out, *, FIRST: int):
-    """AIV FIRST moves both halves of L, then raises flag 5 (mode 1); the other AIV waits and rewrites the
+    """AIV FIRST moves both halves of L, then raises event 5 (INTER_SUBBLOCK); the other AIV waits and rewrites the
     top half: the cube reads the later write, and must wait for both AIVs' moves (nothing orders them in
     the AIC's own order but the flag)."""
     u = pl.alloc(pl.UB, [16, 16], pl.DT_FP32)
@@ -1094,14 +1122,14 @@ def both_aivs_write_l1_rows(x, eye, out, *, FIRST: int):
         if v == FIRST:
             pl.move(big[0:16, :], u)
             pl.move(big[16:32, :], u)
-            pl.cross_core_set_flag(5, pl.PipeType.MTE3, mode=1)
+            pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=5, sync_mode=pl.CrossCoreSyncMode.INTER_SUBBLOCK)
         else:
-            pl.cross_core_wait_flag(5, pl.PipeType.MTE3, mode=1)
+            pl.system.wait_cross_core(pipe=pl.PipeType.MTE3, event_id=5, sync_mode=pl.CrossCoreSyncMode.INTER_SUBBLOCK)
             pl.move(big[0:16, :], u)
     with pl.section_cube():
         pl.load(e_l1, eye)
-        pl.load(e_l0, e_l1)
-        pl.load(a_l0, big)
+        pl.move(e_l0, e_l1)
+        pl.move(a_l0, big)
         pl.matmul(c, a_l0, e_l0)
         pl.store(out, c)
 
@@ -1116,17 +1144,20 @@ def test_the_cube_waits_for_both_aivs_moves_into_the_same_rows(first):
 
 @pl.kernel
 def wait_on_another_pipe(x, out):
-    """AIV1 waits for AIV0's flag on PIPE_S, then loads what AIV0 stored: on A2/A3 the wait holds every
-    pipe of the AIV (ordered); on 950 it holds only S, so the MTE2 load races with AIV0's store."""
+    """AIV1 waits for AIV0's event (INTER_SUBBLOCK) on PipeType.S, then loads what AIV0 stored: on A2/A3 the wait
+    holds every pipe of the AIV (ordered); on 950 it holds only S, so the MTE2 load races with AIV0's store. The
+    empty cube section makes it a mix kernel (INTER_SUBBLOCK pairs the two AIVs of a block)."""
     ws = pl.workspace([16, 16], pl.DT_FP32)
     u = pl.alloc(pl.UB, [16, 16], pl.DT_FP32)
+    with pl.section_cube():
+        pass
     with pl.section_vector():
         if pl.get_subblock_idx() == 0:
             pl.load(u, x)
             pl.store(ws, u)
-            pl.cross_core_set_flag(1, pl.PipeType.MTE3, mode=1)
+            pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=1, sync_mode=pl.CrossCoreSyncMode.INTER_SUBBLOCK)
         else:
-            pl.cross_core_wait_flag(1, pl.PipeType.S, mode=1)
+            pl.system.wait_cross_core(pipe=pl.PipeType.S, event_id=1, sync_mode=pl.CrossCoreSyncMode.INTER_SUBBLOCK)
             pl.load(u, ws)
             pl.store(out, u)
 
@@ -1143,9 +1174,9 @@ def test_a_cross_core_wait_holds_the_whole_core_on_a2_only():
 def shifted_in_place(x, out, *, SHIFT: int):
     t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
     with pl.section_vector():
-        pl.load(t, x, [pl.get_subblock_idx() * 16, 0])
+        pl.load(t, x, [pl.get_block_idx() * 16, 0])        # AIV-only: blocks=2 AIVs, 16 rows each
         pl.muls(t[:, SHIFT:SHIFT + 32], t[:, 0:32], 2.0)
-        pl.store(out, t, [pl.get_subblock_idx() * 16, 0])
+        pl.store(out, t, [pl.get_block_idx() * 16, 0])
 
 
 def test_a_vector_op_over_a_shifted_overlap_of_its_source_is_refused():
@@ -1153,34 +1184,34 @@ def test_a_vector_op_over_a_shifted_overlap_of_its_source_is_refused():
     (a kernel-author review found it behaved like a copy)."""
     x = np.arange(32 * 64, dtype=np.float32).reshape(32, 64)
     out = np.zeros_like(x)
-    pyto.run(shifted_in_place, x, out, SHIFT=0)                       # in place
+    pyto.run(shifted_in_place, x, out, blocks=2, SHIFT=0)              # in place
     assert np.array_equal(out[:, :32], 2 * x[:, :32]) and np.array_equal(out[:, 32:], x[:, 32:])
-    pyto.run(shifted_in_place, x, out, SHIFT=32)                      # apart
+    pyto.run(shifted_in_place, x, out, blocks=2, SHIFT=32)             # apart
     assert np.array_equal(out[:, 32:], 2 * x[:, :32])
     with pytest.raises(pyto.ShapeError, match=r"test_vector\.py:\d+ .*over its source rows 0:16, columns 0:32"):
-        pyto.run(shifted_in_place, x, out, SHIFT=8)
+        pyto.run(shifted_in_place, x, out, blocks=2, SHIFT=8)
 
 
 @pl.kernel
 def cross_core_extra_set(x, out, *, EXTRA: bool):
-    """Each AIV raises cross-core flag 2 for the AIC once (EXTRA: twice); the AIC waits once."""
+    """Each AIV raises cross-core event 2 for the AIC once (EXTRA: twice); the AIC waits once."""
     u = pl.alloc(pl.UB, [16, 32], pl.DT_FP32)
     with pl.section_vector():
         sub = pl.get_subblock_idx()
         pl.load(u, x, [16 * sub, 0])
         pl.store(out, u, [16 * sub, 0])
-        pl.cross_core_set_flag(2, pl.PipeType.MTE3)
+        pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=2)
         if EXTRA:
-            pl.cross_core_set_flag(2, pl.PipeType.MTE3)
+            pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=2)
     with pl.section_cube():
-        pl.cross_core_wait_flag(2, pl.PipeType.MTE2)
+        pl.system.wait_cross_core(pipe=pl.PipeType.MTE2, event_id=2)
 
 
 def test_a_cross_core_flag_left_set_at_the_end_is_a_sync_error():
     x = np.ones((32, 32), np.float32)
     pyto.run(cross_core_extra_set, x, np.zeros_like(x), EXTRA=False)
-    with pytest.raises(pyto.SyncError, match=r"test_vector\.py:\d+ .*pl\.cross_core_set_flag on block 0 AIV\d is set 1 "
-                                              r"more time\(s\) than the other side waits for"):
+    with pytest.raises(pyto.SyncError, match=r"test_vector\.py:\d+ .*pl\.system\.set_cross_core on block 0 AIV\d is "
+                                              r"set 1 more time\(s\) than the other side waits for"):
         pyto.run(cross_core_extra_set, x, np.zeros_like(x), EXTRA=True)
 
 
@@ -1190,10 +1221,10 @@ def no_sync_rows(x, out, *, LEFT_SET: bool):
     t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
     m = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
     with pl.section_vector():
-        r = pl.get_subblock_idx() * 16
+        r = pl.get_block_idx() * 16                      # AIV-only: blocks=2 AIVs, 16 rows each
         pl.load(t, x, [r, 0])
         if LEFT_SET:
-            pl.set_flag(pl.PipeType.MTE2, pl.PipeType.V, 0)
+            pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
         pl.muls(m, t, 2.0)
         pl.adds(m, m, 1.0)
         pl.store(out, m, [r, 0])
@@ -1202,15 +1233,17 @@ def no_sync_rows(x, out, *, LEFT_SET: bool):
 @pytest.mark.parametrize("left_set", [False, True])
 def test_a_race_report_names_the_first_hazard_in_program_order_and_the_fix(left_set):
     """Every pipe starts at cycle 0, so the store met the load first in simulated order; the report names the
-    first unordered read (muls after the load) and the flag pair that orders it, and a set_flag never waited
+    first unordered read (muls after the load) and the flag pair that orders it, and a sync_src never waited
     for (an onboarding helper's kernels: the report pointed at the store and never at the unmatched flag)."""
     x, out = np.ones((32, 64), np.float32), np.zeros((32, 64), np.float32)
-    e = assert_race(no_sync_rows, x, out, auto_sync=False, LEFT_SET=left_set)
+    e = assert_race(no_sync_rows, x, out, blocks=2, auto_sync=False, LEFT_SET=left_set)
     msg = str(e)
     assert "RAW" in msg and f"test_vector.py:{_line(no_sync_rows, 'pl.load(t, x')}" in msg, msg
     assert f"test_vector.py:{_line(no_sync_rows, 'pl.muls(m, t')}" in msg, msg
-    assert "fix: pl.set_flag(pl.PipeType.MTE2, pl.PipeType.V, id) after test_vector.py:" in msg, msg
-    assert ("note: " in msg and f"test_vector.py:{_line(no_sync_rows, 'pl.set_flag(pl.PipeType.MTE2')}" in msg
+    assert ("fix: pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=...) after "
+            "test_vector.py:") in msg, msg
+    left = _line(no_sync_rows, "pl.system.sync_src(set_pipe=pl.PipeType.MTE2")
+    assert ("note: " in msg and f"test_vector.py:{left}" in msg
             and "set 1 more time(s) than it is waited for" in msg) == left_set, msg
 
 
@@ -1218,11 +1251,11 @@ def test_a_race_report_names_the_first_hazard_in_program_order_and_the_fix(left_
 def ub_transposed_load(x, out):
     t = pl.alloc(pl.UB, [16, 16], x.dtype)
     with pl.section_vector():
-        pl.load(t, x, transpose=True)
+        pl.load(t, x, order=[1, 0])
 
 
 def test_gm_to_ub_has_no_transposing_path():
-    """Dn2Nz (transpose=True) is GM->L1's; into UB it is refused, not done silently."""
+    """Dn2Nz (order=[1, 0] into an NZ L1 tile) is GM->L1's; into UB it is refused, not done silently."""
     x = np.zeros((16, 16), np.float16)
     with pytest.raises(pyto.UnsupportedError, match=r"test_vector\.py:\d+.*GM->UB is a plain MTE2 copy"):
         pyto.run(ub_transposed_load, x, x.copy())
@@ -1234,12 +1267,12 @@ def test_a_float_scalar_is_rounded_once_to_the_tiles_dtype():
     a bf16 scalar is rounded once too (1 + 2^-8 + 2^-30 -> 1 + 2^-7, not 1.0)."""
     x = np.full((R_V, C_V), 3.0, np.float16)
     out = np.zeros_like(x)
-    pyto.run(_KERNELS["duplicate"], x, x, out, SCALAR=65519.999)
+    pyto.run(_KERNELS["duplicate"], x, x, out, blocks=V_AIVS, SCALAR=65519.999)
     assert np.all(out == np.float16(65504))
-    pyto.run(_KERNELS["muls"], x, x, out, SCALAR=0.1)
+    pyto.run(_KERNELS["muls"], x, x, out, blocks=V_AIVS, SCALAR=0.1)
     want = (np.float32(3.0) * np.float32(np.float16(0.1))).astype(np.float16)
     assert np.all(out == want)
     xb = np.zeros((R_V, C_V), ml_dtypes.bfloat16)
     ob = np.zeros_like(xb)
-    pyto.run(_KERNELS["duplicate"], xb, xb, ob, SCALAR=1 + 2 ** -8 + 2 ** -30)
+    pyto.run(_KERNELS["duplicate"], xb, xb, ob, blocks=V_AIVS, SCALAR=1 + 2 ** -8 + 2 ** -30)
     assert np.all(ob.astype(np.float64) == 1 + 2 ** -7)

@@ -8,7 +8,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import UninitializedReadError
-from ..ir import Access, GMTensor, Instr, TileStore
+from ..ir import Access, GMTensor, Instr, TileStore, core_name
 from .widen import widen_into
 
 
@@ -217,10 +217,11 @@ class Initialised:
     (cells: fractals of fractal tiles, 32-byte blocks of ND rows, GM elements). The written cells
     themselves are kept by the checked pass (checkcore.py), in one flat mask laid out by `geometry`."""
 
-    def __init__(self, tensors: list):
+    def __init__(self, tensors: list, aiv_only: bool = False):
         # ids of objects written everywhere from the start: the kernel's arguments (only workspaces, made by
         # the kernel, are tracked)
         self.full: set = {id(t) for t in tensors if not t.workspace}
+        self.aiv_only = aiv_only
 
     def geometry(self, obj) -> Optional[tuple]:
         """(batches, rows, cols, row grid, col grid) of obj's mask of cells, None if it is not tracked. A
@@ -232,13 +233,11 @@ class Initialised:
             return None
         return (*_flat3(obj.shape), 1, 1)
 
-    @staticmethod
-    def error(acc: Access, instr: Instr, unwritten: int, cells: int) -> UninitializedReadError:
+    def error(self, acc: Access, instr: Instr, unwritten: int, cells: int) -> UninitializedReadError:
         """The error for `instr` reading `acc`, `unwritten` of whose `cells` cells were never written."""
         r0, r1, c0, c1 = acc.rect
         return UninitializedReadError(
-            f"{instr.loc}: {instr.name} on PIPE_{instr.pipe.name} of block {instr.core // 3} "
-            f"{('AIC', 'AIV0', 'AIV1')[instr.core % 3]} reads "
+            f"{instr.loc}: {instr.name} on PIPE_{instr.pipe.name} of {core_name(instr.core, self.aiv_only)} reads "
             f"{acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
             f"but part of it was never written ({unwritten} of {cells} "
             f"{_cell_name(acc.obj)} uninitialised)")

@@ -22,7 +22,7 @@ from bisect import bisect_right
 from typing import Optional
 
 from ..errors import ClobberedReadError
-from ..ir import Access, Buf, Instr, TileStore
+from ..ir import Access, Buf, Instr, TileStore, core_name
 
 
 class ByteSpace:
@@ -36,7 +36,7 @@ class ByteSpace:
         self.core, self.buf = core, buf
 
     def __repr__(self) -> str:
-        return f"{self.buf.name} of block {self.core // 3} {('AIC', 'AIV0', 'AIV1')[self.core % 3]}"
+        return f"{self.buf.name} of {core_name(self.core)}"
 
 
 class ByteAccess(Access):

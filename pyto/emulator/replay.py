@@ -125,7 +125,7 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list, ove
                   dep_ptr, dep_idx, slot, int(keep.sum()), f_tracked, f_reads, parties, max(blocks, 1), width,
                   _DMA_THREADS, *acc)
     if race[0]:
-        raise _race(instrs, low, acc, race, sched.left_set)
+        raise _race(instrs, low, acc, race, sched.left_set, init.aiv_only)
     if overlap:
         clobber = clobbered(instrs, order.tolist())
         if clobber is not None:
@@ -139,7 +139,7 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list, ove
     return low.written
 
 
-def _race(instrs: list, low: Lowering, acc, race: np.ndarray, note: str):
+def _race(instrs: list, low: Lowering, acc, race: np.ndarray, note: str, aiv_only: bool = False):
     """The RaceError of checkcore's race record."""
     i, write, a = int(race[4]), bool(race[5]), int(race[6])
     ins = instrs[i]
@@ -149,7 +149,7 @@ def _race(instrs: list, low: Lowering, acc, race: np.ndarray, note: str):
     e = [int(x) for x in race[7:]]
     other = instrs[e[10]]
     entry = (tuple(e[:4]), access.batch, e[4], e[5], e[6], e[7], bool(e[8]), bool(e[9]), other, bool(e[11]))
-    return race_error(access.obj, access, entry, ins, write, note, low.accesses(other))
+    return race_error(access.obj, access, entry, ins, write, note, low.accesses(other), aiv_only)
 
 
 # the MTE2 threads of a block's clock (lower.py's thread table: the AIC's MTE2, AIV0's, AIV1's): two writes of one

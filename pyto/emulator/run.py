@@ -23,7 +23,7 @@ import numpy as np
 from ..chip import Chip, load_chip
 from ..dtypes import DType, as_dtype
 from ..errors import DeadlockError, KernelError, ShapeError, SyncError, UnsupportedError
-from ..ir import GMTensor, Pipe, Role
+from ..ir import GMTensor, Op, Pipe, Role
 from ..language.jit import JitKernel
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
@@ -115,10 +115,11 @@ def _check_block_dim(kernel: Kernel, chip: Chip, block_dim, aiv_only: Optional[b
         raise KernelError(f"blocks must be an int in 1..{chip.aic}, got {block_dim!r} ({type(block_dim).__name__})")
     top = chip.aic * chip.aiv_per_aic if aiv_only in (None, True) else chip.aic
     if not 1 <= block_dim <= top:
-        what = "AIVs" if aiv_only else "AI cores"
-        raise UnsupportedError(f"blocks={block_dim!r}: {chip.name} has {top} {what} (blocks 1..{top}"
-                               + ("" if aiv_only else f"; an AIV-only kernel's block_dim counts AIVs, up to "
-                                  f"{chip.aic * chip.aiv_per_aic}") + ")")
+        if aiv_only is False:
+            raise UnsupportedError(f"blocks={block_dim!r}: {chip.name} has {chip.aic} AI cores (blocks 1..{chip.aic}; "
+                                   f"an AIV-only kernel's block_dim counts AIVs, up to {chip.aiv})")
+        raise UnsupportedError(f"blocks={block_dim!r}: {chip.name} has {chip.aiv} AIVs (an AIV-only kernel's block_dim, "
+                               f"1..{chip.aiv}) and {chip.aic} AI cores (any other kernel's, 1..{chip.aic})")
 
 
 def _kind_checks(launch: Launch, kernel: Kernel) -> None:
@@ -160,7 +161,8 @@ def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks
                       aiv_only=aiv_only, auto_mutex=auto_mutex, gm_sync=kernel.gm_sync)
     launch = launch_of(blocks, False)
     probe = kernel.trace(Tracer(launch, 0, Role.AIC), tensors, params)
-    aiv_only = launch.uses_vector and not launch.uses_cube and not probe.instrs
+    # (a sync_all outside sections lands in every trace: it does not make the AIC run)
+    aiv_only = launch.uses_vector and not launch.uses_cube and all(ins.op is Op.SYNC_ALL for ins in probe.instrs)
     _check_block_dim(kernel, chip, blocks, aiv_only)
     if aiv_only:
         launch = launch_of(-(-blocks // chip.aiv_per_aic), True)
@@ -426,7 +428,8 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
             raise SyncError(sched.left_set)
         return CompiledKernel(kernel, tensors, report, None, None, set())
     instrs = [ins for p in programs for ins in p.instrs]
-    written = replay(instrs, sched, blocks, Initialised(tensors), spans, state["launch"].overlap)
+    launch = state["launch"]
+    written = replay(instrs, sched, launch.blocks, Initialised(tensors, launch.aiv_only), spans, launch.overlap)
     if sched.left_set:       # after the schedule's and the checks' errors, which say more
         raise SyncError(sched.left_set)
     return CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist(), written)

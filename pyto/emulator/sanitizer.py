@@ -10,7 +10,7 @@ both pipes with op and line.
 from __future__ import annotations
 
 from ..errors import RaceError
-from ..ir import Access, Buf, Instr, Pipe, Role, TileStore, rect_overlaps
+from ..ir import Access, Buf, Instr, Pipe, Role, TileStore, core_name, rect_overlaps
 from .overlap import ByteSpace
 
 
@@ -37,11 +37,12 @@ def _order(obj, e: tuple, ins: Instr, write: bool) -> tuple:
     return first, second, "RAW" if fw else "WAR"
 
 
-def _fix(first: Instr, second: Instr) -> str:
+def _fix(first: Instr, second: Instr, aiv_only: bool) -> str:
     """How to order `first` before `second`, in the DSL's words."""
-    if first.core // 3 != second.core // 3:
-        return ("blocks are ordered only by pl.system.sync_all() (or add into GM with pl.store(..., "
-                "atomic=pl.AtomicType.AtomicAdd)); put one between the two, or give each block its own region")
+    if first.core // 3 != second.core // 3 or (aiv_only and first.core != second.core):
+        how = "pl.system.sync_all(core_type=pl.SyncCoreType.AIV_ONLY)" if aiv_only else "pl.system.sync_all()"
+        return (f"blocks are ordered only by {how} (or add into GM with pl.store(..., "
+                f"atomic=pl.AtomicType.AtomicAdd)); put one between the two, or give each block its own region")
     if first.core != second.core:
         return (f"order the two cores with pl.system.set_cross_core(pipe=pl.PipeType.{first.pipe.name}, event_id=...) "
                 f"after the first and pl.system.wait_cross_core(pipe=pl.PipeType.{second.pipe.name}, event_id=...) "
@@ -56,9 +57,10 @@ def _fix(first: Instr, second: Instr) -> str:
             f"event_id=...) before line {second.loc.line}, or a tile group with mutex ids under auto_mutex")
 
 
-def _where(ins: Instr) -> str:
-    role = Role(ins.core % 3).name
-    return f"PIPE_{ins.pipe.name} ({role} of block {ins.core // 3})"
+def _where(ins: Instr, aiv_only: bool) -> str:
+    if aiv_only:
+        return f"PIPE_{ins.pipe.name} ({core_name(ins.core, True)})"
+    return f"PIPE_{ins.pipe.name} ({Role(ins.core % 3).name} of block {ins.core // 3})"
 
 
 def _byte_tiles(obj, acc: Access, e: tuple, other_accesses) -> str:
@@ -72,7 +74,7 @@ def _byte_tiles(obj, acc: Access, e: tuple, other_accesses) -> str:
 
 
 def race_error(obj, acc: Access, e: tuple, ins: Instr, write: bool, note: str = "",
-               other_accesses: tuple = ()) -> RaceError:
+               other_accesses: tuple = (), aiv_only: bool = False) -> RaceError:
     """The RaceError of access `acc` (to `obj`) of `ins` and history entry `e` (rect, batch, block, thread,
     clock, phase, write, atomic, instruction, fresh), with `note` (e.g. a flag left set). `other_accesses`: the
     other instruction's (sources, destinations) as lowered, to name the other tile of a race on bytes."""
@@ -87,8 +89,8 @@ def race_error(obj, acc: Access, e: tuple, ins: Instr, write: bool, note: str = 
     else:
         where = f"GM: {obj!r}" + (f" batch {acc.batch}" if acc.batch else "") + f" [{r0}:{r1}, {c0}:{c1}]"
     lines = [f"Potential {kind} hazard detected at {where}",
-             f"  {_where(first)} {'write' if fw else 'read'}: {first.loc}",
-             f"  {_where(second)} {'write' if sw else 'read'}: {second.loc}",
+             f"  {_where(first, aiv_only)} {'write' if fw else 'read'}: {first.loc}",
+             f"  {_where(second, aiv_only)} {'write' if sw else 'read'}: {second.loc}",
              "  the two accesses are not ordered by any synchronisation (auto-sync, mutex, flag, unit_flag, "
              "cross-core event, sync_all)"]
     phases = [i.attrs.get("phase") for i in (first, second)]
@@ -98,10 +100,11 @@ def race_error(obj, acc: Access, e: tuple, ins: Instr, write: bool, note: str = 
         lines.append("  hint: one side carries a phase and the other does not; with a phase no software "
                      "sync is inserted on the M<->FIX edge, so both sides need AccPhase/STPhase (seeds/001)")
     else:
-        lines.append("  fix: " + _fix(first, second))
+        lines.append("  fix: " + _fix(first, second, aiv_only))
         if kind == "WAR" and first.core != second.core:
             # two cores have no program order: the replay ran the read first; it may be meant to see the write
-            how = ("a pl.system.sync_all() after the write and before the read" if first.core // 3 != second.core // 3
+            how = ("a pl.system.sync_all() after the write and before the read"
+                   if first.core // 3 != second.core // 3 or aiv_only
                    else "set_cross_core after the write, on its pipe, and wait_cross_core before the read")
             lines.append(f"  (two cores have no program order: if the read is meant to see this write, it is a "
                          f"RAW: {how})")

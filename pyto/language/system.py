@@ -188,6 +188,10 @@ def _cross_core_queues(op: Op, event: int, mode: CrossCoreSyncMode, tr, loc) -> 
                 aivs = [Role.AIV0, Role.AIV1]
             pairs = [(me, v) for v in aivs] if op is Op.SET_FLAG else [(v, me) for v in aivs]
         else:
+            if tr.launch.aiv_only:
+                raise SyncError(f"{loc}: CrossCoreSyncMode.{mode.name} pairs an AIV with its AIC, but this AIV-only "
+                                f"kernel runs no AIC; order AIVs with pl.system.sync_all(core_type="
+                                f"pl.SyncCoreType.AIV_ONLY)")
             pairs = [(me, Role.AIC)] if op is Op.SET_FLAG else [(Role.AIC, me)]
         space, ids = "intra", [event]
     return [(CROSS_CORE, e, space, _ROLE_NAME[s], _ROLE_NAME[d]) for s, d in pairs for e in ids]

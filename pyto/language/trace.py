@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 from ..chip import BUFFER_ALIGN, Chip
 from ..errors import CapacityError, KernelError, PytoError
-from ..ir import Buf, GMTensor, Instr, Loc, Pipe, Role
+from ..ir import Buf, GMTensor, Instr, Loc, Pipe, Role, core_name
 from .address import AddressSpace
 
 _AIC = Role.AIC
@@ -80,14 +80,14 @@ def caller_loc() -> Loc:
 class Program:
     """The instructions one processor (the AIC or one AIV of a block) executes, in program order."""
 
-    def __init__(self, block: int, role: Role):
-        self.block, self.role = block, role
+    def __init__(self, block: int, role: Role, aiv_only: bool = False):
+        self.block, self.role, self.aiv_only = block, role, aiv_only
         self.id = block * 3 + int(role)
         self.instrs: list[Instr] = []
         self.markers: list = []   # foreign ops that touch this role's buffers (cross-core pairing)
 
     def __repr__(self) -> str:
-        return f"block {self.block} {self.role.name}"
+        return core_name(self.id, self.aiv_only)
 
 
 class Launch:
@@ -184,7 +184,7 @@ class Tracer:
 
     def __init__(self, launch: Launch, block: int, role: Role):
         self.launch, self.chip = launch, launch.chip
-        self.program = Program(block, role)
+        self.program = Program(block, role, launch.aiv_only)
         self.core, self.instrs = self.program.id, self.program.instrs   # emit's shortcuts
         self.max_instructions = launch.max_instructions
         self.block, self.role = block, role

@@ -1,0 +1,143 @@
+"""PyPTO-Pro style kernels the pro tests share, written for pyto after the patterns of PyPTO-Pro's documented
+examples (docs/zh/pypto_pro/api/SIMD-API): tile groups under auto_mutex, the K-split loop, make_tile kernels
+synchronised by hand. Each is a plain pl.jit kernel body with module-level constants, as PyPTO-Pro wants them."""
+import pyto.language as pl
+
+TILE = 128
+M1, K1, N1 = 256, 128, 256          # one K step per output tile
+KS = 384                            # the K-split kernel's K: three steps of TILE
+
+
+def mat(shape, dtype=pl.DT_FP16, **kw):
+    return pl.TileType(shape=shape, dtype=dtype, target_memory=pl.MemorySpace.Mat, **kw)
+
+
+def left(shape, dtype=pl.DT_FP16):
+    return pl.TileType(shape=shape, dtype=dtype, target_memory=pl.MemorySpace.Left)
+
+
+def right(shape, dtype=pl.DT_FP16):
+    return pl.TileType(shape=shape, dtype=dtype, target_memory=pl.MemorySpace.Right)
+
+
+def acc(shape, **kw):
+    return pl.TileType(shape=shape, dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Acc, **kw)
+
+
+def vec(shape, dtype=pl.DT_FP32, **kw):
+    return pl.TileType(shape=shape, dtype=dtype, target_memory=pl.MemorySpace.Vec, **kw)
+
+
+def grouped_matmul(auto_mutex: bool = True):
+    """C = A @ B over 2 x 2 output tiles, L1 double-buffered with next(), L0A/L0B/Acc single groups: all the sync
+    is auto_mutex's (make_tile_group.md's 2-buffer example)."""
+    @pl.jit(auto_mutex=auto_mutex)
+    def tile_group_matmul(a: pl.Tensor[[M1, K1], pl.DT_FP16], b: pl.Tensor[[K1, N1], pl.DT_FP16],
+                          c: pl.Tensor[[M1, N1], pl.DT_FP32]):
+        a_l1 = pl.make_tile_group(type=mat([TILE, K1]), addrs=0x00000, mutex_ids=[0, 1])
+        b_l1 = pl.make_tile_group(type=mat([K1, TILE]), addrs=0x10000, mutex_ids=[2, 3])
+        a_left = pl.make_tile_group(type=left([TILE, K1]), addrs=0x0000, mutex_ids=[4])
+        b_right = pl.make_tile_group(type=right([K1, TILE]), addrs=0x0000, mutex_ids=[5])
+        c_acc = pl.make_tile_group(type=acc([TILE, TILE]), addrs=0x0000, mutex_ids=[6])
+        with pl.section_cube():
+            for i in pl.range(0, M1, TILE):
+                for j in pl.range(0, N1, TILE):
+                    cur_a, cur_b = a_l1.next(), b_l1.next()
+                    al, br, ac = a_left.current(), b_right.current(), c_acc.current()
+                    pl.load(cur_a, a, [i, 0])
+                    pl.load(cur_b, b, [0, j])
+                    pl.move(al, cur_a)
+                    pl.move(br, cur_b)
+                    pl.matmul(ac, al, br)
+                    pl.store(c, ac, [i, j])
+    return tile_group_matmul
+
+
+def k_split(transform: bool = True, fractal: int = 1024, last_phase=pl.AccPhase.Final, store_phase=pl.STPhase.Final):
+    """C [TILE, TILE] = A [TILE, KS] @ B [KS, TILE], K in three steps: Partial, Partial, `last_phase`, then one store
+    with `store_phase`, under set_mm_layout_transform when `transform` (matmul_acc.md's K-split kernel)."""
+    @pl.jit(auto_mutex=True)
+    def k_split_kernel(a: pl.Tensor[[TILE, KS], pl.DT_FP16], b: pl.Tensor[[KS, TILE], pl.DT_FP16],
+                       c: pl.Tensor[[TILE, TILE], pl.DT_FP32]):
+        a_l1 = pl.make_tile_group(type=mat([TILE, TILE]), addrs=0x00000, mutex_ids=[0, 1])
+        b_l1 = pl.make_tile_group(type=mat([TILE, TILE]), addrs=0x10000, mutex_ids=[2, 3])
+        a_left = pl.make_tile_group(type=left([TILE, TILE]), addrs=0x0000, mutex_ids=[4, 5])
+        b_right = pl.make_tile_group(type=right([TILE, TILE]), addrs=0x0000, mutex_ids=[6, 7])
+        c_acc = pl.make_tile_group(type=acc([TILE, TILE], fractal=fractal), addrs=0x0000, mutex_ids=[8])
+        with pl.section_cube():
+            if transform:
+                pl.system.set_mm_layout_transform(enabled=True)
+            ac = c_acc.current()
+            for k in pl.range(0, KS, TILE):
+                cur_a, cur_b, al, br = a_l1.next(), b_l1.next(), a_left.next(), b_right.next()
+                pl.load(cur_a, a, [0, k])
+                pl.load(cur_b, b, [k, 0])
+                pl.move(al, cur_a)
+                pl.move(br, cur_b)
+                if k == 0:
+                    pl.matmul(ac, al, br, phase=pl.AccPhase.Partial)
+                elif k < KS - TILE:
+                    pl.matmul_acc(ac, ac, al, br, phase=pl.AccPhase.Partial)
+                else:
+                    pl.matmul_acc(ac, ac, al, br, phase=last_phase)
+            pl.store(c, ac, [0, 0], phase=store_phase)
+            if transform:
+                pl.system.set_mm_layout_transform(enabled=False)
+    return k_split_kernel
+
+
+def make_tile_add(sync_in: bool = True, sync_out: bool = True):
+    """out = a + b on one AIV with make_tile tiles at fixed UB addresses, ordered by sync_src/sync_dst pairs
+    (make_tile.md's example); `sync_in` / `sync_out` drop a pair."""
+    @pl.jit()
+    def make_tile_add_kernel(a: pl.Tensor[[64, 128], pl.DT_FP16], b: pl.Tensor[[64, 128], pl.DT_FP16],
+                             out: pl.Tensor[[64, 128], pl.DT_FP16]):
+        tt = vec([64, 128], pl.DT_FP16)
+        tile_a = pl.make_tile(tt, addr=0x0000)
+        tile_b = pl.make_tile(tt, addr=0x4000)
+        tile_out = pl.make_tile(tt, addr=0x8000)
+        with pl.section_vector():
+            pl.load(tile_a, a, [0, 0])
+            pl.load(tile_b, b, [0, 0])
+            if sync_in:
+                pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
+                pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
+            pl.add(tile_out, tile_a, tile_b)
+            if sync_out:
+                pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=1)
+                pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=1)
+            pl.store(out, tile_out, [0, 0])
+    return make_tile_add_kernel
+
+
+def manual_mutex(mode: str = "ok"):
+    """out = a + b, every buffer ordered by hand with mutex_lock / mutex_unlock and sync_src/sync_dst under
+    auto_mutex=False (mutex_lock_mutex_unlock.md's example). mode "double": a second lock of id 0 on MTE2 before
+    its unlock; "unpaired": the last unlock missing."""
+    @pl.jit(auto_mutex=False)
+    def mutex_kernel(a: pl.Tensor[[64, 64], pl.DT_FP32], b: pl.Tensor[[64, 64], pl.DT_FP32],
+                     out: pl.Tensor[[64, 64], pl.DT_FP32]):
+        tt = vec([64, 64])
+        tile_a = pl.make_tile_group(type=tt, addrs=0x0000, mutex_ids=[0])
+        tile_b = pl.make_tile_group(type=tt, addrs=0x4000, mutex_ids=[1])
+        tile_out = pl.make_tile_group(type=tt, addrs=0x8000, mutex_ids=[2])
+        with pl.section_vector():
+            cur_a, cur_b, cur_out = tile_a.current(), tile_b.current(), tile_out.current()
+            pl.system.mutex_lock(pipe=pl.PipeType.MTE2, mutex_id=0)
+            pl.load(cur_a, a, [0, 0])
+            if mode == "double":
+                pl.system.mutex_lock(pipe=pl.PipeType.MTE2, mutex_id=0)
+            pl.system.mutex_unlock(pipe=pl.PipeType.MTE2, mutex_id=0)
+            pl.system.mutex_lock(pipe=pl.PipeType.MTE2, mutex_id=1)
+            pl.load(cur_b, b, [0, 0])
+            pl.system.mutex_unlock(pipe=pl.PipeType.MTE2, mutex_id=1)
+            pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
+            pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
+            pl.add(cur_out, cur_a, cur_b)
+            pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=1)
+            pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=1)
+            pl.system.mutex_lock(pipe=pl.PipeType.MTE3, mutex_id=2)
+            pl.store(out, cur_out, [0, 0])
+            if mode != "unpaired":
+                pl.system.mutex_unlock(pipe=pl.PipeType.MTE3, mutex_id=2)
+    return mutex_kernel
