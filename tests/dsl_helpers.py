@@ -19,8 +19,8 @@ def matmul_from_gm(tiles, a, a_offsets, b, b_offsets, **matmul_kw):
     a_l1, b_l1, a_l0a, b_l0b, c_l0c = tiles
     pl.load(a_l1, a, a_offsets)
     pl.load(b_l1, b, b_offsets)
-    pl.load(a_l0a, a_l1)
-    pl.load(b_l0b, b_l1)
+    pl.move(a_l0a, a_l1)
+    pl.move(b_l0b, b_l1)
     pl.matmul(c_l0c, a_l0a, b_l0b, **matmul_kw)
 
 

@@ -2,7 +2,7 @@
 (autosync.insert_reference): the same dependencies, in the same order, for every instruction.
 
 Compared on the example kernels, BMM branches and the phase-program kernels of the tests (traced, then
-auto-synced both ways), on random loop-structured DSL kernels (rings, phases, GM stores read back,
+auto-synced both ways), on random loop-structured DSL kernels (tile groups, phases, GM stores read back,
 flags, barriers, sync_all), and on random orders built from instructions directly (any rectangles,
 batches, other cores' instructions, phases on any pipe), which reach corners no kernel does.
 """
@@ -130,11 +130,12 @@ def test_phase_programs(program):
 # ---- random loop-structured kernels -----------------------------------------------------------------
 
 _AIC_PIPES = [Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX]
+_AIC_BARRIERS = [pl.system.bar_mte2, pl.system.bar_mte1, pl.system.bar_m, pl.system.bar_fix]    # _AIC_PIPES' barriers
 BODY_OPS = ["ld_a", "ld_b", "l0_a", "l0_b", "mm", "acc", "st", "ws_st", "ws_ld", "flag", "barrier"]
 
 
 def _loop_kernel(outer, inner, rings, body, tail, sync):
-    """A cube kernel: `outer` x `inner` loops over `body` (op, choice) with rings of `rings` (L1, L0, L0C)
+    """A cube kernel: `outer` x `inner` loops over `body` (op, choice) with tile groups of `rings` (L1, L0, L0C)
     slots; GM offsets follow the loop indices; a workspace stored and loaded back (a GM dependency)."""
     r_l1, r_l0, r_c = rings
 
@@ -148,6 +149,7 @@ def _loop_kernel(outer, inner, rings, body, tail, sync):
         c_l0 = pl.alloc(pl.L0C, [16, 16], pl.DT_FP32, buffers=r_c)
         ws = pl.workspace([32, 32], pl.DT_FP32)
         cur = {"a1": a_l1.next(), "b1": b_l1.next(), "a0": a_l0.next(), "b0": b_l0.next(), "c": c_l0.next()}
+        pl.system.set_mm_layout_transform(enabled=True)      # the 950's K-split rule for phased matmul_acc steps
 
         def step(op, x, i, j):
             if op == "ld_a":
@@ -158,10 +160,10 @@ def _loop_kernel(outer, inner, rings, body, tail, sync):
                 pl.load(cur["b1"], b, [0, 16 * (j % 2)])
             elif op == "l0_a":
                 cur["a0"] = a_l0.next()
-                pl.load(cur["a0"], cur["a1"])
+                pl.move(cur["a0"], cur["a1"])
             elif op == "l0_b":
                 cur["b0"] = b_l0.next()
-                pl.load(cur["b0"], cur["b1"])
+                pl.move(cur["b0"], cur["b1"])
             elif op in ("mm", "acc"):
                 phase = [None, AccPhase.Partial, AccPhase.Final][x % 3]
                 if x % 4 == 3:
@@ -181,10 +183,10 @@ def _loop_kernel(outer, inner, rings, body, tail, sync):
                 src = _AIC_PIPES[x % 4]
                 dst = _AIC_PIPES[(x // 4 + 1 + x % 4) % 4]
                 if src != dst:
-                    pl.set_flag(src, dst, x % 3)
-                    pl.wait_flag(src, dst, x % 3)
+                    pl.system.sync_src(set_pipe=src, wait_pipe=dst, event_id=x % 3)
+                    pl.system.sync_dst(set_pipe=src, wait_pipe=dst, event_id=x % 3)
             elif op == "barrier":
-                pl.pipe_barrier(Pipe.ALL if x % 5 == 0 else _AIC_PIPES[x % 4])
+                (pl.system.bar_all if x % 5 == 0 else _AIC_BARRIERS[x % 4])()
 
         for i in pl.range(outer):
             for j in pl.range(inner):
@@ -193,7 +195,8 @@ def _loop_kernel(outer, inner, rings, body, tail, sync):
             for op, x in tail:
                 step(op, x, i, 0)
             if sync:
-                pl.sync_all()
+                pl.system.sync_all(core_type=pl.SyncCoreType.AIC_ONLY)
+        pl.system.set_mm_layout_transform(enabled=False)
     return prog
 
 
@@ -218,6 +221,8 @@ def test_random_loop_kernels(spec):
 class _Tile:
     """A stand-in TileStore: what auto-sync reads of one (buffer, logical shape)."""
 
+    autosync = True     # a pl.alloc tile: pyto's auto-sync orders it
+
     def __init__(self, buf, shape):
         self.buf, self.shape = buf, shape
 
@@ -234,7 +239,7 @@ def _rect(rng):
 
 
 def _random_order(seed: int, n_body: int, loops: int):
-    """(order, core) of random instructions repeated as a loop body with alternating ring slots; about
+    """(order, core) of random instructions repeated as a loop body with alternating tile-group slots; about
     one in six belongs to another core (1 or 2) with its own increasing indices."""
     rng = random.Random(seed)
     tiles = [[_Tile(buf, (8, 8)) for _ in range(2)] for buf in (Buf.L1, Buf.L0C, Buf.L0C, Buf.UB)]

@@ -90,7 +90,8 @@ def test_k1_home_ground_is_planned_and_uses_every_aiv():
     c, rep = bmm(a, b, bias, report=True)
     assert not check(c, a, b, bias)
     lc = fit(p, operands(p.problem, a, b, bias))
-    assert lc.aivs == CHIP.aiv and rep.blocks == CHIP.aic == math.ceil(lc.aivs / 2)
+    assert lc.aivs == CHIP.aiv and lc.blocks == CHIP.aic == math.ceil(lc.aivs / 2)
+    assert rep.blocks == lc.aivs            # an AIV-only kernel: its block_dim counts AIVs
 
 
 # ---- empty outputs -------------------------------------------------------------------------------------
@@ -107,7 +108,8 @@ def test_empty_output_runs_nothing(a_shape, b_shape):
 @pytest.mark.parametrize("dt,bias", [("fp16", True), ("int8", True), ("fp32", False)])
 @pytest.mark.parametrize("K", [0, 1])
 def test_ub_fit_and_aiv_split(dt, bias, K):
-    """The kernel's own UB allocation fits one AIV; tiles cover the output; blocks = ceil(AIVs / 2)."""
+    """The kernel's own UB allocation fits one AIV; tiles cover the output; the AIV-only launch's block_dim is the
+    AIVs used (on ceil(AIVs / 2) AI cores)."""
     a_shape, b_shape = (8, 300, K), (8, K, 5000)
     specs = [pyto.spec(a_shape, dt), pyto.spec(b_shape, dt), pyto.spec((8, 1, 5000), "fp32") if bias else None]
     p = plan(a_shape, b_shape, dt, bias=bias, branch="special")
@@ -119,7 +121,7 @@ def test_ub_fit_and_aiv_split(dt, bias, K):
     assert lc.aivs == min(lc.units, CHIP.aiv) and lc.blocks == math.ceil(lc.aivs / 2)
     _, rep = bmm(*specs, branch="special")
     roof = roofline_us(p.problem, CHIP)
-    assert rep.blocks == lc.blocks and roof <= rep.time_us <= 1.5 * roof      # the output write dominates
+    assert rep.blocks == lc.aivs and roof <= rep.time_us <= 1.5 * roof      # the output write dominates
 
 
 def test_special_needs_k_0_or_1():

@@ -248,16 +248,17 @@ def test_sharing_never_changes_a_run(m, n, k, blocks, tiles, branch, batch):
 
 @pl.kernel
 def read_next_rows(a, out, *, TM: int):
-    """Block i copies a's rows i TM into a workspace, then (after sync_all) reads back rows (i+1) TM: the
-    last block reads rows no block wrote."""
+    """An AIV-only kernel (each AIV a block of its own, two to an AI core): AI core i's AIVs copy a's rows i TM
+    into a workspace, TM / 2 rows each, then (after sync_all) read back rows (i+1) TM: the last AI core's AIVs read
+    rows no block wrote."""
     K = a.shape[1]
-    ws = pl.workspace([(pl.get_block_num() + 1) * TM, K], a.dtype)
+    ws = pl.workspace([(pl.get_block_num() + 2) * (TM // 2), K], a.dtype)
     x_ub = pl.alloc(pl.UB, [TM // 2, K], a.dtype)
     with pl.section_vector():
-        r = pl.get_block_idx() * TM + pl.get_subblock_idx() * (TM // 2)
+        r = pl.get_block_idx() * (TM // 2)
         pl.load(x_ub, a, [r, 0])
         pl.store(ws, x_ub, [r, 0])
-    pl.sync_all()
+    pl.system.sync_all(core_type=pl.SyncCoreType.AIV_ONLY)
     with pl.section_vector():
         pl.load(x_ub, ws, [r + TM, 0])
         pl.store(out, x_ub, [r, 0])
@@ -276,5 +277,5 @@ def test_uninitialised_gm_read_of_a_follower_is_found(monkeypatch):
     monkeypatch.setattr(replay_mod, "_leaders", recording)
     a = np.ones((3 * 32, 64), np.float32)
     with pytest.raises(pyto.errors.UninitializedReadError, match="GM tensor 'ws'"):
-        pyto.run(read_next_rows, a, np.zeros_like(a), blocks=3, TM=32)
+        pyto.run(read_next_rows, a, np.zeros_like(a), blocks=6, TM=32)
     assert followed and followed[-1][2] != 2, "the last block should follow an earlier one"

@@ -27,7 +27,7 @@ def _cases():
         "tile_uninit": lambda: pyto.run(l0c_to_ub, np.ones((32, 32), np.float16), np.ones((32, 64), np.float16),
                                         np.zeros((32, 64), np.float32), MODE=2, WHO=1),
         "workspace_uninit": lambda: pyto.run(read_next_rows, np.ones((96, 64), np.float32),
-                                             np.zeros((96, 64), np.float32), blocks=3, TM=32),
+                                             np.zeros((96, 64), np.float32), blocks=6, TM=32),
         "pingpong_ok": lambda: pyto.run(matmul_pingpong, a16, b16, np.zeros((64, 64), np.float16), blocks=4, TM=32,
                                         TN=32, TK=32),
     }

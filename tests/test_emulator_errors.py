@@ -111,8 +111,8 @@ def wrong_dtype(a, b, out):
     pl.matmul(ac, al, br)
 
 
-@pytest.mark.parametrize("kernel,text", [(wrong_buffer, "must be in L0A"), (wrong_shape, "do not chain"),
-                                         (wrong_dtype, "differ in dtype")])
+@pytest.mark.parametrize("kernel,text", [(wrong_buffer, "left operand must be in pl.MemorySpace.Left (L0A)"),
+                                         (wrong_shape, "do not chain"), (wrong_dtype, "differ in dtype")])
 def test_misuse_names_the_line(kernel, text):
     with pytest.raises(pyto.ShapeError) as ei:
         pyto.run(kernel, *_mm_inputs())
@@ -129,7 +129,8 @@ def test_static_params_must_be_python_scalars():
         pyto.run(takes_tile, *_mm_inputs(), T=[16])
     with pytest.raises(pyto.KernelError, match="no static parameter"):
         pyto.run(takes_tile, *_mm_inputs(), TILE=16)
-    with pytest.raises(pyto.ShapeError, match="two positive Python ints"):
+    with pytest.raises(pyto.ShapeError,
+                       match=r"tile shape must be two positive ints \(a 2-D tile\), got \[16\.0, 16\.0\]"):
         pyto.run(takes_tile, *_mm_inputs(), T=16.0)
 
 
@@ -139,7 +140,7 @@ def test_missing_static_param_is_named():
 
 
 def _misuse(what):
-    """A kernel whose one misuse is `what(a, t)` (t: an L1 ring of two tiles); `what` is defined in this
+    """A kernel whose one misuse is `what(a, t)` (t: an L1 tile group of two tiles); `what` is defined in this
     file, so the line an error names is here."""
     @pl.kernel
     def misuse(a, b, out):
@@ -155,7 +156,7 @@ def _nested_sections(a, t):
 
 def _barrier_on_cube_pipe_in_vector_section(a, t):
     with pl.section_vector():
-        pl.pipe_barrier(pl.PipeType.M)
+        pl.system.bar_m()
 
 
 def _assign_gm_shape(a, t):
@@ -167,7 +168,8 @@ def _python_error(a, t):
 
 
 @pytest.mark.parametrize("what,err,text", [
-    (lambda a, t: pl.set_flag(pl.PipeType.V, pl.PipeType.M, 0), pyto.SyncError, "has no such pipe"),
+    (lambda a, t: pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.M, event_id=0), pyto.SyncError,
+     "has no such pipe"),
     (_barrier_on_cube_pipe_in_vector_section, pyto.SyncError, "AIV .vector core. has no such pipe"),
     (_nested_sections, pyto.KernelError, "sections do not nest"),
     (lambda a, t: pl.alloc(pl.L1, [16, 16], pl.DT_FP16, layout=3), pyto.KernelError, "layout must be"),
@@ -178,7 +180,7 @@ def _python_error(a, t):
     (lambda a, t: t[0:16, :], pyto.KernelError, "take a tile"),
     (lambda a, t: a[0], pyto.KernelError, "not indexed in a kernel"),
     (_assign_gm_shape, pyto.KernelError, "read-only in a kernel"),
-    (lambda a, t: pl.load(t[0], a, [0, 0], transpose="yes"), pyto.KernelError, "transpose must be True or False"),
+    (lambda a, t: pl.load(t[0], a, [0, 0], order="yes"), pyto.KernelError, "pl.load order must list two axes"),
     (_python_error, pyto.KernelError, "raised TypeError"),
     (lambda a, t: pl.load(t[0], a, [0.0, 0]), pyto.KernelError, "offsets must be integers"),
     (lambda a, t: pl.load(t[0], a, [np.True_, 0]), pyto.KernelError, "offsets must be integers"),
@@ -201,8 +203,8 @@ def numpy_int_indices(a, b, out):
     for k in pl.range(np.int64(0), np.int64(2)):
         pl.load(t, a, [np.int64(0), np.int64(32) * k])
         pl.load(bl1, b, [np.int32(32) * k, np.int64(0)])
-        pl.load(al, t[np.int64(0):np.int64(32), :])
-        pl.load(br, bl1)
+        pl.move(al, t[np.int64(0):np.int64(32), :])
+        pl.move(br, bl1)
         if k == 0:
             pl.matmul(ac, al, br)
         else:
@@ -226,7 +228,8 @@ def test_tiles_allocated_on_one_line_are_named_in_order():
     with pytest.raises(pyto.CapacityError, match="'y' \\[1024, 1024\\]") as e:
         pyto.run(one_line, *_mm_inputs())
     # what is already held, so the author knows what to shrink (an onboarding review asked for it)
-    assert re.search(r"in use: 'x' \[32, 32\] fp16 \(padded 32x32\) 2048 B \(line \d+\); shrink a tile", str(e.value))
+    assert re.search(r"in use: 'x' \[32, 32\] fp16 \(padded 32x32\) 2048 B at 0x0 \(line \d+\); shrink a tile",
+                     str(e.value))
 
 
 def test_dsl_outside_kernel_and_direct_call():
@@ -266,7 +269,7 @@ def test_path_missing_on_a2():
 def read_before_write(a, b, out):
     al1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
     al = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16)
-    pl.load(al, al1)
+    pl.move(al, al1)
 
 
 def test_uninitialized_read():
@@ -282,14 +285,14 @@ def same_tile_all_blocks(a, b, out, *, SYNC):
     al1, bl1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16), pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
     pl.load(al1, a)
     pl.load(bl1, b)
-    pl.load(al, al1)
-    pl.load(br, bl1)
+    pl.move(al, al1)
+    pl.move(br, bl1)
     pl.matmul(ac, al, br)
     for turn in pl.range(pl.get_block_num()):
         if turn == pl.get_block_idx() or not SYNC:
             pl.store(out, ac, [0, 0])
         if SYNC:
-            pl.sync_all()
+            pl.system.sync_all(core_type=pl.SyncCoreType.AIC_ONLY)
 
 
 def test_gm_race_across_cores_and_sync_all():
@@ -305,8 +308,8 @@ def test_gm_race_across_cores_and_sync_all():
 def _one_product(a, b, a_l1, b_l1, a0, b0, c):
     pl.load(a_l1, a, [0, 0])
     pl.load(b_l1, b, [0, 0])
-    pl.load(a0, a_l1)
-    pl.load(b0, b_l1)
+    pl.move(a0, a_l1)
+    pl.move(b0, b_l1)
     pl.matmul(c, a0, b0)
 
 
@@ -323,7 +326,7 @@ def race_then_rewrite(a, b, out):
     with pl.section_cube():
         _one_product(a, b, a_l1, b_l1, a0, b0, c)
         pl.store(out, c, [0, 0])
-    pl.sync_all()
+    pl.system.sync_all(core_type=pl.SyncCoreType.AIC_ONLY)
     with pl.section_cube():
         pl.store(out, c, [16 * pl.get_block_idx(), 0])
 
@@ -335,7 +338,7 @@ def atomic_then_plain(a, b, out):
     a_l1, b_l1, a0, b0, c = _fp32_tiles()
     with pl.section_cube():
         _one_product(a, b, a_l1, b_l1, a0, b0, c)
-        pl.store(out, c, [0, 0], atomic="add")
+        pl.store(out, c, [0, 0], atomic=pl.AtomicType.AtomicAdd)
         if pl.get_block_idx() == 0:
             pl.store(out, c, [0, 0])
 
@@ -350,13 +353,13 @@ def read_then_atomic(a, b, out, *, SLOW: int):
         _one_product(a, b, a_l1, b_l1, a0, b0, c)
         if pl.get_block_idx() == 0:
             pl.store(ws, c, [0, 0])
-    pl.sync_all()
+    pl.system.sync_all(core_type=pl.SyncCoreType.AIC_ONLY)
     with pl.section_cube():
         if pl.get_block_idx() == 1:
             pl.load(a_l1, ws, [0, 0])
         for _ in pl.range(SLOW if pl.get_block_idx() == 0 else 0):
             pl.matmul(c, a0, b0)
-        pl.store(ws, c, [0, 0], atomic="add")
+        pl.store(ws, c, [0, 0], atomic=pl.AtomicType.AtomicAdd)
         pl.store(out, c, [16 * pl.get_block_idx(), 0])
 
 
@@ -380,16 +383,16 @@ def expert_sync(a, b, out, *, MODE):
     al = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16)
     pl.load(al1, a)
     if MODE in (0, 2):
-        pl.set_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+        pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.MTE1, event_id=0)
     if MODE == 2:
-        pl.set_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
-    pl.wait_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
-    pl.load(al, al1)
+        pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.MTE1, event_id=0)
+    pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.MTE1, event_id=0)
+    pl.move(al, al1)
 
 
 def test_expert_flags_without_auto_sync():
     pyto.run(expert_sync, *_mm_inputs(), MODE=0, auto_sync=False)
-    with pytest.raises(pyto.DeadlockError, match=r"event \(MTE2->MTE1, id 0\)"):
+    with pytest.raises(pyto.DeadlockError, match=r"waits for event \(PipeType\.MTE2->PipeType\.MTE1, event_id 0\)"):
         pyto.run(expert_sync, *_mm_inputs(), MODE=1, auto_sync=False)
     with pytest.raises(pyto.SyncError, match="set again"):
         pyto.run(expert_sync, *_mm_inputs(), MODE=2, auto_sync=False)
@@ -402,24 +405,24 @@ def flag_left_set(a, b, out, *, AGAIN: bool):
     al = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16)
     for _ in pl.range(2):
         pl.load(al1, a)
-        pl.set_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 1)
-        pl.wait_flag(pl.PipeType.MTE2, pl.PipeType.MTE1, 1)
-        pl.load(al, al1)
-        pl.set_flag(pl.PipeType.MTE1, pl.PipeType.MTE2, 2)
-        pl.wait_flag(pl.PipeType.MTE1, pl.PipeType.MTE2, 2)
+        pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.MTE1, event_id=1)
+        pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.MTE1, event_id=1)
+        pl.move(al, al1)
+        pl.system.sync_src(set_pipe=pl.PipeType.MTE1, wait_pipe=pl.PipeType.MTE2, event_id=2)
+        pl.system.sync_dst(set_pipe=pl.PipeType.MTE1, wait_pipe=pl.PipeType.MTE2, event_id=2)
     if AGAIN:
-        pl.set_flag(pl.PipeType.MTE1, pl.PipeType.MTE2, 2)
+        pl.system.sync_src(set_pipe=pl.PipeType.MTE1, wait_pipe=pl.PipeType.MTE2, event_id=2)
 
 
 @pytest.mark.parametrize("mode", ["full", "timing"])
 def test_an_event_left_set_when_the_kernel_ends_is_a_sync_error(mode):
-    """mssanitizer's synccheck: a set_flag no wait_flag consumes leaves the event set for the next kernel
+    """mssanitizer's synccheck: a sync_src no sync_dst consumes leaves the event set for the next kernel
     (found by a kernel-author review)."""
     args = _mm_inputs() if mode == "full" else [pyto.spec((32, 32), "fp16")] * 3
     pyto.run(flag_left_set, *args, AGAIN=False, auto_sync=False, mode=mode)
-    with pytest.raises(pyto.SyncError, match=r"test_emulator_errors\.py:\d+ .*PIPE_MTE1, pl\.PIPE_MTE2, 2\): "
-                                              r"pl\.set_flag on block 0 AIC is set 1 more time\(s\) than it is "
-                                              r"waited for"):
+    with pytest.raises(pyto.SyncError, match=r"test_emulator_errors\.py:\d+ .*wait_pipe=pl\.PipeType\.MTE2, "
+                                              r"event_id=2\): pl\.system\.sync_src on block 0 AIC is set 1 more "
+                                              r"time\(s\) than it is waited for"):
         pyto.run(flag_left_set, *args, AGAIN=True, auto_sync=False, mode=mode)
     with pyto.run_options(check=False), pytest.raises(pyto.SyncError, match="still set"):
         pyto.run(flag_left_set, *[pyto.spec((32, 32), "fp16")] * 3, AGAIN=True, auto_sync=False, mode="timing")
@@ -430,7 +433,7 @@ def unsynced(a, b, out):
     al1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16)
     al = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16)
     pl.load(al1, a)
-    pl.load(al, al1)
+    pl.move(al, al1)
 
 
 def test_auto_sync_off_exposes_race():
@@ -444,6 +447,10 @@ _OPS = st.tuples(st.sampled_from(["load_gm", "load_l0", "matmul", "matmul_acc", 
                                   "add", "sync", "barrier"]),
                  st.integers(0, 6), st.integers(0, 6), st.integers(-20, 80), st.integers(-20, 80),
                  st.sampled_from([None, "Partial", "Final"]))
+
+
+_BARRIERS = (pl.system.bar_m, pl.system.bar_mte1, pl.system.bar_mte2, pl.system.bar_mte3, pl.system.bar_fix,
+             pl.system.bar_v, pl.system.bar_all)
 
 
 def _fuzz_kernel(ops):
@@ -461,7 +468,7 @@ def _fuzz_kernel(ops):
             if kind == "load_gm":
                 pl.load(t, gms[j % 3], [x, y])
             elif kind == "load_l0":
-                pl.load(t, u)
+                pl.move(t, u)
             elif kind == "matmul":
                 pl.matmul(tiles[4], t, u, phase=acc)
             elif kind == "matmul_acc":
@@ -475,9 +482,9 @@ def _fuzz_kernel(ops):
             elif kind == "add":
                 pl.add(t, u, t)
             elif kind == "sync":
-                pl.set_flag(pl.Pipe(i % 7), pl.Pipe(j % 7), x)
+                pl.system.sync_src(set_pipe=pl.PipeType(i % 7), wait_pipe=pl.PipeType(j % 7), event_id=x)
             else:
-                pl.pipe_barrier(pl.Pipe(i % 8))
+                _BARRIERS[i % len(_BARRIERS)]()
     return fuzz
 
 
@@ -575,23 +582,24 @@ def test_a_kernel_installed_in_site_packages_is_named_by_its_own_line(tmp_path):
 
 @pl.kernel
 def sync_all_in_one_block(x, out):
+    """An AIV-only kernel: each AIV is a block of its own; the first two call sync_all, the others never do."""
     t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
-    r = pl.get_block_idx() * 32 + pl.get_subblock_idx() * 16
+    r = pl.get_block_idx() * 16
     with pl.section_vector():
         pl.load(t, x, [r, 0])
-    if pl.get_block_idx() == 0:
-        pl.sync_all()
+    if pl.get_block_idx() < 2:
+        pl.system.sync_all(core_type=pl.SyncCoreType.AIV_ONLY)
     with pl.section_vector():
         pl.store(out, t, [r, 0])
 
 
 def test_a_sync_all_some_cores_never_reach_is_a_deadlock():
-    """A launch-wide barrier that block 1 never calls hangs the chip (an error-message helper found it ran to
+    """A launch-wide barrier that AIVs 2 and 3 never call hangs the chip (an error-message helper found it ran to
     completion: only the cores that called it were counted)."""
     x = np.ones((64, 64), np.float32)
-    with pytest.raises(pyto.DeadlockError, match=r"3 of 6 cores arrived; calls of pl.sync_all per core differ: 1 on "
-                                                 r"most, fewer on block 1 AIC \(0\), block 1 AIV0 \(0\), block 1 AIV1 \(0\)"):
-        pyto.run(sync_all_in_one_block, x, np.zeros_like(x), blocks=2)
+    with pytest.raises(pyto.DeadlockError, match=r"2 of 4 cores arrived; calls of pl\.system\.sync_all per core "
+                                                 r"differ: 1 on most, fewer on AIV 2 \(0\), AIV 3 \(0\)"):
+        pyto.run(sync_all_in_one_block, x, np.zeros_like(x), blocks=4)
 
 
 def test_launch_argument_mistakes_say_what_to_write():
@@ -618,7 +626,8 @@ def ring_as_tile(a, out):
 
 def test_a_ring_where_a_tile_goes_says_take_a_slot():
     a = np.ones((32, 32), np.float16)
-    with pytest.raises(pyto.ShapeError, match=r"the ring 'a_l1' \(2 L1 tiles\): take a slot with \.next\(\)"):
+    with pytest.raises(pyto.ShapeError, match=r"pl\.load destination must be a tile in L1/UB, got the tile group "
+                                             r"'a_l1' \(2 L1 tiles\): take a slot with \.next\(\)"):
         pyto.run(ring_as_tile, a, a.copy())
 
 
@@ -661,7 +670,7 @@ def test_a_consumer_that_runs_ahead_of_its_producer_is_a_raw():
 def load_then_scale_unsynced(x, out):
     t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
     with pl.section_vector():
-        r = pl.get_subblock_idx() * 16
+        r = pl.get_block_idx() * 16
         pl.load(t, x, [r, 0])
         pl.muls(t, t, 2.0)
         pl.store(out, t, [r, 0])
@@ -671,21 +680,21 @@ def test_an_in_place_op_racing_a_write_is_a_raw():
     """muls(t, t) unordered after a load into t: its read is the telling half (README's example said RAW, the
     report said WAW: the schedule ran the muls first and its write, covering its read, was all the history kept)."""
     x = np.ones((32, 64), np.float32)
-    msg = str(assert_race(load_then_scale_unsynced, x, np.zeros_like(x), auto_sync=False))
-    assert re.search(r"RAW hazard detected at UB: UB tile 't'\[0:16, 0:64\]\n  PIPE_MTE2 \(AIV0 of block 0\) "
-                     r"write: [^\n]*pl\.load\(t, x[^\n]*\n  PIPE_V \(AIV0 of block 0\) read: [^\n]*pl\.muls", msg), msg
+    msg = str(assert_race(load_then_scale_unsynced, x, np.zeros_like(x), blocks=2, auto_sync=False))
+    assert re.search(r"RAW hazard detected at UB: UB tile 't'\[0:16, 0:64\]\n  PIPE_MTE2 \(AIV 0\) "
+                     r"write: [^\n]*pl\.load\(t, x[^\n]*\n  PIPE_V \(AIV 0\) read: [^\n]*pl\.muls", msg), msg
 
 
 @pl.kernel
 def grouped_rows(x, out, *, GROUPS: tuple):
-    """Each group of rows (sizes from a static tuple, multiples of 16) copied through UB by one block."""
+    """Each group of rows (sizes from a static tuple, multiples of 16) copied through UB by one block (an AIV-only
+    kernel: each AIV is a block)."""
     t = pl.alloc(pl.UB, [16, 32], x.dtype)
     start = sum(GROUPS[:pl.get_block_idx()])
     with pl.section_vector():
-        if pl.get_subblock_idx() == 0:
-            for r in range(start, start + GROUPS[pl.get_block_idx()], 16):
-                pl.load(t, x, [r, 0])
-                pl.store(out, t, [r, 0])
+        for r in range(start, start + GROUPS[pl.get_block_idx()], 16):
+            pl.load(t, x, [r, 0])
+            pl.store(out, t, [r, 0])
 
 
 def test_a_tuple_of_scalars_is_a_static_parameter():
@@ -711,10 +720,15 @@ def bias_row_in_l1(a, b, bias, out, *, MISUSE: str):
     bt = pl.alloc(pl.BT, [1, N], pl.DT_FP32)
     with pl.section_cube():
         pl.load(row, bias)
-        pl.load(bt, row)
-        matmul_from_gm(tiles, a, [0, 0], b, [0, 0], bias=bt)
+        pl.move(bt, row)
+        a_l1, b_l1, a_l0a, b_l0b, c_l0c = tiles
+        pl.load(a_l1, a, [0, 0])
+        pl.load(b_l1, b, [0, 0])
+        pl.move(a_l0a, a_l1)
+        pl.move(b_l0b, b_l1)
+        pl.matmul(c_l0c, a_l0a, b_l0b, bt)
         if MISUSE == "cube operand":
-            pl.load(tiles[3][0:16, :], row)
+            pl.move(pl.alloc(pl.L0B, [1, N], pl.DT_FP32), row)
         pl.store(out, tiles[-1])
 
 
@@ -739,7 +753,8 @@ def test_a_bias_row_in_l1_is_an_nd_row_for_bt_only():
         pyto.run(l1_full_with_bias_rows, a, N=264)
     with pytest.raises(pyto.ShapeError, match=r"an ND tile in L1 is a single row \(a bias row for BT\), got \[2, 48\]"):
         pyto.run(bias_row_in_l1, a, b, np.zeros((2, 48), np.float32), out, MISUSE="two rows")
-    with pytest.raises(pyto.ShapeError, match=r"is an ND row in L1 \(for BT\); the cube's operands come from NZ L1"):
+    with pytest.raises(pyto.ShapeError, match=r"L1 tile 'row' is an ND row in Mat \(for the Bias table\); the cube's "
+                                              r"operands come from NZ or ZN Mat tiles"):
         pyto.run(bias_row_in_l1, a, b, bias, out, MISUSE="cube operand")
 
 
@@ -760,11 +775,11 @@ def waits_then_sets(x, out):
     """The AIC waits for flag 1 (MTE2) then sets flag 0 (FIX); each AIV waits for 0 then sets 1: on A2/A3 the
     AIC's wait holds its FIX pipe too, so nothing moves."""
     with pl.section_cube():
-        pl.cross_core_wait_flag(1, pl.PipeType.MTE2)
-        pl.cross_core_set_flag(0, pl.PipeType.FIX)
+        pl.system.wait_cross_core(pipe=pl.PipeType.MTE2, event_id=1)
+        pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0)
     with pl.section_vector():
-        pl.cross_core_wait_flag(0, pl.PipeType.V)
-        pl.cross_core_set_flag(1, pl.PipeType.V)
+        pl.system.wait_cross_core(pipe=pl.PipeType.V, event_id=0)
+        pl.system.set_cross_core(pipe=pl.PipeType.V, event_id=1)
 
 
 def test_an_a2_deadlock_from_a_core_wide_wait_says_so():

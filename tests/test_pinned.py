@@ -20,7 +20,7 @@ def read_then_overwrite(x, out):
     t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
     z = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
     with pl.section_vector():
-        r = pl.get_subblock_idx() * 16
+        r = pl.get_block_idx() * 16    # an AIV-only kernel: each AIV is a block
         pl.load(t, x, [r, 0])          # MTE2 reads x
         pl.duplicate(z, 0.0)
         pl.store(x, z, [r, 0])         # MTE3 overwrites x: auto-sync waits for the load (GM WAR)
@@ -30,7 +30,7 @@ def read_then_overwrite(x, out):
 def test_auto_sync_orders_a_gm_write_after_a_read_of_it():
     x = np.random.default_rng(0).random((32, 64)).astype(np.float32)
     x0, out = x.copy(), np.zeros_like(x)
-    pyto.run(read_then_overwrite, x, out)
+    pyto.run(read_then_overwrite, x, out, blocks=2)
     assert np.array_equal(out, x0) and not x.any()
 
 
@@ -40,7 +40,7 @@ def atomic_fp16(a, b, out):
     tiles = matmul_tiles(16, 32, 16, pl.DT_FP16)
     with pl.section_cube():
         matmul_from_gm(tiles, a, [0, 0], b, [0, 0])
-        pl.store(out, tiles[-1], [0, 0], atomic="add")
+        pl.store(out, tiles[-1], [0, 0], atomic=pl.AtomicType.AtomicAdd)
 
 
 def test_an_atomic_fp16_add_rounds_the_incoming_value_first():

@@ -13,13 +13,12 @@ from pyto.testing import assert_close, assert_matches, assert_race, matmul_bound
 
 @pl.kernel
 def scale(x, out, *, S: float):
-    """out = x * S on one AIV, computed in the tile's dtype."""
+    """out = x * S on one AIV (an AIV-only kernel launched with blocks=1), computed in the tile's dtype."""
     t = pl.alloc(pl.UB, list(x.shape), x.dtype)
     with pl.section_vector():
-        if pl.get_subblock_idx() == 0:
-            pl.load(t, x)
-            pl.muls(t, t, S)
-            pl.store(out, t, [0, 0])
+        pl.load(t, x)
+        pl.muls(t, t, S)
+        pl.store(out, t, [0, 0])
 
 
 @pytest.mark.parametrize("dt,wrong", [(ml_dtypes.bfloat16, 2.02), (np.float16, 2.003)])
@@ -35,10 +34,9 @@ def test_default_tolerance_is_one_rounding(dt, wrong):
 def top_rows_only(x, out, *, ROWS: int):
     """out[:ROWS] = x[:ROWS]; the rest of out is left as it was (zeros): a kernel that forgot some rows."""
     t = pl.alloc(pl.UB, [ROWS, x.shape[1]], x.dtype)
-    with pl.section_vector():
-        if pl.get_subblock_idx() == 0:
-            pl.load(t, x)
-            pl.store(out, t, [0, 0])
+    with pl.section_vector():      # one AIV: an AIV-only kernel launched with blocks=1
+        pl.load(t, x)
+        pl.store(out, t, [0, 0])
 
 
 def test_small_elements_are_checked_beside_large_ones():
@@ -91,7 +89,7 @@ def racy(a, out):
     t = pl.alloc(pl.L1, [32, 32], a.dtype)
     c = pl.alloc(pl.L0A, [32, 32], a.dtype)
     pl.load(t, a)
-    pl.load(c, t)
+    pl.move(c, t)
 
 
 def test_assert_race_takes_fortran_order_arrays_and_says_auto_sync_was_on():

@@ -205,9 +205,9 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
         most = int(calls.max())
         short = [f"{name} ({int(calls[c])})" for c, name in enumerate(enc.cores) if calls[c] < most]
         if short:
-            text += (f"; calls of pl.sync_all per core differ: {most} on most, fewer on {', '.join(short[:6])}"
-                     f"{' ...' if len(short) > 6 else ''} (every core of the launch must reach each one: a sync_all "
-                     f"under `if pl.block_idx()` or `pl.subblock_idx()` hangs the chip)")
+            text += (f"; calls of pl.system.sync_all per core differ: {most} on most, fewer on "
+                     f"{', '.join(short[:6])}{' ...' if len(short) > 6 else ''} (every core of the launch must reach "
+                     f"each one: a sync_all under `if pl.get_block_idx()` or `pl.get_subblock_idx()` hangs the chip)")
         return text
     if a["kind"][i] == 2:
         queued = np.flatnonzero((a["kind"] == 1) & (a["fkey"] == a["fkey"][i]) & ~started)

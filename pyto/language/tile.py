@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..chip import FORMATS
 from ..dtypes import DType, as_dtype
 from ..errors import AlignmentError, CapacityError, KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, Buf, Loc, TileStore
@@ -317,7 +318,12 @@ def _name_from_source(tr, loc) -> Optional[str]:
 
 def _resolve_layout(tr, buf: Buf, layout, loc) -> str:
     default = tr.chip.formats["L0A"] if buf is Buf.L0A else _DEFAULT_LAYOUT[buf]
+    if layout is not None and not isinstance(layout, str):
+        raise KernelError(f"{loc}: layout must be a format name (pl.NZ, pl.ZN, pl.ND, ...) or None, got {layout!r}")
     lay = default if layout is None else str(layout.value if isinstance(layout, TensorLayout) else layout).upper()
+    if lay not in FORMATS:
+        raise ShapeError(f"{loc}: unknown layout {layout!r}; formats are {', '.join(FORMATS)} ({buf.name} tiles are "
+                         f"{default} on {tr.chip.name})")
     if buf is Buf.L0A and lay != default:
         raise UnsupportedError(f"{loc}: {buf!r} tiles are {default} on {tr.chip.name} (pyto models one L0A format per "
                                f"chip, seeds/004), not {lay}")
