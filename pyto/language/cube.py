@@ -46,7 +46,8 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
             and a.store.buf is _L0A and b.store.buf is _L0B):    # else need_tile says which one is wrong
         for x, what, buf in ((dst, "destination", _L0C), (a, "left operand", _L0A), (b, "right operand", _L0B)):
             need_tile(x, f"{name} {what}", (buf,), loc)
-    phase = phase_of(phase, AccPhase, loc, name)
+    if phase is not None:
+        phase = phase_of(phase, AccPhase, loc, name)
     a0, a1, a2, a3 = a.rect          # shapes from the rectangles (Tile.shape, without a tuple per call)
     b0, b1, b2, b3 = b.rect
     d0, d1, d2, d3 = dst.rect
@@ -76,7 +77,7 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
             _ksplit_rules(dst, name, loc)
     attrs = {"m": m, "n": n, "k": k, "phase": phase, "accumulate": accumulate, "bias": bias is not None,
              "dtype": dt}
-    emit(_MMAD, Pipe.M, Role.AIC, tuple(srcs), (dst.access,), attrs, loc, name, tuple(tiles), phase is not None)
+    emit(_MMAD, Pipe.M, Role.AIC, tuple(srcs), (dst.access,), attrs, loc, name, tuple(tiles), phase is not None, tr)
 
 
 def matmul(dst_tile: Tile, lhs_tile: Tile, rhs_tile: Tile, *args, phase: Optional[AccPhase] = None, **kwargs) -> None:

@@ -148,7 +148,7 @@ def _squares_ok(store, rect: tuple) -> bool:
 
 # ---- GM -> Mat / Vec ------------------------------------------------------------------------------------------
 def _emit_gm_load(dst: Tile, src: GMTensor, accs: tuple, parts: Sequence[Tile], region: tuple, transpose: bool,
-                  to: tuple, loc: Loc) -> None:
+                  to: tuple, loc: Loc, tr=None) -> None:
     """Record a GM -> L1/UB load of len(parts) matrices (accs: their GM regions, parts: their views of
     dst), each `region` = (r0, c0, valid rows, valid cols) at its batch; `to`: an entry of _GM_TO."""
     r0, c0, vr, vc = region
@@ -158,7 +158,7 @@ def _emit_gm_load(dst: Tile, src: GMTensor, accs: tuple, parts: Sequence[Tile], 
              "bytes": n * vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst * n, "path": to[0]}
     if n > 1:
         attrs["parts"] = tuple((a.batch, p.rect) for a, p in zip(accs, parts))
-    emit(_LOAD, _MTE2, to[2], accs, (dst.access,), attrs, loc, "pl.load", (dst,))
+    emit(_LOAD, _MTE2, to[2], accs, (dst.access,), attrs, loc, "pl.load", (dst,), tr=tr)
 
 
 def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] = None, *, order=None,
@@ -181,6 +181,16 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
         if tr.is_aic and dst.store.buf is _UB:
             tr.launch.mark_vector(loc)                  # the AIC's trace: the AIVs' traces check and record it
             return
+        src = src_tensor
+        if type(src) is GMTensor and order is None and nd_num == 1 and not dst.t:
+            # the common case, all its checks in one go (the general path below says which one fails)
+            d = dst.store
+            to = _GM_TO.get(d.buf)
+            if to is not None and src.dtype is d.dtype and to[1] in tr.chip.paths:
+                q0, q1, p0, p1 = dst.rect
+                region = _gm_region(src, [0] * src.ndim if offsets is None else offsets, q1 - q0, p1 - p0, False, loc)
+                _emit_gm_load(dst, src, (region[0],), (dst,), region[2:], False, to, loc, tr)
+                return
     need_tile(dst, "pl.load destination", (Buf.L1, Buf.UB), loc)
     src = src_tensor
     if not isinstance(src, GMTensor):
@@ -408,9 +418,23 @@ def move(dst_tile: Tile, src_tile: Tile, offset=None, *, acc_to_vec_mode: Option
     loc = caller_loc()
     tr = current()
     dst, src = dst_tile, src_tile
-    if isinstance(dst, Tile) and isinstance(src, Tile) and src.store.buf is _L1 and not tr.is_aic:
-        tr.cube_marker(_LOAD, "pl.move", loc)      # an AIV's trace: the AIC's trace checks and records it
-        return
+    if type(dst) is Tile and type(src) is Tile and src.store.buf is _L1:
+        if not tr.is_aic:
+            tr.cube_marker(_LOAD, "pl.move", loc)  # an AIV's trace: the AIC's trace checks and records it
+            return
+        s, d = src.store, dst.store
+        path = _L1_TO.get(d.buf)
+        if (path is not None and d.buf is not _BT and offset is None and scale is None and acc_to_vec_mode is None
+                and relu_pre_mode is None and phase is None and s.layout == "NZ" and not dst.t and not src.t
+                and s.dtype is d.dtype and path[1] in tr.chip.paths):
+            # the K loop's plain Mat -> Left/Right move, all its checks in one go (the general path says which fails)
+            r0, r1, c0, c1 = src.rect
+            q0, q1, p0, p1 = dst.rect
+            if (r1 - r0, c1 - c0) == (q1 - q0, p1 - p0):
+                emit(_LOAD, _MTE1, _AIC, (src.access,), (dst.access,),
+                     {"transpose": False, "bytes": _fractal_bytes(d, q1 - q0, p1 - p0), "path": path[0]}, loc,
+                     "pl.move", (dst, src), tr=tr)
+                return
     # (a move out of Acc, or out of Vec, is recorded in every trace: the other side's trace keeps it as a marker,
     # which pairs pyto's cross-core moves, crosscore.py)
     need_tile(src, "pl.move source", (Buf.L1, Buf.L0C, Buf.UB), loc)

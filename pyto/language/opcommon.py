@@ -81,13 +81,18 @@ def mutex_ids(tiles, drop_acc: bool) -> tuple:
 
 
 def emit(op: Op, pipe: Pipe, role: Role, srcs: tuple, dsts: tuple, attrs: dict, loc: Loc, name: str,
-         tiles: tuple = (), phased: bool = False) -> Optional[Instr]:
-    """Record one instruction on `role`'s processor; under auto_mutex it carries the mutex ids of `tiles`."""
-    tr = current()
+         tiles: tuple = (), phased: bool = False, tr=None) -> Optional[Instr]:
+    """Record one instruction on `role`'s processor (`tr`: the current tracer, if the caller has it); under
+    auto_mutex it carries the mutex ids of `tiles`."""
+    if tr is None:
+        tr = current()
     if tr.launch.auto_mutex:
-        ids = mutex_ids(tiles, phased)
-        if ids:
-            attrs["mutex"] = ids
+        for t in tiles:
+            if t.mutex:
+                ids = mutex_ids(tiles, phased)
+                if ids:
+                    attrs["mutex"] = ids
+                break
     return tr.emit(Instr(op, pipe, srcs, dsts, attrs, loc, name=name), role)
 
 
