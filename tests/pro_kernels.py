@@ -141,3 +141,36 @@ def manual_mutex(mode: str = "ok"):
             if mode != "unpaired":
                 pl.system.mutex_unlock(pipe=pl.PipeType.MTE3, mutex_id=2)
     return mutex_kernel
+
+
+def matmul_tiles(m: int, k: int, n: int, *, groups: bool = False, dtype=pl.DT_FP16):
+    """(a_l1, b_l1, al, br, ac) of one [m, k] @ [k, n] product (call inside a kernel; the tiles take those names):
+    make_tile tiles at fixed addresses, or with `groups` the current slots of single-slot groups with mutex ids 0..4
+    (auto_mutex)."""
+    if groups:
+        a_l1 = pl.make_tile_group(type=mat([m, k], dtype), addrs=0x0, mutex_ids=[0])
+        b_l1 = pl.make_tile_group(type=mat([k, n], dtype), addrs=0x10000, mutex_ids=[1])
+        al = pl.make_tile_group(type=left([m, k], dtype), addrs=0x0, mutex_ids=[2])
+        br = pl.make_tile_group(type=right([k, n], dtype), addrs=0x0, mutex_ids=[3])
+        ac = pl.make_tile_group(type=acc([m, n]), addrs=0x0, mutex_ids=[4])
+        return tuple(g.current() for g in (a_l1, b_l1, al, br, ac))
+    a_l1 = pl.make_tile(mat([m, k], dtype), addr=0x0)
+    b_l1 = pl.make_tile(mat([k, n], dtype), addr=0x10000)
+    al = pl.make_tile(left([m, k], dtype), addr=0x0)
+    br = pl.make_tile(right([k, n], dtype), addr=0x0)
+    ac = pl.make_tile(acc([m, n]), addr=0x0)
+    return a_l1, b_l1, al, br, ac
+
+
+def gm_to_l0(tiles, a, b, offsets_a=(0, 0), offsets_b=(0, 0), *, barriers: bool = True) -> None:
+    """GM -> Mat -> Left / Right for `tiles` (matmul_tiles); `barriers` orders the hops with bar_all (make_tile tiles
+    have no framework sync; groups under auto_mutex need none)."""
+    a_l1, b_l1, al, br, _ = tiles
+    pl.load(a_l1, a, list(offsets_a))
+    pl.load(b_l1, b, list(offsets_b))
+    if barriers:
+        pl.system.bar_all()
+    pl.move(al, a_l1)
+    pl.move(br, b_l1)
+    if barriers:
+        pl.system.bar_all()

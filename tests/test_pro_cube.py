@@ -5,7 +5,7 @@ import pytest
 
 import pyto
 import pyto.language as pl
-from pro_kernels import acc, left, mat, right, vec
+from pro_kernels import acc, gm_to_l0, left, mat, matmul_tiles, right, vec
 
 RNG = np.random.default_rng(11)
 M, K, N = 32, 64, 48
@@ -189,18 +189,12 @@ def test_the_bias_is_positional():
 def acc_to_vec_phased(a: pl.Tensor[[M, K], pl.DT_FP16], b: pl.Tensor[[K, N], pl.DT_FP16],
                       c: pl.Tensor[[M, N], pl.DT_FP32]):
     """The unit_flag hands L0C to a move into both AIVs' UB (STPhase.Final on the move), then a cross-core event."""
-    a_l1, b_l1 = pl.make_tile(mat([M, K]), addr=0x0), pl.make_tile(mat([K, N]), addr=0x10000)
-    al, br, ac = pl.make_tile(left([M, K]), addr=0), pl.make_tile(right([K, N]), addr=0), pl.make_tile(acc([M, N]),
-                                                                                                        addr=0)
+    tiles = matmul_tiles(M, K, N)
     half = pl.make_tile(vec([M // 2, N]), addr=0)
     with pl.section_cube():
-        pl.load(a_l1, a, [0, 0])
-        pl.load(b_l1, b, [0, 0])
-        pl.system.bar_all()
-        pl.move(al, a_l1)
-        pl.move(br, b_l1)
-        pl.system.bar_all()
-        pl.matmul(ac, al, br, phase=pl.AccPhase.Final)
+        gm_to_l0(tiles, a, b)
+        ac = tiles[4]
+        pl.matmul(ac, tiles[2], tiles[3], phase=pl.AccPhase.Final)
         pl.move(half, ac, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM, phase=pl.STPhase.Final)
         pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0)
     with pl.section_vector():

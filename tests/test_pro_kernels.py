@@ -5,8 +5,8 @@ import pytest
 
 import pyto
 import pyto.language as pl
-from pro_kernels import KS, K1, M1, N1, TILE, acc, grouped_matmul, k_split, left, make_tile_add, manual_mutex, mat, \
-    right, vec
+from pro_kernels import KS, K1, M1, N1, TILE, acc, gm_to_l0, grouped_matmul, k_split, left, make_tile_add, \
+    manual_mutex, mat, matmul_tiles, right
 
 RNG = np.random.default_rng(18)
 
@@ -107,17 +107,11 @@ def _phase_case(mat_phase, store_phase, loops: int):
     @pl.jit
     def phase_case(a: pl.Tensor[[TILE, TILE], pl.DT_FP16], b: pl.Tensor[[TILE, TILE], pl.DT_FP16],
                    c: pl.Tensor[[TILE, TILE], pl.DT_FP32]):
-        a_l1 = pl.make_tile_group(type=mat([TILE, TILE]), addrs=0x00000, mutex_ids=[0])
-        b_l1 = pl.make_tile_group(type=mat([TILE, TILE]), addrs=0x10000, mutex_ids=[1])
-        al = pl.make_tile_group(type=left([TILE, TILE]), addrs=0x0, mutex_ids=[2]).current()
-        br = pl.make_tile_group(type=right([TILE, TILE]), addrs=0x0, mutex_ids=[3]).current()
-        ac = pl.make_tile_group(type=acc([TILE, TILE]), addrs=0x0, mutex_ids=[4]).current()
+        tiles = matmul_tiles(TILE, TILE, TILE, groups=True)
+        al, br, ac = tiles[2:]
         with pl.section_cube():
             for _ in pl.range(loops):
-                pl.load(a_l1.current(), a, [0, 0])
-                pl.load(b_l1.current(), b, [0, 0])
-                pl.move(al, a_l1.current())
-                pl.move(br, b_l1.current())
+                gm_to_l0(tiles, a, b, barriers=False)
                 pl.matmul(ac, al, br, phase=mat_phase)
                 pl.store(c, ac, [0, 0], phase=store_phase)
     return phase_case
@@ -156,16 +150,10 @@ def stale_accumulator(a: pl.Tensor[[64, 64], pl.DT_FP16], b: pl.Tensor[[64, 64],
                       c: pl.Tensor[[2, 64, 64], pl.DT_FP32]):
     """Two "tiles" into one Acc tile: the first with matmul, the second wrongly with matmul_acc (PyPTO-Pro's negative
     test bad_matmul_acc_reuses_stale_accumulator): the second result carries the first."""
-    a_l1 = pl.make_tile_group(type=mat([64, 64]), addrs=0x00000, mutex_ids=[0])
-    b_l1 = pl.make_tile_group(type=mat([64, 64]), addrs=0x10000, mutex_ids=[1])
-    al = pl.make_tile_group(type=left([64, 64]), addrs=0x0, mutex_ids=[2]).current()
-    br = pl.make_tile_group(type=right([64, 64]), addrs=0x0, mutex_ids=[3]).current()
-    ac = pl.make_tile_group(type=acc([64, 64]), addrs=0x0, mutex_ids=[4]).current()
+    tiles = matmul_tiles(64, 64, 64, groups=True)
+    al, br, ac = tiles[2:]
     with pl.section_cube():
-        pl.load(a_l1.current(), a, [0, 0])
-        pl.load(b_l1.current(), b, [0, 0])
-        pl.move(al, a_l1.current())
-        pl.move(br, b_l1.current())
+        gm_to_l0(tiles, a, b, barriers=False)
         pl.matmul(ac, al, br)
         pl.store(c, ac, [0, 0, 0])
         pl.matmul_acc(ac, ac, al, br)
@@ -223,17 +211,13 @@ def test_every_block_striding_from_zero_duplicates_stores_and_races():
     @pl.jit
     def everyone(a: pl.Tensor[[128, 64], pl.DT_FP16], b: pl.Tensor[[64, 64], pl.DT_FP16],
                  c: pl.Tensor[[128, 64], pl.DT_FP32]):
-        a_l1 = pl.make_tile_group(type=mat([64, 64]), addrs=0x00000, mutex_ids=[0])
-        b_l1 = pl.make_tile_group(type=mat([64, 64]), addrs=0x10000, mutex_ids=[1])
-        al = pl.make_tile_group(type=left([64, 64]), addrs=0x0, mutex_ids=[2]).current()
-        br = pl.make_tile_group(type=right([64, 64]), addrs=0x0, mutex_ids=[3]).current()
-        ac = pl.make_tile_group(type=acc([64, 64]), addrs=0x0, mutex_ids=[4]).current()
+        a_l1, b_l1, al, br, ac = matmul_tiles(64, 64, 64, groups=True)
         with pl.section_cube():
-            pl.load(b_l1.current(), b, [0, 0])
-            pl.move(br, b_l1.current())
+            pl.load(b_l1, b, [0, 0])
+            pl.move(br, b_l1)
             for t in pl.range(0, 2):
-                pl.load(a_l1.current(), a, [t * 64, 0])
-                pl.move(al, a_l1.current())
+                pl.load(a_l1, a, [t * 64, 0])
+                pl.move(al, a_l1)
                 pl.matmul(ac, al, br)
                 pl.store(c, ac, [t * 64, 0])
     a, b = _fp16(128, 64), _fp16(64, 64)

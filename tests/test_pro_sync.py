@@ -5,7 +5,7 @@ import pytest
 
 import pyto
 import pyto.language as pl
-from pro_kernels import acc, left, mat, right, vec
+from pro_kernels import gm_to_l0, matmul_tiles, vec
 
 RNG = np.random.default_rng(5)
 M, N, K = 32, 64, 32
@@ -17,19 +17,13 @@ def _handover(wait: bool = True, mode=pl.CrossCoreSyncMode.INTRA_BLOCK):
     @pl.jit
     def handover(a: pl.Tensor[[M, K], pl.DT_FP16], b: pl.Tensor[[K, N], pl.DT_FP16],
                  c: pl.Tensor[[M, N], pl.DT_FP32]):
-        a_l1, b_l1 = pl.make_tile(mat([M, K]), addr=0x0), pl.make_tile(mat([K, N]), addr=0x10000)
-        al, br = pl.make_tile(left([M, K]), addr=0x0), pl.make_tile(right([K, N]), addr=0x0)
-        ac = pl.make_tile(acc([M, N]), addr=0x0)
+        tiles = matmul_tiles(M, K, N)
+        ac = tiles[4]
         half = pl.make_tile(vec([M // 2, N]), addr=0x0)
         out = pl.make_tile(vec([M // 2, N]), addr=0x4000)
         with pl.section_cube():
-            pl.load(a_l1, a, [0, 0])
-            pl.load(b_l1, b, [0, 0])
-            pl.system.bar_all()
-            pl.move(al, a_l1)
-            pl.move(br, b_l1)
-            pl.system.bar_all()
-            pl.matmul(ac, al, br)
+            gm_to_l0(tiles, a, b)
+            pl.matmul(ac, tiles[2], tiles[3])
             pl.system.sync_src(set_pipe=pl.PipeType.M, wait_pipe=pl.PipeType.FIX, event_id=0)
             pl.system.sync_dst(set_pipe=pl.PipeType.M, wait_pipe=pl.PipeType.FIX, event_id=0)
             pl.move(half, ac, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM)
