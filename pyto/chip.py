@@ -95,7 +95,7 @@ class Chip:
             raise ChipError(f"chip {self.name}: aic must be a positive int, got {self.aic!r}")
         if self.aiv_per_aic != AIV_PER_AIC:
             raise ChipError(f"chip table {self.source}: key 'cores.aiv_per_aic' must be {AIV_PER_AIC} (the emulator "
-                            f"runs two AIVs per AI core, pl.subblock_idx() 0 and 1), got {self.aiv_per_aic!r}")
+                            f"runs two AIVs per AI core, pl.get_subblock_idx() 0 and 1), got {self.aiv_per_aic!r}")
         for key in ("clock_ghz", "gm_bandwidth_gbs", "l2_bandwidth_gbs", "vector_bytes_per_cycle"):
             v = getattr(self, key)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):

@@ -24,7 +24,7 @@ class Pipe(enum.IntEnum):
     V = 4     # vector unit
     MTE3 = 5  # UB -> GM / L1
     S = 6     # scalar: sync instructions
-    ALL = 7   # pipe_barrier(ALL) only
+    ALL = 7   # bar_all only
 
 
 class Buf(enum.IntEnum):
@@ -143,7 +143,7 @@ CROSS_CORE = "xcore"   # first item of a cross-core flag's key: (CROSS_CORE, id,
 
 
 def is_cross_core(key) -> bool:
-    """Whether a flag key names a cross-core flag's queue (pl.cross_core_set_flag / wait_flag)."""
+    """Whether a flag key names a cross-core flag's queue (pl.system.set_cross_core / wait_cross_core)."""
     return type(key) is tuple and key[0] == CROSS_CORE
 
 

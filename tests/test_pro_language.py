@@ -205,3 +205,23 @@ def test_torch_cpu_tensors_as_arguments():
     xb = torch.rand(16, 64).to(torch.bfloat16)
     with pytest.raises(pyto.ShapeError, match=r"parameter 'x' .* got a bf16 tensor"):
         tiled_copy(xb, out, Tiling(16, 2.0))
+    ob = torch.zeros(16, 64, dtype=torch.bfloat16)
+    bf16_copy(xb, ob)                                   # bf16 tensors are read and written through their bits
+    assert torch.equal(ob, xb)
+
+
+@pl.jit
+def bf16_copy(x: pl.Tensor[[16, 64], pl.DT_BF16], out: pl.Tensor[[16, 64], pl.DT_BF16]):
+    t = pl.make_tile(vec([16, 64], pl.DT_BF16), addr=0)
+    with pl.section_vector():
+        pl.load(t, x, [0, 0])
+        pl.system.bar_all()
+        pl.store(out, t, [0, 0])
+
+
+def test_bf16_numpy_arrays():
+    import ml_dtypes
+    x = RNG.random((16, 64)).astype(ml_dtypes.bfloat16)
+    out = np.zeros_like(x)
+    bf16_copy(x, out)
+    np.testing.assert_array_equal(out, x)

@@ -3,7 +3,7 @@
 For every tile (and GM tensor within one program): a read after a write on another pipe waits for
 that write; a write waits for earlier reads and writes on other pipes. On the M<->FIX edge of an
 L0C tile no software sync is formed when either side carries a phase: the hardware unit_flag
-decides (seeds/001). sync_all and pipe_barrier(ALL) order everything before against everything after.
+decides (seeds/001). sync_all and bar_all order everything before against everything after; mutex tokens are mutex.py's.
 
 A program's order may include another core's instructions (cross-core moves, see crosscore.py):
 they take part in the tracking, and the dependencies found for them are added to theirs.
@@ -81,14 +81,14 @@ def insert_reference(order: list, core: int, data: bool = True, wait_blocks_core
 
     `order` may hold other cores' instructions at the place this program meets them. With
     `data=False` (auto_sync off: the kernel synchronises itself with flags) only the barrier edges
-    of sync_all / pipe_barrier(ALL) are inserted. With `wait_blocks_core` (A2/A3) a cross-core wait holds
+    of sync_all / bar_all are inserted. With `wait_blocks_core` (A2/A3) a cross-core wait holds
     every later instruction of the core, as a barrier does for what follows it.
     """
     tracks: dict = {}
     barrier = None
     after_barrier: set = set()
     last_on: dict = {}
-    issued: dict = {}      # unit -> its instructions since its last set_flag / pipe_barrier(pipe)
+    issued: dict = {}      # unit -> its instructions since its last flag set, mutex unlock or barrier
     for ins in order:
         own = ins.core == core
         unit = (ins.core, ins.pipe)

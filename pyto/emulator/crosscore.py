@@ -5,7 +5,7 @@ Each role's trace keeps the other roles' ops as markers at the place its own pro
 The AIC's n-th move into a UB tile pairs with the n-th marker of that move in each AIV's program
 (issue 4: "the n-th move into a UB tile pairs with the vector code that follows it in that order").
 An AIV's move into L1 goes into the AIC's order where that AIV met it: after the cube instructions its
-own trace met before it (an AIV's code may differ from the other's by pl.subblock_idx(), so the AIC's
+own trace met before it (an AIV's code may differ from the other's by pl.get_subblock_idx(), so the AIC's
 markers, traced like AIV0, cannot place AIV1's moves). Auto-sync then runs on each program with the real
 moves spliced in, so the receiver waits for the move (RAW) and the next move waits for the receiver to be
 done with the tile (WAR: the buffer's release back). These edges are part of happens-before.
@@ -90,7 +90,7 @@ def _aic_order(aic, aivs: list) -> list:
         bad = _first_difference(prog, aic, cube)
         if bad is not None:
             raise KernelError(f"{bad.loc}: {prog} traces the cube code differently from the AIC (around this "
-                              f"line): cube instructions must not depend on pl.subblock_idx() outside "
+                              f"line): cube instructions must not depend on pl.get_subblock_idx() outside "
                               f"pl.section_vector()")
         # a move at i has met the markers placed at or before i and the sync_alls before it
         placed = [pos for pos, _ in prog.markers]

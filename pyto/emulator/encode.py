@@ -347,7 +347,7 @@ class Encoder:
                       uf_rid=cat["uf_rid"], rg_ptr=np.concatenate([np.zeros(1, np.int64), cat["rg_ptr"]]),
                       rg_blk=cat["rg_blk"], uf_wait=cat["uf_wait"], uf_set=cat["uf_set"], kind=cat["kind"],
                       fkey=cat["fkey"], occ=cat["occ"], lat=lat, gm_bytes=gmb, l2_bytes=l2b, fill=fill)
-        # a pl.sync_all waits for every traced core, also one that never calls it (then a deadlock)
+        # a pl.system.sync_all waits for every traced core, also one that never calls it (then a deadlock)
         return Encoded(arrays, self.n_ufblocks, self.n_fkeys, len(self.cores), self.slots, self.cores,
                        list(self.names), [str(x) for x in self.locs], cat["core_i"], cat["pipe_i"], cat["name_i"],
                        cat["loc_i"], waits, region_names, self.gm_read, self.gm_write, self.flops, self.cube_dtype)

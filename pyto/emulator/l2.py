@@ -1,7 +1,7 @@
 """L2 cache model: which GM reads are served by L2 (capacity and LRU from the chip table).
 
 GM accesses of all programs are replayed in an approximate global order: sync_all phase by phase
-(every access before a pl.sync_all comes before every access after it), and within a phase the
+(every access before a pl.system.sync_all comes before every access after it), and within a phase the
 programs advance in step (each program's k-th GM access of the phase before anyone's (k+1)-th), which
 stands for cores running concurrently. A read hits when the same region (tensor, batch, rectangle)
 is resident; writes allocate too (write-back), so data stored and read back hits, also when the read
@@ -164,7 +164,7 @@ def _hit(hits: dict, index: int, nbytes: float, filler: int) -> None:
 
 def _in_step(streams: list):
     """The accesses of all streams, phase by phase, the streams in step within a phase."""
-    if all(not s or s[-1][5] == 0 for s in streams):      # no pl.sync_all: one phase (phases only grow)
+    if all(not s or s[-1][5] == 0 for s in streams):      # no sync_all: one phase (phases only grow)
         for k in range(max((len(s) for s in streams), default=0)):
             for s in streams:
                 if k < len(s):

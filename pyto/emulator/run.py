@@ -247,13 +247,15 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
         auto_sync: bool = True, check: Optional[bool] = None, **params) -> Report:
     """Run `kernel` on the emulated chip; outputs are written into the arrays given (only on success).
 
-    `arrays`: the kernel's GM tensors in order, numpy arrays (or `pyto.spec(shape, dtype)` in timing mode).
-    `chip`: a chip table name (`pyto chips` lists them) or a Chip. `blocks`: how many AI cores run the kernel
-    (1 to the chip's AIC count, one block a core: a launch of more blocks than cores, which hardware runs in
-    waves, is refused; pl.block_idx() tells them apart). `mode`: "full" computes the data and checks
-    everything; "timing" only schedules (no data), for shapes too large to compute.
-    `auto_sync=False` turns off the framework's inserted synchronisation: the kernel orders its pipes
-    with pl.set_flag/wait_flag itself, and the sanitizer reports what it misses. `check`: None (default)
+    `arrays`: a @pl.kernel's GM tensors in order, numpy arrays (or `pyto.spec(shape, dtype)` in timing mode), its
+    static parameters as keywords; a @pl.jit kernel's arguments in its signature's order (tensors, scalars, tiling
+    data). `chip`: a chip table name (`pyto chips` lists them) or a Chip. `blocks`: the block_dim, how many AI cores
+    run the kernel (1 to the chip's AIC count, one block a core: a launch of more blocks than cores, which hardware
+    runs in waves, is refused; pl.get_block_idx() tells them apart), or for an AIV-only kernel how many AIVs. `mode`:
+    "full" computes the data and checks everything; "timing" only schedules (no data), for shapes too large to
+    compute. `auto_sync=False` turns off the framework's synchronisation (auto_mutex tokens and pyto's auto-sync of
+    pl.alloc tiles): the kernel orders its pipes with pl.system.sync_src/sync_dst and the rest itself, and the
+    sanitizer reports what it misses. `check`: None (default)
     takes pyto.run_options' setting in timing mode and is always on in full mode; `check=False` (timing
     mode only; a KernelError in full mode) skips the race and uninitialised-read checks and encodes each block
     as soon as it is traced, keeping memory small for schedules of millions of instructions; capacity,

@@ -2,7 +2,7 @@
 
 Threads are the pipes of one block (AIC: MTE2 MTE1 M FIX S; each AIV: MTE2 V MTE3 S). Every access
 is stored with its epoch (thread, clock); a conflicting later access must have that epoch in its
-vector clock, else it is a race (FastTrack). Across blocks the only order is pl.sync_all, so
+vector clock, else it is a race (FastTrack). Across blocks the only order is pl.system.sync_all, so
 conflicting GM accesses of two blocks in the same sync_all phase race. The checks run in checkcore.py;
 this module names what they found. Reports follow mssanitizer's style: hazard kind, buffer and region,
 both pipes with op and line.

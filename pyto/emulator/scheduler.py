@@ -56,7 +56,7 @@ _CROSS_CORE_OPS = ("pl.system.set_cross_core", "pl.system.wait_cross_core")
 
 
 def _queues(enc: Encoded, cross_core: bool):
-    """Per flag queue (pl.set_flag events, or cross-core flags): the indices of its sets and of its waits."""
+    """Per flag queue (sync_src events, or cross-core events): the indices of its sets and of its waits."""
     a = enc.arrays
     flag = (a["kind"] == 1) | (a["kind"] == 2)
     ids = [k for k, name in enumerate(enc.names) if name in _CROSS_CORE_OPS]
