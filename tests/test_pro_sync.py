@@ -5,7 +5,7 @@ import pytest
 
 import pyto
 import pyto.language as pl
-from pro_kernels import gm_to_l0, matmul_tiles, vec
+from pro_kernels import acc, gm_to_l0, left, mat, matmul_tiles, right, vec
 
 RNG = np.random.default_rng(5)
 M, N, K = 32, 64, 32
@@ -132,13 +132,88 @@ def test_more_than_15_pending_sets_is_a_sync_error():
         k(np.zeros((16, 16), np.float16))
 
 
-def test_inter_block_mode_is_not_built():
+def _neighbours(wait: bool = True, skip_set_on=None, cube: bool = False):
+    """Core i writes row i of a workspace, sets INTER_BLOCK event 3, waits for it, then reads row i + 1: every AIV of an
+    AIV-only launch, or (cube) every AIC of a cube-only one."""
+    mode = pl.CrossCoreSyncMode.INTER_BLOCK
+
     @pl.jit
-    def k(x: pl.Tensor[[16, 16], pl.DT_FP16]):
+    def k(x: pl.Tensor[[4, 64], pl.DT_FP32], out: pl.Tensor[[4, 64], pl.DT_FP32]):
+        ws = pl.workspace([4, 64], pl.DT_FP32)
+        t, u = pl.make_tile(vec([1, 64]), addr=0), pl.make_tile(vec([1, 64]), addr=0x100)
         with pl.section_vector():
-            pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=1, sync_mode=pl.CrossCoreSyncMode.INTER_BLOCK)
-    with pytest.raises(pyto.UnsupportedError, match=r"INTER_BLOCK .* not built"):
-        k(np.zeros((16, 16), np.float16))
+            i = pl.get_block_idx()
+            pl.load(t, x, [i, 0])
+            pl.system.bar_all()
+            pl.store(ws, t, [i, 0])
+            if i != skip_set_on:
+                pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=3, sync_mode=mode)
+            if wait:
+                pl.system.wait_cross_core(pipe=pl.PipeType.MTE2, event_id=3, sync_mode=mode)
+            pl.load(u, ws, [(i + 1) % 4, 0])
+            pl.system.bar_all()
+            pl.store(out, u, [i, 0])
+    return k
+
+
+def test_inter_block_events_order_every_aiv_of_the_launch():
+    x = RNG.random((4, 64), np.float32)
+    out = np.zeros_like(x)
+    _neighbours()[None, 4](x, out)
+    np.testing.assert_array_equal(out, np.roll(x, -1, axis=0))
+
+
+def test_without_the_inter_block_wait_the_neighbours_race():
+    x = np.ones((4, 64), np.float32)
+    with pytest.raises(pyto.RaceError, match=r"RAW hazard detected at GM: GM tensor 'ws'.*\n  PIPE_MTE3 \(AIV \d\) write.*"
+                                             r"\n  PIPE_MTE2 \(AIV \d\) read"):
+        _neighbours(wait=False)[None, 4](x, np.zeros_like(x))
+
+
+def test_an_inter_block_round_a_core_never_sets_deadlocks():
+    x = np.ones((4, 64), np.float32)
+    with pytest.raises(pyto.DeadlockError, match=r"cross-core event 3 \(INTER_BLOCK over every AIV of the launch\): 3 of "
+                                                 r"the 4 sets its round needs were raised"):
+        _neighbours(skip_set_on=2)[None, 4](x, np.zeros_like(x))
+
+
+@pl.jit
+def aic_neighbours(a: pl.Tensor[[64, 16], pl.DT_FP16], eye: pl.Tensor[[16, 16], pl.DT_FP16],
+                   eye32: pl.Tensor[[16, 16], pl.DT_FP32], out: pl.Tensor[[64, 16], pl.DT_FP32]):
+    """AIC i stores its 16 rows of A (A @ I) to a workspace, INTER_BLOCK over the AICs, then reads the next AIC's rows
+    back through the cube (W @ I in fp32) into out: out's block i is A's block i + 1."""
+    ws = pl.workspace([64, 16], pl.DT_FP32)
+    tiles = matmul_tiles(16, 16, 16)
+    w_l1 = pl.make_tile(mat([16, 16], pl.DT_FP32), addr=0x20000)
+    e_l1 = pl.make_tile(mat([16, 16], pl.DT_FP32), addr=0x30000)
+    w_l0a = pl.make_tile(left([16, 16], pl.DT_FP32), addr=0x8000)
+    e_l0b = pl.make_tile(right([16, 16], pl.DT_FP32), addr=0x8000)
+    ac2 = pl.make_tile(acc([16, 16]), addr=0x8000)
+    with pl.section_cube():
+        i = pl.get_block_idx()
+        gm_to_l0(tiles, a, eye, (i * 16, 0))
+        pl.matmul(tiles[4], tiles[2], tiles[3])
+        pl.system.bar_all()
+        pl.store(ws, tiles[4], [i * 16, 0])
+        pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=1, sync_mode=pl.CrossCoreSyncMode.INTER_BLOCK)
+        pl.system.wait_cross_core(pipe=pl.PipeType.MTE2, event_id=1, sync_mode=pl.CrossCoreSyncMode.INTER_BLOCK)
+        pl.load(w_l1, ws, [((i + 1) % 4) * 16, 0])
+        pl.load(e_l1, eye32, [0, 0])
+        pl.system.bar_all()
+        pl.move(w_l0a, w_l1)
+        pl.move(e_l0b, e_l1)
+        pl.system.bar_all()
+        pl.matmul(ac2, w_l0a, e_l0b)
+        pl.system.bar_all()
+        pl.store(out, ac2, [i * 16, 0])
+
+
+def test_inter_block_events_over_the_aics():
+    a = RNG.standard_normal((64, 16)).astype(np.float16)
+    out = np.zeros((64, 16), np.float32)
+    rep = aic_neighbours[None, 4](a, np.eye(16, dtype=np.float16), np.eye(16, dtype=np.float32), out)
+    assert rep.blocks == 4
+    np.testing.assert_array_equal(out, np.roll(a.astype(np.float32), -16, axis=0))    # exact: products by 0 and 1
 
 
 def test_an_aiv_only_kernel_has_no_aic_to_pair_with():

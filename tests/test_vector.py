@@ -1004,7 +1004,7 @@ def _cross_core_misuse(call):
      r"set_cross_core event_id 16 out of range 0\.\.15"),
     (lambda: _in_cube(lambda: pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0,
                                                        sync_mode=pl.CrossCoreSyncMode.INTER_BLOCK)),
-     pyto.UnsupportedError, r"INTER_BLOCK .*pl\.system\.sync_all"),
+     pyto.SyncError, r"set_cross_core on block 0 AIC is set 1 more time\(s\) than the other side waits for"),
     (lambda: _in_cube(lambda: pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0,
                                                        sync_mode=pl.CrossCoreSyncMode.INTER_SUBBLOCK)),
      pyto.SyncError, "INTER_SUBBLOCK syncs the two AIVs"),

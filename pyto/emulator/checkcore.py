@@ -82,7 +82,7 @@ def _move(E, hstart, hcap, h, n, top):
 
 @njit(cache=True)
 def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, first, dep_ptr, dep_idx,
-          slot, n_slots, f_tracked, f_reads, parties, n_blocks, width, dma,
+          slot, n_slots, f_tracked, f_reads, parties, n_blocks, width, dma, glob,
           start, nsrc, nacc, atomic, hist, obj, rect, cell, stride, cells, gm, tracked, masked, ncells, relaxed,
           mask_size, n_hist):
     """Visit `positions` of the start order (replay.py). Returns (race record, uninit record): the race
@@ -92,7 +92,12 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
     Two writes of one DMA thread (`dma`: the MTE2 pipes) to a `relaxed` object (a tile only the kernel's own sync
     orders) are ordered only if the later one knows the earlier completed (`sdone`: per clock row, the latest clock
     of its own thread it knows completed, through a barrier's or another thread's edge): program order on the pipe
-    is not enough (PyPTO-Pro's bar_mte2 rule, load.md)."""
+    is not enough (PyPTO-Pro's bar_mte2 rule, load.md).
+
+    `glob`: the launch orders blocks by more than sync_all (INTER_BLOCK events): the clocks are launch-wide (a column
+    per block's thread, `width` = blocks x 13) and joins across blocks count; otherwise a clock has a block's threads
+    only and other blocks are ordered by sync_all phases alone."""
+    gmul = 13 if glob else 0                              # a thread's column: block * gmul + thread
     live = n_blocks * 13
     clk = np.zeros((live + n_slots, width), np.int64)     # vector clocks: live rows, then snapshots
     sdone = np.zeros(live + n_slots, np.int64)            # per row: its own thread's clock known completed
@@ -171,16 +176,17 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
         if leads:   # begin: join the clocks of the instructions it waited for (auto-sync, then the schedule's)
             row = (core[i] // 3) * 13 + thr[i]
             b = core[i] // 3
+            me = b * gmul + thr[i]
             ep = ep_of[row]
             pos = positions[p]
             for q in range(2):
                 lo, hi = (dep_ptr[i], dep_ptr[i + 1]) if q == 0 else (join_ptr[pos], join_ptr[pos + 1])
                 for jj in range(lo, hi):
                     s = slot[dep_idx[jj] if q == 0 else join_idx[jj]]
-                    if s >= 0 and snap_b[s] == b:
-                        u = snap_t[s]
-                        if thr[i] < width and clk[live + s, thr[i]] > sdone[row]:
-                            sdone[row] = clk[live + s, thr[i]]
+                    if s >= 0 and (snap_b[s] == b or glob):
+                        u = snap_b[s] * gmul + snap_t[s]
+                        if me < width and clk[live + s, me] > sdone[row]:
+                            sdone[row] = clk[live + s, me]
                         # clocks only grow, so a thread that already knows u's clock of j knows all j knew
                         if clk[live + s, u] > clk[row, u]:
                             for x in range(width):
@@ -188,7 +194,7 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
                                     clk[row, x] = clk[live + s, x]
                         if ep_of[live + s] > ep:
                             ep = ep_of[live + s]
-            clk[row, thr[i]] += 1
+            clk[row, me] += 1
             ep_of[row] = ep
             for a in range(start[i], start[i] + nacc[i]):
                 work_a[n_work], work_row[n_work], work_i[n_work] = a, row, i
@@ -203,6 +209,7 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
                 continue
             ii = work_i[w]
             b, t = core[ii] // 3, thr[ii]
+            tc = b * gmul + t                                # its clock column
             ep = ep_of[row]
             write = a >= start[ii] + nsrc[ii]
             at = write and atomic[ii]
@@ -213,8 +220,8 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
             for k in range(s, s + hlen[h]):
                 e0, e1, f0, f1 = E[k, _R0], E[k, _R1], E[k, _C0], E[k, _C1]
                 eb, et, ewrite, eatomic, eep = E[k, _B], E[k, _T], E[k, _W] != 0, E[k, _AT] != 0, E[k, _EP]
-                ordered = eb == b and E[k, _CLK] <= clk[row, et]     # by the block's own happens-before
-                if ordered and et == t and write and ewrite and dma[t] and relaxed[o]:
+                ordered = (eb == b or glob) and E[k, _CLK] <= clk[row, eb * gmul + et]   # by happens-before
+                if ordered and et == t and eb == b and write and ewrite and dma[t] and relaxed[o]:
                     ordered = E[k, _CLK] <= sdone[row]             # one DMA pipe's writes: a barrier between
                 if ((write or ewrite) and e0 < r1 and r0 < e1 and f0 < c1 and c0 < f1 and not (at and eatomic)
                         and eep == ep and not ordered):            # a sync_all between orders any two
@@ -236,7 +243,7 @@ def check(positions, order, join_ptr, join_idx, blk, thr, core, sync, leader, fi
                 top += hcap[h]
             k = s + n
             E[k, _R0], E[k, _R1], E[k, _C0], E[k, _C1] = r0, r1, c0, c1
-            E[k, _B], E[k, _T], E[k, _CLK], E[k, _EP] = b, t, clk[row, t], ep
+            E[k, _B], E[k, _T], E[k, _CLK], E[k, _EP] = b, t, clk[row, tc], ep
             E[k, _W], E[k, _AT], E[k, _INS], E[k, _FRESH] = write, at, ii, (not write) and fresh[a]
             hlen[h] = n + 1
         if i >= 0 and (leads or f_tracked[i]):

@@ -19,8 +19,11 @@ _LOCK = Op.MUTEX_LOCK
 # per-instruction columns of a BlockCode, in the order encode() builds each row, and their types
 # (gmb, l2b: GM and L2 channel bytes)
 _COLUMNS = dict(pipe_of=np.int64, uf_rid=np.int64, uf_wait=np.int8, uf_set=np.int8, kind=np.int8, fkey=np.int64,
-                occ=np.float64, lat=np.float64, gmb=np.float64, l2b=np.float64, core_i=np.int32, pipe_i=np.int8,
-                name_i=np.int32, loc_i=np.int32)
+                fneed=np.int64, fspan=np.int64, occ=np.float64, lat=np.float64, gmb=np.float64, l2b=np.float64,
+                core_i=np.int32, pipe_i=np.int8, name_i=np.int32, loc_i=np.int32)
+# kind 4: an INTER_BLOCK cross-core wait (system._inter_block): it waits for `fneed` sets of its launch-wide event,
+# consumes none, and joins the `fspan` sets of its round
+ROUND_WAIT = 4
 
 
 def check_flag_pairs(program) -> None:
@@ -41,7 +44,14 @@ def check_flag_pairs(program) -> None:
             pending.pop(ins.attrs["key"], None)
 
 
+def is_launch_wide(key) -> bool:
+    """Whether a cross-core key is an INTER_BLOCK event (one queue for the whole launch)."""
+    return is_cross_core(key) and key[2] == "block"
+
+
 def flag_name(key) -> str:
+    if is_launch_wide(key):
+        return f"cross-core event {key[1]} (INTER_BLOCK over every {key[3]} of the launch)"
     if is_cross_core(key):
         _, e, space, s, d = key
         return f"cross-core event {e} ({s}->{d}, {'INTRA_BLOCK/UNICAST_BLOCK' if space == 'intra' else 'INTER_SUBBLOCK'})"
@@ -145,6 +155,7 @@ class BlockCode:
     gm_read: float
     gm_write: float
     gm_io: list
+    launch_keys: tuple = ()     # (local flag key, key) of the launch-wide events (INTER_BLOCK)
 
 
 def _np(values, dtype) -> np.ndarray:
@@ -195,6 +206,7 @@ class Encoder:
         self.chunks: list = []     # (code, instruction, slot, region, unit_flag block, flag key, core) bases
         self.l2 = L2Accesses()     # the GM accesses for the L2 replay
         self.n_regions = self.n_ufblocks = self.n_fkeys = 0
+        self.launch_keys: dict = {}   # a launch-wide event's key -> its number after the blocks' own
         self.gm_read = self.gm_write = self.flops = 0.0
         self.cube_dtype = None
         self._memo: dict = {}      # (op, cost key, pipe, name, line) -> its row of _statics
@@ -260,14 +272,19 @@ class Encoder:
             if (kind[lo:lo + lens[pos]] == 1).any():
                 check_flag_pairs(prog)
         slots, slot_i, queues = _slots(core_i, col["pipe_i"].astype(np.int64))
-        fkey = np.zeros(n, np.int64)
+        fkey, fneed, fspan = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
         fkeys: dict = {}
+        launch_keys: dict = {}
         waits: dict = {}
         for j, pos, ins in special:
             k = _KIND.get(ins.op, 0)
             if k == 1 or k == 2:      # a flag queue: a program's own, or a cross-core one the block shares
                 key = ins.attrs["key"]
                 fkey[j] = fkeys.setdefault(key if is_cross_core(key) else (pos, key), len(fkeys))
+                if is_launch_wide(key):
+                    launch_keys[int(fkey[j])] = key
+                    if k == 2:
+                        kind[j], fneed[j], fspan[j] = ROUND_WAIT, ins.attrs["need"], ins.attrs["parties"]
             if k >= 2 or k == 0:
                 waits[j] = _wait_text(ins)
         uf_cols = np.full((3, n), -1, np.int64)
@@ -279,13 +296,14 @@ class Encoder:
         read = io & (col["read"] > 0)
         gm_io = _gm_io(lens, io, read, io_bytes, kind)
         arrays = dict(pipe_of=slot_i, uf_rid=uf_cols[0], uf_wait=uf_cols[1], uf_set=uf_cols[2], kind=kind,
-                      fkey=fkey, occ=col["occ"], lat=col["lat"], gmb=col["gmb"], l2b=col["l2b"], core_i=core_i,
-                      pipe_i=col["pipe_i"], name_i=col["name_i"], loc_i=col["loc_i"])
+                      fkey=fkey, fneed=fneed, fspan=fspan, occ=col["occ"], lat=col["lat"], gmb=col["gmb"],
+                      l2b=col["l2b"], core_i=core_i, pipe_i=col["pipe_i"], name_i=col["name_i"], loc_i=col["loc_i"])
         arrays = {name: arrays[name].astype(dt, copy=False) for name, dt in _COLUMNS.items()}
         return BlockCode(n, slots, queues, arrays, _np(dep_ptr, np.int64), _np(dep_idx, np.int64),
                          _np(uf.ptr, np.int64), _np(uf.blocks, np.int64), uf.names, uf.total, len(fkeys), waits,
                          float(flops.sum()), self._dtypes[mid[mmads[-1]]] if len(mmads) else None,
-                         float(io_bytes[read].sum()), float(io_bytes[io & ~read].sum()), gm_io)
+                         float(io_bytes[read].sum()), float(io_bytes[io & ~read].sum()), gm_io,
+                         tuple(launch_keys.items()))
 
     def add(self, programs: list, code: BlockCode) -> None:
         """Append a block: its programs (numbered from the next index) encoded as `code`."""
@@ -299,6 +317,8 @@ class Encoder:
         self.n_regions += len(code.region_names)
         self.n_ufblocks += code.n_flags
         self.n_fkeys += code.n_fkeys
+        for _, key in code.launch_keys:
+            self.launch_keys.setdefault(key, len(self.launch_keys))
         self.gm_read += code.gm_read
         self.gm_write += code.gm_write
         self.flops += code.flops
@@ -313,9 +333,14 @@ class Encoder:
             a = code.arrays
             parts["pipe_of"].append(a["pipe_of"] + slot0)
             parts["uf_rid"].append(np.where(a["uf_rid"] >= 0, a["uf_rid"] + rid0, -1))
-            parts["fkey"].append(np.where((a["kind"] == 1) | (a["kind"] == 2), a["fkey"] + fkey0, 0))
+            fmap = np.arange(code.n_fkeys, dtype=np.int64) + fkey0
+            for lid, key in code.launch_keys:          # one queue for the whole launch
+                fmap[lid] = self.n_fkeys + self.launch_keys[key]
+            flag = (a["kind"] == 1) | (a["kind"] == 2) | (a["kind"] == ROUND_WAIT)
+            parts["fkey"].append(np.where(flag, fmap[a["fkey"]] if code.n_fkeys else 0, 0))
             parts["core_i"].append(a["core_i"] + core0)
-            for k in ("uf_wait", "uf_set", "kind", "occ", "lat", "gmb", "l2b", "pipe_i", "name_i", "loc_i"):
+            for k in ("uf_wait", "uf_set", "kind", "fneed", "fspan", "occ", "lat", "gmb", "l2b", "pipe_i", "name_i",
+                      "loc_i"):
                 parts[k].append(a[k])
             parts["dep_ptr"].append(code.dep_ptr[1:] + n_deps)
             parts["dep_idx"].append(code.dep_idx + base)
@@ -346,9 +371,11 @@ class Encoder:
                       dep_ptr=np.concatenate([np.zeros(1, np.int64), cat["dep_ptr"]]), dep_idx=cat["dep_idx"],
                       uf_rid=cat["uf_rid"], rg_ptr=np.concatenate([np.zeros(1, np.int64), cat["rg_ptr"]]),
                       rg_blk=cat["rg_blk"], uf_wait=cat["uf_wait"], uf_set=cat["uf_set"], kind=cat["kind"],
-                      fkey=cat["fkey"], occ=cat["occ"], lat=lat, gm_bytes=gmb, l2_bytes=l2b, fill=fill)
+                      fkey=cat["fkey"], fneed=cat["fneed"], fspan=cat["fspan"], occ=cat["occ"], lat=lat, gm_bytes=gmb,
+                      l2_bytes=l2b, fill=fill)
         # a pl.system.sync_all waits for every traced core, also one that never calls it (then a deadlock)
-        return Encoded(arrays, self.n_ufblocks, self.n_fkeys, len(self.cores), self.slots, self.cores,
+        return Encoded(arrays, self.n_ufblocks, self.n_fkeys + len(self.launch_keys), len(self.cores), self.slots,
+                       self.cores,
                        list(self.names), [str(x) for x in self.locs], cat["core_i"], cat["pipe_i"], cat["name_i"],
                        cat["loc_i"], waits, region_names, self.gm_read, self.gm_write, self.flops, self.cube_dtype)
 

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import DeadlockError
 from ..ir import Role
 from . import checkcore
+from .encode import ROUND_WAIT
 from .lower import Lowering, deps, threads
 from .memory import Initialised
 from .overlap import clobbered
@@ -36,9 +37,15 @@ class Span(NamedTuple):
     programs: list
 
 
+def _launch_wide(spans: list) -> bool:
+    """Whether blocks order each other by more than sync_all: INTER_BLOCK events (launch-wide clocks, no followers)."""
+    return any((sp.code.arrays["kind"] == ROUND_WAIT).any() for sp in spans)
+
+
 def _leaders(spans: list, sched) -> list:
-    """Per block, the index of the block it follows (itself when it leads)."""
-    if sched.deadlock or len(spans) < 2:
+    """Per block, the index of the block it follows (itself when it leads; every block leads when blocks order
+    each other by INTER_BLOCK events)."""
+    if sched.deadlock or len(spans) < 2 or _launch_wide(spans):
         return list(range(len(spans)))
     order, ptr, idx = sched.order, sched.join_ptr, sched.join_idx
     owner = np.repeat(order, np.diff(ptr[:len(order) + 1]))       # the instruction each join belongs to
@@ -87,6 +94,7 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list, ove
     is reported before a read of bytes nothing wrote.
     """
     n = len(instrs)
+    glob = _launch_wide(spans)
     leader = _leaders(spans, sched)
     lead = np.array([lb == b for b, lb in enumerate(leader)], np.bool_)
     first = np.array([sp.first for sp in spans], np.int64)
@@ -117,13 +125,15 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list, ove
     parties = np.unique(core[sync])                # the cores every sync_all joins
     # a launch without vector-side instructions has the AIC's threads only: shorter clocks to join
     width = 13 if any(prog.role is not Role.AIC for sp in spans for prog in sp.programs) else 5
+    if glob:                                       # launch-wide clocks: a column per block's thread
+        width = 13 * max(blocks, 1)
     order = sched.order
     positions = np.flatnonzero(visit[order])
     fn = checkcore.check if os.environ.get("PYTO_NUMBA", "1") != "0" else checkcore.check.py_func
     race, un = fn(positions, np.asarray(order, np.int64), np.asarray(sched.join_ptr, np.int64),
                   np.asarray(sched.join_idx, np.int64), blk, thr, core, sync, np.array(leader, np.int64), first,
                   dep_ptr, dep_idx, slot, int(keep.sum()), f_tracked, f_reads, parties, max(blocks, 1), width,
-                  _DMA_THREADS, *acc)
+                  _DMA_THREADS, glob, *acc)
     if race[0]:
         raise _race(instrs, low, acc, race, sched.left_set, init.aiv_only)
     if overlap:

@@ -41,8 +41,9 @@ def _fix(first: Instr, second: Instr, aiv_only: bool) -> str:
     """How to order `first` before `second`, in the DSL's words."""
     if first.core // 3 != second.core // 3 or (aiv_only and first.core != second.core):
         how = "pl.system.sync_all(core_type=pl.SyncCoreType.AIV_ONLY)" if aiv_only else "pl.system.sync_all()"
-        return (f"blocks are ordered only by {how} (or add into GM with pl.store(..., "
-                f"atomic=pl.AtomicType.AtomicAdd)); put one between the two, or give each block its own region")
+        return (f"blocks are ordered only by {how} or an INTER_BLOCK cross-core event (or add into GM with "
+                f"pl.store(..., atomic=pl.AtomicType.AtomicAdd)); put one between the two, or give each block its "
+                f"own region")
     if first.core != second.core:
         return (f"order the two cores with pl.system.set_cross_core(pipe=pl.PipeType.{first.pipe.name}, event_id=...) "
                 f"after the first and pl.system.wait_cross_core(pipe=pl.PipeType.{second.pipe.name}, event_id=...) "

@@ -14,7 +14,7 @@ import numpy as np
 from ..chip import Chip
 from . import simulate as _sim
 from ..ir import Pipe
-from .encode import Encoded
+from .encode import ROUND_WAIT, Encoded
 
 
 @dataclass
@@ -42,7 +42,8 @@ def schedule(enc: Encoded, chip: Chip) -> Schedule:
     (status, now, order, begin, end, join_ptr, join_idx, busy, qpos, flags) = fn(
         a["pipe_of"], a["q_ptr"], a["q_idx"], a["dep_ptr"], a["dep_idx"], a["uf_rid"], a["rg_ptr"], a["rg_blk"],
         a["uf_wait"],
-        a["uf_set"], enc.n_flags, a["kind"], a["fkey"], enc.n_fkeys, enc.participants, a["occ"], a["lat"],
+        a["uf_set"], enc.n_flags, a["kind"], a["fkey"], a["fneed"], a["fspan"], enc.n_fkeys, enc.participants,
+        a["occ"], a["lat"],
         a["gm_bytes"], a["l2_bytes"], a["fill"], chip.gm_bytes_per_cycle, chip.l2_bytes_per_cycle,
         float(chip.flag_latency_cycles), float(chip.gm_latency_cycles - chip.l2_latency_cycles))
     why = "" if status == 0 else _deadlock_report(enc, qpos, order, flags, now)
@@ -62,7 +63,10 @@ def _queues(enc: Encoded, cross_core: bool):
     ids = [k for k, name in enumerate(enc.names) if name in _CROSS_CORE_OPS]
     cross = np.isin(enc.name_i, ids) if ids else np.zeros(len(flag), bool)
     flag &= cross if cross_core else ~cross
+    rounds = set(np.unique(a["fkey"][a["kind"] == ROUND_WAIT]).tolist())   # INTER_BLOCK events: no queue to pair
     for k in np.unique(a["fkey"][flag]):
+        if int(k) in rounds:
+            continue
         mine = np.flatnonzero(flag & (a["fkey"] == k))
         yield mine[a["kind"][mine] == 1], mine[a["kind"][mine] == 2]
 
@@ -209,6 +213,10 @@ def _describe(enc: Encoded, i: int, started, flags, arrived: int) -> str:
                      f"{', '.join(short[:6])}{' ...' if len(short) > 6 else ''} (every core of the launch must reach "
                      f"each one: a sync_all under `if pl.get_block_idx()` or `pl.get_subblock_idx()` hangs the chip)")
         return text
+    if a["kind"][i] == ROUND_WAIT:
+        raised = int(((a["kind"] == 1) & (a["fkey"] == a["fkey"][i]) & started).sum())
+        return (f"{cond.split(':')[0]}: {raised} of the {int(a['fneed'][i])} sets its round needs were raised (each of "
+                f"the {int(a['fspan'][i])} cores must set it once a round before any of their waits goes on)")
     if a["kind"][i] == 2:
         queued = np.flatnonzero((a["kind"] == 1) & (a["fkey"] == a["fkey"][i]) & ~started)
         if len(queued):

@@ -107,11 +107,13 @@ def _book(ii, pp, start, occ, lat, gm_bytes, l2_bytes, fill, started, begin, end
 
 @njit(cache=True)
 def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf_wait, uf_set, n_flags,
-             kind, fkey, n_fkeys, n_participants, occ, lat, gm_bytes, l2_bytes, fill,
+             kind, fkey, fneed, fspan, n_fkeys, n_participants, occ, lat, gm_bytes, l2_bytes, fill,
              gm_per_cycle, l2_per_cycle, flag_lat, miss_extra):
     """Run every pipe to the end or to a deadlock.
 
-    kind: 0 plain, 1 set_flag, 2 wait_flag, 3 sync_all. A phased instruction's unit_flag blocks are
+    kind: 0 plain, 1 set_flag, 2 wait_flag, 3 sync_all, 4 a round wait (an INTER_BLOCK event: it waits until its
+    flag key has had fneed sets, consumes none, and joins the last fspan of them). A phased instruction's unit_flag
+    blocks are
     region uf_rid[i]: rg_blk[rg_ptr[r]:rg_ptr[r + 1]]. Returns (status 0 ok / 1 deadlock, end
     time, order, begin, end, join_ptr, join_idx, busy per pipe, next position per pipe, flags).
     """
@@ -188,6 +190,8 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                         break
             if target < 0 and kind[i] == 2 and fq_head[fkey[i]] == fq_tail[fkey[i]]:
                 target = n + n_flags + fkey[i]
+            if target < 0 and kind[i] == 4 and fq_tail[fkey[i]] - fq_base[fkey[i]] < fneed[i]:
+                target = n + n_flags + fkey[i]
             if target >= 0:
                 waiting[p] = True
                 nxt[p] = head[target]
@@ -241,12 +245,22 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                     join_idx[n_join] = fq[fq_head[k]]
                     n_join += 1
                     fq_head[k] += 1
+                elif kind[ii] == 4:      # the sets of its round, in the order they were raised
+                    if n_join + fspan[ii] > join_idx.shape[0]:
+                        grown = np.empty(2 * join_idx.shape[0] + fspan[ii], np.int64)
+                        grown[:n_join] = join_idx[:n_join]
+                        join_idx = grown
+                    k = fkey[ii]
+                    for q in range(fq_base[k] + fneed[ii] - fspan[ii], fq_base[k] + fneed[ii]):
+                        join_idx[n_join] = fq[q]
+                        n_join += 1
                 join_ptr[n_order] = n_join
                 start = now
-                if kind[ii] == 2:      # a wait_flag sees its set_flag a flag latency after it (as a dependency)
-                    w = join_idx[n_join - 1]
-                    if end[w] + flag_lat > start:
-                        start = end[w] + flag_lat
+                if kind[ii] == 2 or kind[ii] == 4:   # a wait sees its sets a flag latency after them
+                    for q in range(join_ptr[n_order - 1], n_join):
+                        w = join_idx[q]
+                        if end[w] + flag_lat > start:
+                            start = end[w] + flag_lat
                 for j in range(dep_ptr[ii], dep_ptr[ii + 1]):
                     d = dep_idx[j]
                     if pipe_of[d] != pp and end[d] + flag_lat > start:

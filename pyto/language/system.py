@@ -6,7 +6,8 @@ edges in the race checker.
     sync_src / sync_dst        a flag from one pipe to another of the same core (event ids 0..chip.event_ids-1)
     bar_m ... bar_all, bar_v   a pipe barrier: later instructions wait for the pipe's (all pipes') earlier ones
     mutex_lock / mutex_unlock  a buffer-id token (ids 0..31) taken and given back on a pipe
-    set_cross_core / wait_cross_core   a counter between the cores of a block (modes 1, 2, 3)
+    set_cross_core / wait_cross_core   a counter between the cores of a block (modes 1, 2, 3), or an event over every
+                               AIC or every AIV of the launch (mode 0)
     sync_all                   a barrier over every core of the launch's kind (core_type)
     set_mm_layout_transform    Fixpipe's drain direction for a K-split accumulation (a trace-time switch)
 """
@@ -207,9 +208,6 @@ def _cross_core(op: Op, pipe, event_id, sync_mode) -> None:
         if m is None or m not in (0, 1, 2, 3):
             raise SyncError(f"{loc}: {name} sync_mode must be a pl.CrossCoreSyncMode (0..3), got {sync_mode!r}")
         sync_mode = CrossCoreSyncMode(m)
-    if sync_mode is CrossCoreSyncMode.INTER_BLOCK:
-        raise UnsupportedError(f"{loc}: {name} with CrossCoreSyncMode.INTER_BLOCK (every AIC or every AIV of the "
-                               f"launch) is not built in pyto yet; pl.system.sync_all is the launch-wide barrier")
     e = as_int(event_id)
     top = 32 if (sync_mode is CrossCoreSyncMode.UNICAST_BLOCK and tr.section == "cube") else 16
     if e is None or not 0 <= e < top:
@@ -219,20 +217,45 @@ def _cross_core(op: Op, pipe, event_id, sync_mode) -> None:
                           f"pl.section_vector()")
     role = _core_of((p,), name, loc)
     tr.launch.note_cross_core(e % 16, loc)
+    if sync_mode is CrossCoreSyncMode.INTER_BLOCK:
+        _inter_block(op, p, e, tr, role, loc, name)
+        return
     for key in _cross_core_queues(op, e, sync_mode, tr, loc):
         tr.emit(Instr(op, p, (), (), {"key": key}, loc, name=name), role)
 
 
+def _inter_block(op: Op, pipe: Pipe, event: int, tr, role: Role, loc, name: str) -> None:
+    """INTER_BLOCK (mode 0): one event over every core of the side's kind in the launch (every AIC, or every AIV).
+    Each set counts once on the launch-wide event; a core's k-th wait goes on once every one of the n cores has
+    set it k times, and takes nothing away (Ascend C's CrossCoreSetFlag mode 0: "直到所有的AIC核都执行到
+    CrossCoreSetFlag时，CrossCoreWaitFlag后续的指令才会执行"). `need` is the sets that k-th wait needs, k x n."""
+    launch = tr.launch
+    kind = "AIC" if role is Role.AIC else "AIV"
+    key = (CROSS_CORE, event, "block", kind, "all")
+    attrs = {"key": key}
+    if op is Op.WAIT_FLAG:
+        if role is Role.AIC:
+            parties = launch.blocks
+        else:
+            parties = launch.block_dim if launch.aiv_only else 2 * launch.blocks
+        rounds = tr.inter_block_waits.get(key, 0) + 1
+        tr.inter_block_waits[key] = rounds
+        attrs["need"], attrs["parties"] = rounds * parties, parties
+    tr.emit(Instr(op, pipe, (), (), attrs, loc, name=name), role)
+
+
 def set_cross_core(*, pipe: Pipe, event_id: int, sync_mode=CrossCoreSyncMode.INTRA_BLOCK) -> None:
     """On `pipe`, once its earlier instructions have completed, add 1 to cross-core event `event_id` of the other side
-    of `sync_mode` (set_cross_core_wait_cross_core.md). At most chip.cross_core_flag_max (15) sets may be pending on
-    an event: one more is a SyncError (it hangs the chip)."""
+    of `sync_mode` (set_cross_core_wait_cross_core.md); INTER_BLOCK: of every core of this side's kind in the launch.
+    At most chip.cross_core_flag_max (15) sets may be pending on a core's event: one more is a SyncError (it hangs
+    the chip)."""
     _cross_core(Op.SET_FLAG, pipe, event_id, sync_mode)
 
 
 def wait_cross_core(*, pipe: Pipe, event_id: int, sync_mode=CrossCoreSyncMode.INTRA_BLOCK) -> None:
     """`pipe` waits while cross-core event `event_id` is 0, then subtracts 1 (the AIC in INTRA_BLOCK mode waits for one
-    set from each AIV). A wait no set ever meets is a DeadlockError naming the event."""
+    set from each AIV); INTER_BLOCK: a core's k-th wait goes on once every core of its kind has set the event k times.
+    A wait no set ever meets is a DeadlockError naming the event."""
     _cross_core(Op.WAIT_FLAG, pipe, event_id, sync_mode)
 
 

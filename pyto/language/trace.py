@@ -194,6 +194,7 @@ class Tracer:
         self.allocs_at: dict = {}     # kernel line -> tile-making calls made from it (tile names)
         self.n_workspace = 0
         self.mm_layout_transform: Optional[Loc] = None   # where set_mm_layout_transform(enabled=True) was called
+        self.inter_block_waits: dict = {}   # INTER_BLOCK event key -> this core's waits on it so far
 
     # ---- recording ----------------------------------------------------------------------------
     def emit(self, instr: Instr, role: Role) -> Optional[Instr]:
