@@ -225,3 +225,23 @@ def test_bf16_numpy_arrays():
     out = np.zeros_like(x)
     bf16_copy(x, out)
     np.testing.assert_array_equal(out, x)
+
+
+@pytest.mark.parametrize("side", ["vector", "cube"])
+def test_an_endless_loop_on_either_side_ends_in_a_capacity_error(side):
+    """Every core's trace counts against max_block_instructions, also the ops of the other side it walks past (the
+    AIC's trace walking an endless vector loop records nothing, and would otherwise never end)."""
+    @pl.jit
+    def endless(x: pl.Tensor[[16, 64], pl.DT_FP32]):
+        t = pl.make_tile(vec([16, 64]), addr=0)
+        with pl.section_cube():
+            pass
+        with getattr(pl, f"section_{side}")():
+            while True:
+                if side == "vector":
+                    pl.adds(t, t, 1.0)
+                else:
+                    pl.system.bar_m()
+    with pyto.run_options(max_block_instructions=20_000):
+        with pytest.raises(pyto.CapacityError, match=r"test_pro_language\.py:\d+ .*(pl\.adds|bar_m).*more than 20,000 "):
+            endless(np.zeros((16, 64), np.float32))

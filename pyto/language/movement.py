@@ -179,7 +179,7 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
             tr.cube_marker(_LOAD, "pl.load", loc)       # an AIV's trace: the AIC's trace checks and records it
             return
         if tr.is_aic and dst.store.buf is _UB:
-            tr.launch.mark_vector(loc)                  # the AIC's trace: the AIVs' traces check and record it
+            tr.skip(loc)                  # the AIC's trace: the AIVs' traces check and record it
             return
         src = src_tensor
         if type(src) is GMTensor and order is None and nd_num == 1 and not dst.t:
@@ -270,7 +270,7 @@ def store(dst_tensor: GMTensor, src_tile: Tile, offsets: Optional[Sequence[int]]
             tr.cube_marker(Op.STORE, "pl.store", loc)   # an AIV's trace: the AIC's trace checks and records it
             return
         if tr.is_aic and src.store.buf is _UB:
-            tr.launch.mark_vector(loc)                  # the AIC's trace: the AIVs' traces check and record it
+            tr.skip(loc)                  # the AIC's trace: the AIVs' traces check and record it
             return
     if not isinstance(dst, GMTensor):
         raise ShapeError(f"{loc}: pl.store writes a GM tensor, got {dst!r}; between on-chip tiles use pl.move")

@@ -195,6 +195,7 @@ class Tracer:
         self.n_workspace = 0
         self.mm_layout_transform: Optional[Loc] = None   # where set_mm_layout_transform(enabled=True) was called
         self.inter_block_waits: dict = {}   # INTER_BLOCK event key -> this core's waits on it so far
+        self.skipped = 0              # the other side's ops this trace walked (they count against the limit too)
 
     # ---- recording ----------------------------------------------------------------------------
     def emit(self, instr: Instr, role: Role) -> Optional[Instr]:
@@ -215,7 +216,22 @@ class Tracer:
                 self._too_long(instr)
             return instr
         self.program.markers.append((len(self.program.instrs), instr))
+        if len(self.program.markers) > self.max_instructions:
+            self._too_many_markers(instr.loc)
         return None
+
+    def skip(self, loc: Loc) -> None:
+        """The AIC's trace meeting an AIV op (the AIVs' traces record it): note that the vector side takes part, and
+        count it, so that a trace walking an endless vector loop ends in a CapacityError as the AIVs' would."""
+        self.launch.mark_vector(loc)
+        self.skipped += 1
+        if self.skipped > self.max_instructions:
+            raise CapacityError(
+                f"{loc}: block {self.block} {self.role.name}'s trace walked more than {self.max_instructions:,} ops of "
+                f"the vector side (its AIVs' traces record them; each core's trace counts against "
+                f"pyto.run_options(max_block_instructions=...)): an endless loop, or a problem to split over more "
+                f"blocks or larger tiles", buffer="trace", asked=self.skipped, capacity=self.max_instructions,
+                loc=str(loc))
 
     def _too_long(self, instr: Instr) -> None:
         raise CapacityError(
@@ -227,8 +243,19 @@ class Tracer:
 
     def cube_marker(self, op, name: str, loc: Loc) -> None:
         """An AIV's trace meeting a cube op: only where it stands matters here (a marker; crosscore.py counts
-        them and checks the AIVs met the AIC's cube code). The AIC's trace, made first, checked the op."""
+        them and checks the AIVs met the AIC's cube code). The AIC's trace, made first, checked the op. Markers
+        are held until the block is encoded: they count against the limit as instructions do."""
         self.program.markers.append((len(self.program.instrs), Instr(op, _CUBE_PIPE, (), (), {}, loc, name=name)))
+        if len(self.program.markers) > self.max_instructions:
+            self._too_many_markers(loc)
+
+    def _too_many_markers(self, loc: Loc) -> None:
+        raise CapacityError(
+            f"{loc}: block {self.block} {self.role.name}'s trace met more than {self.max_instructions:,} ops of the other "
+            f"side (the other cores' traces record them; each core's trace counts against "
+            f"pyto.run_options(max_block_instructions=...)): an endless loop, or a problem to split over more "
+            f"blocks or larger tiles", buffer="trace", asked=len(self.program.markers), capacity=self.max_instructions,
+            loc=str(loc))
 
 
 def current() -> Tracer:

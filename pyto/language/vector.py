@@ -49,7 +49,7 @@ def _vector_loc() -> Optional[Loc]:
     tr = current()
     loc = caller_loc()
     if tr.is_aic:
-        tr.launch.mark_vector(loc)
+        tr.skip(loc)
         return None
     return loc
 
