@@ -1,13 +1,18 @@
-"""Chip: one chip table (chips/*.toml) as a frozen dataclass, with the figures derived from it."""
+"""Chip: one chip table (chips/*.toml) as a frozen dataclass, with the figures derived from it.
+
+Every key of a table has one rule in _RULES (its type, range and relations, and why): the loader reads the keys
+it lists (any other key is a ChipError), and the Chip checks each field against its rule when it is made, by the
+loader or by dataclasses.replace."""
 from __future__ import annotations
 
 import math
 import os
 import sys
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping, Optional
 
 import chips as _chips
 
@@ -26,9 +31,18 @@ BUFFER_ALIGN = {"L1": 32, "L0A": 512, "L0B": 512, "L0C": 64, "UB": 32, "BT": 64,
 # The formats the emulator models per buffer (seeds/004); only L0A's differs between chips (Zz on A2/A3, Nz on 950)
 MODELLED_FORMATS = {"L1": ("NZ",), "L0A": ("NZ", "ZZ"), "L0B": ("ZN",), "L0C": ("NZ",), "UB": ("ND",)}
 AIV_PER_AIC = 2        # the emulator traces two AIVs per block (AIV0, AIV1)
-# Keys that may be 0 (a what-if without a latency or an overhead); every other number must be positive
-_ZERO_OK = {"gm_latency_cycles", "l2_latency_cycles", "l2_write_latency_cycles", "dma_setup_cycles",
-            "mmad_head_cycles", "vector_head_cycles", "flag_latency_cycles", "latency"}
+CROSS_CORE_IDS = 16    # pl.system.set_cross_core / wait_cross_core take ids 0..15 (pyto/language/system.py)
+L0C_FRACTAL_BYTES = 16 * 16 * 4   # one Nz fractal of an fp32/int32 accumulator: the smallest L0C tile
+# The smallest tile of each buffer (pyto/language/tile.py padded_of: 16 x 16 on the fractal buffers, 32 B ND rows
+# on the others): a capacity below it holds no tile
+SMALLEST_TILE = {"L1": (512, "16 x 16 fp16"), "L0A": (512, "16 x 16 fp16"), "L0B": (512, "16 x 16 fp16"),
+                 "L0C": (L0C_FRACTAL_BYTES, "16 x 16 fp32"), "UB": (32, "one 32 B row"), "BT": (32, "one 32 B row"),
+                 "FB": (32, "one 32 B row")}
+MAX_AIC = 4096         # planning walks core counts and their divisors: beyond 128x the 950's 32 is a typo
+MAX_COUNT = 4096       # ids, queue depths, counters, group sizes
+MAX_BYTES = 1 << 48    # sizes in bytes (256 TiB): int64 addresses and float64 byte sums stay exact
+TINY, HUGE = 1e-6, 1e12   # the span of a rate, a clock or a cycle count (the bundled tables' lie in 0.8..5200)
+CUBE_DTYPES = (DType.fp16, DType.bf16, DType.int8, DType.fp32)   # the cube's input types (cycles per step each)
 
 
 @dataclass(frozen=True)
@@ -90,16 +104,8 @@ class Chip:
     streamk_workspace_extra: int
 
     def __post_init__(self):
-        # a Chip made by dataclasses.replace skips the loader: the figures the emulator divides by
-        if not isinstance(self.aic, int) or self.aic < 1:
-            raise ChipError(f"chip {self.name}: aic must be a positive int, got {self.aic!r}")
-        if self.aiv_per_aic != AIV_PER_AIC:
-            raise ChipError(f"chip table {self.source}: key 'cores.aiv_per_aic' must be {AIV_PER_AIC} (the emulator "
-                            f"runs two AIVs per AI core, pl.get_subblock_idx() 0 and 1), got {self.aiv_per_aic!r}")
-        for key in ("clock_ghz", "gm_bandwidth_gbs", "l2_bandwidth_gbs", "vector_bytes_per_cycle"):
-            v = getattr(self, key)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ChipError(f"chip {self.name}: {key} must be a positive finite number, got {v!r}")
+        # every field against its rule (_RULES), a Chip made by dataclasses.replace as well as a loaded one
+        _validate(self)
 
     # ---- derived figures -------------------------------------------------------------------
     @property
@@ -158,119 +164,340 @@ class Chip:
 
 
 _PAIR = {(a, b): f"{a}->{b}" for a in ("GM",) + BUFFERS for b in ("GM",) + BUFFERS}
-
-# TOML key -> (section path, type); the dataclass field of the same name receives the value.
-_SCALARS: dict[str, tuple[str, type]] = {
-    "name": ("", str), "arch": ("", str), "description": ("", str),
-    "aic": ("cores", int), "aiv_per_aic": ("cores", int), "clock_ghz": ("cores", float),
-    "gm_bandwidth_gbs": ("memory", float), "gm_bytes": ("memory", int), "l2_bytes": ("memory", int),
-    "l2_bandwidth_gbs": ("memory", float), "l2_line_bytes": ("memory", int),
-    "gm_latency_cycles": ("memory", float), "l2_latency_cycles": ("memory", float),
-    "l2_write_latency_cycles": ("memory", float),
-    "burst_min_bytes": ("memory", int), "dma_setup_cycles": ("memory", float),
-    "mmad_head_cycles": ("cube", float), "vector_bytes_per_cycle": ("cube", float),
-    "vector_head_cycles": ("cube", float), "scalar_cycles": ("cube", float),
-    "event_ids": ("sync", int), "cross_core_flag_ids": ("sync", int), "cross_core_flag_max": ("sync", int),
-    "cross_core_wait_blocks_core": ("sync", bool), "k_split_layout_transform": ("cube", bool),
-    "unit_flag_block_bytes": ("sync", int), "queue_depth": ("sync", int),
-    "flag_latency_cycles": ("sync", float),
-    "R": ("planner", float), "min_tile_bytes": ("planner", int), "min_datamount_per_core": ("planner", int),
-    "min_core_ratio": ("planner", float), "k_thr_bytes": ("planner", int), "dvalue_bytes": ("planner", int),
-    "merge_b0": ("planner", int), "streamk_min_k_per_core": ("planner", int),
-    "streamk_theta": ("planner", float), "streamk_workspace_per_core": ("planner", int),
-    "streamk_workspace_extra": ("planner", int),
-}
-# keys added after tables were written: absent, they take another key's value (l2_write_latency_cycles: a table
-# from before writes landed in L2 had one L2 latency)
-_OPTIONAL = {"l2_write_latency_cycles": "l2_latency_cycles"}
 _REQUIRED_PATHS = ("GM->L1", "L1->L0A", "L1->L0B", "L0C->GM", "L0C->L1", "GM->UB", "UB->GM")
 
 
+# ---- the rules: every key of a chip table, the Chip field it fills, what it may hold and why -------------------
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """One key of a chip table. Checked in order: the type, finiteness (numbers), `also` (value-only tests),
+    the range [lo, hi] (lo excluded when `open_lo`), then, once every key has passed those, `at_least` (its
+    relations to other keys). A failure is a ChipError naming the file, the key, the value and what the rule
+    allows."""
+
+    key: str                    # the TOML key, dotted: 'sync.unit_flag_block_bytes'
+    field: Optional[str]        # the Chip field it fills (None: recorded in the table, not used)
+    item: Optional[str]         # the field's mapping key ('buffers' 'L1'), or None
+    typ: type                   # bool, int, float (an int is taken as a float) or str
+    lo: Optional[float] = None
+    hi: Optional[float] = None
+    open_lo: bool = False
+    why: str = ""               # why the range, appended to its message
+    also: tuple = ()            # (test(value) -> bool, "what it must be") pairs
+    at_least: tuple = ()        # (key, why) pairs: the value is at least that key's (a relation between fields)
+    default: Any = _REQUIRED    # absent: this value; a _Same(key) takes another key's value
+
+
+@dataclass(frozen=True)
+class _Same:
+    """A default that is another key's value (a key added after tables were written)."""
+    key: str
+
+
+def _r(key: str, typ: type, lo=None, hi=None, *, field: Optional[str] = "", item: Optional[str] = None,
+       **kw) -> _Rule:
+    return _Rule(key, key.rpartition(".")[2] if field == "" else field, item, typ, lo, hi, **kw)
+
+
+def _size(key, lo=1, hi=MAX_BYTES, why=" B", **kw) -> _Rule:
+    return _r(key, int, lo, hi, why=why, **kw)
+
+
+def _count(key, lo=1, hi=MAX_COUNT, why=" (the bundled chips' counts are at most 32: one beyond 4096 is a "
+                                        "typo)", **kw) -> _Rule:
+    return _r(key, int, lo, hi, why=why, **kw)
+
+
+def _rate(key, **kw) -> _Rule:
+    """A rate, a clock or a divisor: positive (the emulator divides by it) within [TINY, HUGE]."""
+    return _r(key, float, TINY, HUGE, **kw)
+
+
+def _cycles(key, **kw) -> _Rule:
+    """A latency or an overhead in cycles: 0 is a what-if without it."""
+    return _r(key, float, 0.0, HUGE, why=" cycles (0: a what-if without it)", **kw)
+
+
+def _flag(key, **kw) -> _Rule:
+    return _r(key, bool, **kw)
+
+
+def _text(key, **kw) -> _Rule:
+    return _r(key, str, **kw)
+
+
+def _pow2(v) -> bool:
+    return v <= 0 or v & (v - 1) == 0
+
+
+_POW2 = (_pow2, "a power of two")
+
+
+def _buffer(b: str) -> _Rule:
+    a, t = BUFFER_ALIGN[b], SMALLEST_TILE[b]
+    why = f" B (at least its smallest tile, {t[1]} = {t[0]} B, and its allocation alignment, {a} B)"
+    return _size(f"buffers.{b}", max(a, t[0]), field="buffers", item=b, why=why,
+                 also=((lambda v: v <= 0 or v % a == 0,
+                        f"a multiple of {a} B (its allocation alignment, pyto.chip.BUFFER_ALIGN['{b}'])"),))
+
+
+def _format(b: str) -> _Rule:
+    modelled = MODELLED_FORMATS[b]
+    return _text(f"formats.{b}", field="formats", item=b,
+                 also=((lambda v: v in modelled, f"{' or '.join(modelled)} (the emulator models {b} as "
+                                                 f"{' or '.join(modelled)}, seeds/004)"),))
+
+
+_MAX_ITEMSIZE = max(d.itemsize for d in CUBE_DTYPES)
+
+_RULES: tuple[_Rule, ...] = (
+    _text("name", also=((bool, "a non-empty string"),)),
+    _text("arch"),
+    _text("description"),
+    _count("cores.aic", hi=MAX_AIC, why=" (planning walks the core counts and their divisors: a count beyond 4096, "
+                                        "128x the 950's 32 AI cores, is a typo, and 10**30 would never finish)"),
+    _count("cores.aiv_per_aic", AIV_PER_AIC, AIV_PER_AIC,
+           why=" (the emulator runs two AIVs per AI core, pl.get_subblock_idx() 0 and 1)"),
+    _rate("cores.clock_ghz", why=" GHz"),
+    _rate("cores.clock_ghz_opsnn", field=None, default=None, why=" GHz (recorded, not used for timing)"),
+    *(_buffer(b) for b in BUFFERS),
+    *(_format(b) for b in MODELLED_FORMATS),
+    # a table from before the key: no DN -> Nz conversion on GM -> L1 (what seeds/004 gives every chip but the 950)
+    _flag("formats.dn2nz", default=False),
+    _rate("memory.gm_bandwidth_gbs", why=" GB/s"),
+    _size("memory.gm_bytes", at_least=(("memory.l2_bytes", "L2 caches GM"),)),
+    _size("memory.l2_bytes", at_least=(("memory.l2_line_bytes", "L2 holds at least one line"),)),
+    _rate("memory.l2_bandwidth_gbs", why=" GB/s"),
+    _size("memory.l2_line_bytes", also=(_POW2,)),
+    _cycles("memory.gm_latency_cycles"),
+    _cycles("memory.l2_latency_cycles"),
+    # a table from before writes landed in L2 had one L2 latency
+    _cycles("memory.l2_write_latency_cycles", default=_Same("memory.l2_latency_cycles")),
+    _size("memory.burst_min_bytes", also=(_POW2,)),
+    _cycles("memory.dma_setup_cycles"),
+    *(_rate(f"cube.{d.name}_cycles_per_step", field="cube_cycles_per_step", item=d.name,
+            why=" cycles (peak FLOP/s divides by it)") for d in CUBE_DTYPES),
+    _cycles("cube.mmad_head_cycles"),
+    _rate("cube.vector_bytes_per_cycle", why=" B/cycle"),
+    _cycles("cube.vector_head_cycles"),
+    _flag("cube.k_split_layout_transform"),
+    _rate("cube.scalar_cycles", why=" cycles (every sync instruction takes time)"),
+    _count("sync.event_ids"),
+    _count("sync.cross_core_flag_ids", CROSS_CORE_IDS, CROSS_CORE_IDS,
+           why=" (pl.system.set_cross_core/wait_cross_core take ids 0..15 and sync_all reserves 11..14, "
+               "pyto/language/system.py: another count would be ignored)"),
+    _count("sync.cross_core_flag_max"),
+    _flag("sync.cross_core_wait_blocks_core"),
+    _size("sync.unit_flag_block_bytes", 1, L0C_FRACTAL_BYTES,
+          also=((lambda v: v <= 0 or L0C_FRACTAL_BYTES % v == 0,
+                 f"a divisor of the {L0C_FRACTAL_BYTES}-byte L0C fractal (16 x 16 x 4 B: 1, 2, 4, ..., "
+                 f"{L0C_FRACTAL_BYTES}), so that every fractal has at least one unit_flag bit"),)),
+    _count("sync.queue_depth"),
+    _cycles("sync.flag_latency_cycles"),
+    _rate("planner.R", why=" FLOP per element"),
+    _size("planner.min_tile_bytes"),
+    _size("planner.min_datamount_per_core"),
+    _r("planner.min_core_ratio", float, 0.0, 1.0, open_lo=True, why=" (a share of the cores)"),
+    _size("planner.k_thr_bytes"),
+    _size("planner.dvalue_bytes", _MAX_ITEMSIZE,
+          why=f" B (at least the largest cube dtype's size, {_MAX_ITEMSIZE} B: planning steps K by "
+              f"dvalue_bytes // itemsize elements and divides by it)"),
+    _count("planner.merge_b0"),
+    _size("planner.streamk_min_k_per_core", why=" elements of K"),
+    _rate("planner.streamk_theta"),
+    _size("planner.streamk_workspace_per_core"),
+    _size("planner.streamk_workspace_extra"),
+)
+# each [paths."SRC->DST"] table
+_PATH_RULES = (_rate("bytes_per_cycle", why=" B/cycle"), _cycles("latency"))
+_PATH_KEYS = tuple(r.key for r in _PATH_RULES)
+_TABLES = tuple(dict.fromkeys(r.key.partition(".")[0] for r in _RULES if "." in r.key)) + ("paths",)
+
+
+def _show(v) -> str:
+    s = repr(v)
+    return s if len(s) <= 40 else f"{s[:20]}... ({len(s)} characters)"
+
+
+def _span(rule: _Rule) -> str:
+    """The rule's range in words: 'a positive int, at most 4096', 'a finite number >= 0, at most 1e+12', ..."""
+    lo, hi = rule.lo, rule.hi
+    if rule.typ is int:
+        if lo == hi:
+            return f"{lo}"
+        top = "2**48" if hi == MAX_BYTES else f"{hi}"
+        return f"a positive int, at most {top}" if lo == 1 else f"an int from {lo} to {top}"
+    if lo == 0 and rule.open_lo:
+        return f"a positive finite number, at most {hi:g}"
+    if lo == 0:
+        return f"a finite number >= 0, at most {hi:g}"
+    return f"a positive finite number from {lo:g} to {hi:g}"
+
+
+_TYPE_WORD = {int: "an int", float: "a number", bool: "a boolean (true or false)", str: "a string"}
+
+
+def _check(rule: _Rule, key: str, v, where: str) -> None:
+    """ChipError unless v passes the rule's type, finiteness, `also` tests and range (not its relations)."""
+    typ = rule.typ
+    ok = (isinstance(v, bool) if typ is bool else
+          isinstance(v, (int, float)) and not isinstance(v, bool) if typ is float else
+          isinstance(v, typ) and not isinstance(v, bool))
+    if not ok:
+        raise ChipError(f"{where}: key '{key}' must be {_TYPE_WORD[typ]}, got {type(v).__name__} {_show(v)}")
+    if typ is float and isinstance(v, float) and not math.isfinite(v):
+        raise ChipError(f"{where}: key '{key}' must be {_span(rule)}{rule.why}, got {_show(v)} (not finite)")
+    for test, says in rule.also:
+        if not test(v):
+            raise ChipError(f"{where}: key '{key}' must be {says}, got {_show(v)}")
+    if typ in (int, float) and (v < rule.lo or (rule.open_lo and v == rule.lo) or v > rule.hi):
+        raise ChipError(f"{where}: key '{key}' must be {_span(rule)}{rule.why}, got {_show(v)}")
+
+
+def _validate(chip: "Chip") -> None:
+    """Every field of `chip` against _RULES (and its data paths against _PATH_RULES): a ChipError for the first
+    that breaks its rule."""
+    if _LOADING.get() == chip.source:
+        where = f"chip table {chip.source}"
+    else:       # dataclasses.replace or Chip(...): the value is not the table's
+        where = f"chip {chip.name!r} (built in code from chip table {chip.source})"
+    for m in ("buffers", "formats", "cube_cycles_per_step", "paths"):
+        if not isinstance(getattr(chip, m), Mapping):
+            raise ChipError(f"{where}: '{m}' must be a mapping, got {type(getattr(chip, m)).__name__}")
+    for rule in _RULES:
+        if rule.field is not None:
+            _check(rule, rule.key, _field(chip, rule, where), where)
+    by_key = {rule.key: rule for rule in _RULES}
+    for rule in _RULES:
+        for other, why in rule.at_least:
+            v, w = _field(chip, rule, where), _field(chip, by_key[other], where)
+            if v < w:
+                raise ChipError(f"{where}: key '{rule.key}' must be at least {other} = {_show(w)} ({why}), "
+                                f"got {_show(v)}")
+    ends = ("GM",) + BUFFERS
+    for name, spec in chip.paths.items():
+        src, _, dst = str(name).partition("->")
+        if src not in ends or dst not in ends or src == dst:
+            raise ChipError(f"{where}: key 'paths.\"{name}\"' is not a data path 'SRC->DST' between "
+                            f"{', '.join(ends)}")
+        if not isinstance(spec, PathSpec):
+            raise ChipError(f"{where}: key 'paths.\"{name}\"' must be a PathSpec, got {type(spec).__name__}")
+        for rule in _PATH_RULES:
+            _check(rule, f"paths.\"{name}\".{rule.key}", getattr(spec, rule.key), where)
+    for name in _REQUIRED_PATHS:
+        if name not in chip.paths:
+            raise ChipError(f"{where}: missing key 'paths.\"{name}\"' (every chip has GM->L1, L1->L0A, L1->L0B, "
+                            f"L0C->GM, L0C->L1, GM->UB and UB->GM)")
+
+
+def _field(chip: "Chip", rule: _Rule, where: str):
+    v = getattr(chip, rule.field)
+    if rule.item is None:
+        return v
+    if rule.item not in v:
+        raise ChipError(f"{where}: missing key '{rule.key}'")
+    return v[rule.item]
+
+
+# ---- reading a table --------------------------------------------------------------------------------------------
 class _Reader:
     """Typed access to a parsed TOML document; every failure names the file and the key."""
 
     def __init__(self, doc: dict, file: str):
         self.doc, self.file = doc, file
+        self.where = f"chip table {file}"
 
-    def get(self, section: str, key: str, typ: type):
-        full = f"{section}.{key}" if section else key
-        node = self.doc
-        for part in filter(None, section.split(".")):
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or key not in node:
-            raise ChipError(f"chip table {self.file}: missing key '{full}'")
-        val = node[key]
-        ok = isinstance(val, typ) and (typ is bool or not isinstance(val, bool))
-        if typ is float and isinstance(val, int) and not isinstance(val, bool):
-            val, ok = float(val), True
-        if not ok:
-            raise ChipError(f"chip table {self.file}: key '{full}' must be {typ.__name__}, "
-                            f"got {type(val).__name__} {val!r}")
-        if typ is float and not math.isfinite(val):
-            raise ChipError(f"chip table {self.file}: key '{full}' must be a finite number, got {val!r}")
-        if typ in (int, float) and (val < 0 or (val == 0 and key not in _ZERO_OK)):
-            raise ChipError(f"chip table {self.file}: key '{full}' must be "
-                            f"{'>= 0' if key in _ZERO_OK else 'positive'}, got {val!r}")
-        return val
-
-    def only(self, section: str, known) -> None:
-        """A ChipError for a key of [section] that is not one of `known` (a misspelt name is otherwise ignored)."""
-        extra = [k for k in self.table(section) if k not in known]
-        if extra:
-            raise ChipError(f"chip table {self.file}: unknown key '{section}.{extra[0]}' (known: {', '.join(known)})")
-
-    def table(self, key: str) -> dict:
-        val = self.doc.get(key)
+    def table(self, name: str) -> dict:
+        if name not in self.doc:
+            raise ChipError(f"{self.where}: missing table '[{name}]'")
+        val = self.doc[name]
         if not isinstance(val, dict):
-            raise ChipError(f"chip table {self.file}: missing table '[{key}]'")
+            raise ChipError(f"{self.where}: '{name}' must be a table [{name}], got {type(val).__name__} {_show(val)}")
         return val
+
+    def lookup(self, key: str, default=_REQUIRED):
+        """The value at dotted `key` ('sync.event_ids'), `default` when absent (or a ChipError naming it)."""
+        section, _, leaf = key.rpartition(".")
+        node = self.table(section) if section else self.doc
+        if leaf not in node:
+            if default is _REQUIRED:
+                raise ChipError(f"{self.where}: missing key '{key}'")
+            return default
+        return node[leaf]
+
+    def value(self, rule: _Rule, key: str, node: Optional[dict] = None, known: Optional[dict] = None):
+        """A rule's value as the Chip takes it: the default when absent, an int as a float for a float key, a
+        format in upper case. Checked by _check (here for a recorded key, else by the Chip it fills)."""
+        if node is None:
+            v = self.lookup(key, rule.default)
+        elif rule.key in node:
+            v = node[rule.key]
+        else:
+            raise ChipError(f"{self.where}: missing key '{key}'")
+        if isinstance(v, _Same):
+            v = known[v.key]
+        if rule.typ is float and isinstance(v, int) and not isinstance(v, bool) and abs(v) <= HUGE * 1e3:
+            v = float(v)       # (a larger int stays one: its range check names it, float() might overflow)
+        if rule.field == "formats" and isinstance(v, str):
+            v = v.upper()
+        return v
+
+    def only_known(self) -> None:
+        """A ChipError for a key or table the rules do not know (a misspelt name is otherwise ignored)."""
+        known: dict = {"": set(_TABLES)}
+        for rule in _RULES:
+            section, _, leaf = rule.key.rpartition(".")
+            known.setdefault(section, set()).add(leaf)
+        for section, keys in known.items():
+            node = self.table(section) if section else self.doc
+            extra = [k for k in node if k not in keys]
+            if extra:
+                full = f"{section}.{extra[0]}" if section else extra[0]
+                raise ChipError(f"{self.where}: unknown key '{full}' (known{' in [' + section + ']' if section else ''}"
+                                f": {', '.join(sorted(keys))})")
+
+
+_LOADING: ContextVar[Optional[str]] = ContextVar("pyto_chip_loading", default=None)   # the table _parse reads
 
 
 def _parse(doc: dict, file: str) -> Chip:
+    token = _LOADING.set(file)
+    try:
+        return _build(doc, file)
+    finally:
+        _LOADING.reset(token)
+
+
+def _build(doc: dict, file: str) -> Chip:
     r = _Reader(doc, file)
-    kw = {k: r.get(sec, k, t) for k, (sec, t) in _SCALARS.items() if k not in _OPTIONAL}
-    for k, fallback in _OPTIONAL.items():
-        sec, t = _SCALARS[k]
-        kw[k] = r.get(sec, k, t) if k in (r.doc.get(sec) or {}) else kw[fallback]
-    if kw["min_core_ratio"] > 1:
-        raise ChipError(f"chip table {file}: key 'planner.min_core_ratio' is a share of the cores (<= 1), got "
-                        f"{kw['min_core_ratio']}")
-    r.only("buffers", BUFFERS)
-    buffers = {}
-    for b in BUFFERS:
-        buffers[b] = r.get("buffers", b, int)
-        if buffers[b] % BUFFER_ALIGN[b]:
-            raise ChipError(f"chip table {file}: key 'buffers.{b}' must be a multiple of {BUFFER_ALIGN[b]} B (its "
-                            f"allocation alignment), got {buffers[b]}")
-    kw["buffers"] = MappingProxyType(buffers)
-    r.only("formats", tuple(MODELLED_FORMATS) + ("dn2nz",))
-    formats = {}
-    for b, modelled in MODELLED_FORMATS.items():
-        f = r.get("formats", b, str).upper()
-        if f not in modelled:
-            raise ChipError(f"chip table {file}: key 'formats.{b}': the emulator models {b} as "
-                            f"{' or '.join(modelled)} (seeds/004), got {f!r}")
-        formats[b] = f
-    kw["formats"] = MappingProxyType(formats)
-    # a table from before the key: no DN -> Nz conversion on GM -> L1 (what seeds/004 gives every chip but the 950)
-    kw["dn2nz"] = r.get("formats", "dn2nz", bool) if "dn2nz" in r.table("formats") else False
+    r.only_known()
+    kw: dict = {"buffers": {}, "formats": {}, "cube_cycles_per_step": {}, "source": file}
+    values: dict = {}
+    for rule in _RULES:
+        v = values[rule.key] = r.value(rule, rule.key, known=values)
+        if rule.field is None:
+            if v is not None:
+                _check(rule, rule.key, v, r.where)
+        elif rule.item is None:
+            kw[rule.field] = v
+        else:
+            kw[rule.field][rule.item] = v
     paths = {}
-    ends = ("GM",) + BUFFERS
-    for name in r.table("paths"):
-        src, _, dst = name.partition("->")
-        if src not in ends or dst not in ends or src == dst:
-            raise ChipError(f"chip table {file}: key 'paths.\"{name}\"' is not a data path 'SRC->DST' between "
-                            f"{', '.join(ends)}")
-        paths[name] = PathSpec(r.get(f"paths.{name}", "bytes_per_cycle", float),
-                               r.get(f"paths.{name}", "latency", float))
-    for name in _REQUIRED_PATHS:
-        if name not in paths:
-            raise ChipError(f"chip table {file}: missing key 'paths.\"{name}\"'")
-    kw["paths"] = MappingProxyType(paths)
-    kw["cube_cycles_per_step"] = MappingProxyType(
-        {d.name: r.get("cube", f"{d.name}_cycles_per_step", float) for d in (DType.fp16, DType.bf16,
-                                                                            DType.int8, DType.fp32)})
-    kw["source"] = file
+    for name, node in r.table("paths").items():         # (the names and values are checked by the Chip)
+        key = f"paths.\"{name}\""
+        if not isinstance(node, dict):
+            raise ChipError(f"{r.where}: '{key}' must be a table [{key}] with {' and '.join(_PATH_KEYS)}, got "
+                            f"{type(node).__name__} {_show(node)}")
+        extra = [k for k in node if k not in _PATH_KEYS]
+        if extra:
+            raise ChipError(f"{r.where}: unknown key '{key}.{extra[0]}' (known: {', '.join(_PATH_KEYS)})")
+        paths[name] = PathSpec(**{rule.key: r.value(rule, f"{key}.{rule.key}", node) for rule in _PATH_RULES})
+    kw["paths"] = paths
+    for m in ("buffers", "formats", "cube_cycles_per_step", "paths"):
+        kw[m] = MappingProxyType(kw[m])
     return Chip(**kw)
 
 
@@ -304,9 +531,14 @@ def load_chip(name: "str | Path | Chip" = "ascend950pr") -> Chip:
         for old in [k for k in _CACHE if k[0] == key[0]]:      # an edited table's earlier versions
             del _CACHE[old]
         with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
+            data = fh.read()
+        doc = tomllib.loads(data.decode("utf-8"))
     except OSError as e:
         raise ChipError(f"cannot read chip table {path}: {e}") from None
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ChipError(f"chip table {path} is not UTF-8 text (TOML is UTF-8): byte {data[e.start]:#04x} at offset "
+                        f"{e.start}, line {line}: {e.reason}") from None
     except tomllib.TOMLDecodeError as e:
         raise ChipError(f"chip table {path} is not valid TOML: {e}") from None
     chip = _parse(doc, str(path))
@@ -319,4 +551,4 @@ def list_chips() -> list[str]:
     return _chips.chip_names()
 
 
-assert {f.name for f in fields(Chip)} >= set(_SCALARS)
+assert {f.name for f in fields(Chip)} == {r.field for r in _RULES if r.field} | {"paths", "source"}

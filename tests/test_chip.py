@@ -1,5 +1,6 @@
 """Chip tables: every bundled chip loads, the seed's numbers are there, bad tables fail clearly."""
 import math
+import re
 
 import pytest
 
@@ -138,3 +139,59 @@ def test_a_table_from_before_the_write_latency_key_still_loads(tmp_path):
     p.write_text(text)
     c = pyto.load_chip(p)
     assert c.l2_write_latency_cycles == c.l2_latency_cycles
+
+
+# ---- every key's rule (pyto/chip.py _RULES) ---------------------------------------------------------------------
+@pytest.mark.parametrize("line,new,match", [
+    # 2048 B blocks would give a 1 KB L0C fractal no unit_flag bit: seeds/001's deadlocks would become races
+    ("unit_flag_block_bytes = 512", "unit_flag_block_bytes = 2048",
+     r"sync\.unit_flag_block_bytes.*divisor of the 1024-byte L0C fractal.*got 2048"),
+    ("unit_flag_block_bytes = 512", "unit_flag_block_bytes = 768", r"sync\.unit_flag_block_bytes.*divisor"),
+    # planning steps K by dvalue_bytes // itemsize: below fp32's 4 B that is 0, a division by zero
+    ("dvalue_bytes = 128", "dvalue_bytes = 2", r"planner\.dvalue_bytes.*from 4 .*largest cube dtype.*got 2"),
+    # planning walks the core counts: 10**30 would never finish
+    ("aic = 32", "aic = 1000000000000000000000000000000", r"cores\.aic.*at most 4096.*got 10{30}$"),
+    ("L0C = 262144", "L0C = 512", r"buffers\.L0C.*smallest tile, 16 x 16 fp32 = 1024 B"),
+    ("l2_line_bytes = 512", "l2_line_bytes = 500", r"memory\.l2_line_bytes.*power of two"),
+    ("gm_bytes = 137438953472", "gm_bytes = 1048576", r"memory\.gm_bytes.*at least memory\.l2_bytes = 134217728"),
+    ("cross_core_flag_ids = 16", "cross_core_flag_ids = 8", r"sync\.cross_core_flag_ids.*must be 16.*ids 0\.\.15"),
+    ("event_ids = 16", "event_ids = 0", r"sync\.event_ids.*positive"),
+    ("min_core_ratio = 0.8", "min_core_ratio = 0", r"planner\.min_core_ratio.*positive.*at most 1"),
+    ("k_split_layout_transform = true", "k_split_layout_transform = 1",
+     r"cube\.k_split_layout_transform.*boolean.*got int 1"),
+    ("clock_ghz = 1.8539", "clock_ghz = 1e300", r"cores\.clock_ghz.*from 1e-06 to 1e\+12"),
+    ("gm_latency_cycles = 400", "gm_latency_cycles = 1" + "0" * 400, r"memory\.gm_latency_cycles.*401 characters"),
+    ("clock_ghz_opsnn = 1.65", "clock_ghz_opsnn = -1", r"cores\.clock_ghz_opsnn.*recorded"),
+    ('name = "ascend950pr"', 'name = ""', r"'name' must be a non-empty string"),
+    ("queue_depth = 32", "queue_depth = 32\nqueue_dept = 3", r"unknown key 'sync\.queue_dept'"),
+    ('[paths."GM->L1"]', '[paths."GM->L1"]\nbandwidth = 3', r"unknown key 'paths\.\"GM->L1\"\.bandwidth'"),
+    ("bytes_per_cycle = 128     # assumption: per-core", "bytes_per_cycle = 0     #",
+     r"paths\.\"GM->L1\"\.bytes_per_cycle.*positive"),
+    ("R = 607.5", "R = 607.5\n[extra]", r"unknown key 'extra'"),
+])
+def test_each_key_has_its_rule(tmp_path, line, new, match):
+    """A value outside its key's rule is a ChipError naming the file, the key, what is allowed and the value."""
+    with pytest.raises(pyto.ChipError, match=r"broken\.toml: key|broken\.toml: unknown") as e:
+        pyto.load_chip(_table_without(tmp_path, line, new))
+    assert re.search(match, str(e.value)), str(e.value)
+
+
+def test_a_table_that_is_not_utf8_is_a_chip_error(tmp_path):
+    src = pyto.load_chip("ascend950pr").source
+    p = tmp_path / "latin1.toml"
+    p.write_bytes(open(src, "rb").read().replace(b"# seed000: 512KB", b"# seed000: 512\xb5B", 1))
+    with pytest.raises(pyto.ChipError, match=r"latin1\.toml is not UTF-8 text.*byte 0xb5.*line 19"):
+        pyto.load_chip(p)
+
+
+def test_a_replaced_chip_is_held_to_the_same_rules():
+    """dataclasses.replace builds a Chip without the loader: the same rules hold, the error says it was built in
+    code (the value is not the table's)."""
+    import dataclasses
+    c = pyto.load_chip("ascend950pr")
+    assert dataclasses.replace(c, R=100.0).R == 100.0
+    with pytest.raises(pyto.ChipError, match=r"chip 'ascend950pr' \(built in code from chip table .*ascend950pr\.toml\)"
+                                             r": key 'sync\.unit_flag_block_bytes'.*got 2048"):
+        dataclasses.replace(c, unit_flag_block_bytes=2048)
+    with pytest.raises(pyto.ChipError, match=r"memory\.gm_bytes.*at least memory\.l2_bytes"):
+        dataclasses.replace(c, l2_bytes=c.gm_bytes * 2)

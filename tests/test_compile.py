@@ -155,3 +155,15 @@ def test_results_do_not_depend_on_the_callers_numpy_error_state():
     with np.errstate(all="raise"):
         pyto.run(matmul_pingpong, a, b, out, TM=32, TN=32, TK=32)
     assert np.isnan(out[0]).all() and not np.isnan(out[1:]).any()
+
+
+def test_a_compiled_kernel_refuses_static_parameters_at_call_time():
+    from test_emulator_phases import _inputs, k_loop
+    a, b, out = _inputs(32, 48, 64)
+    compiled = pyto.compile(k_loop, a, b, out, K_TOTAL=64, TILE_K=32)
+    with pytest.raises(pyto.KernelError, match=r"compiled kernel 'k_loop' called with K_TOTAL=64, TILE_K=32: static "
+                                               r"parameters are fixed at compile time.*GM arrays only \(a, b, out\)"):
+        compiled(a, b, out, K_TOTAL=64, TILE_K=32)
+    assert not out.any()
+    compiled(a, b, out)
+    assert out.any()

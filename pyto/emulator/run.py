@@ -310,9 +310,15 @@ class CompiledKernel:
         self._data: Optional[DataPass] = None       # bound on the first call
         self._lock = threading.Lock()
 
-    def __call__(self, *arrays) -> Report:
+    def __call__(self, *arrays, **params) -> Report:
         """Compute the kernel on `arrays` (numpy arrays of the compiled shapes and dtypes); outputs are written
-        in place; returns the report (mode 'full')."""
+        in place; returns the report (mode 'full'). Static parameters were fixed by pyto.compile: none here."""
+        if params:
+            given = ", ".join(f"{k}={v!r}"[:60] for k, v in params.items())
+            raise KernelError(f"compiled kernel '{self.kernel.name}' called with {given}: static parameters are "
+                              f"fixed at compile time (pyto.compile({self.kernel.name}, ..., {next(iter(params))}=...)"
+                              f"); call it with its GM arrays only ({', '.join(t.name for t in self.tensors)}), or "
+                              f"compile again for other static values")
         if self._data is None and self._instrs is None:
             raise KernelError(f"kernel '{self.kernel.name}' was compiled with check=False (timing only); compile "
                               f"with checks to compute data")
