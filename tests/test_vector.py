@@ -320,8 +320,8 @@ def test_atomic_add_from_l0c_split_k():
     b = rng.standard_normal((blocks * KC, N)).astype(np.float16)
     out = np.zeros((M, N), np.float32)
     pyto.run(split_k, a, b, out, blocks=blocks, KC=KC)
-    # the K products are summed in fp32 in some order (within blocks, then atomically across them):
-    # gamma_K sum |a_k b_k| bounds any order, which is what matmul_bound charges
+    # the K products are summed in fp32 in some order (within blocks, then atomically across them);
+    # matmul_bound holds for any order of the additions
     assert_close(out, f64(a) @ f64(b), matmul_bound(a, b, np.float32), "split-K atomic add")
 
 
