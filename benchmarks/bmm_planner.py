@@ -18,7 +18,7 @@ import statistics
 import time
 
 import pyto
-from kernels.bmm import bmm, legal_branches, plan, run_plan
+from pyto_kernels.bmm import bmm, legal_branches, plan, run_plan
 
 
 # A kernel's time is at least its roofline plus the latency it cannot hide (first read, last write): it

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 import pyto
-from kernels.examples.matmul_pingpong import matmul_pingpong
+from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
 
 CASES = [  # (label, M, N, K, blocks, TM, TN, TK)
     ("1 block 512x512x2048", 512, 512, 2048, 1, 128, 128, 64),

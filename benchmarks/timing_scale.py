@@ -13,7 +13,7 @@ import resource
 import time
 
 import pyto
-from kernels.bmm import bmm, plan
+from pyto_kernels.bmm import bmm, plan
 
 
 def main() -> None:

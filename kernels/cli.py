@@ -5,8 +5,8 @@ import argparse
 import os
 import sys
 
-from kernels.bmm.conditions import BRANCHES
-from kernels.bmm.planner import OVERRIDE
+from pyto_kernels.bmm.conditions import BRANCHES
+from pyto_kernels.bmm.planner import OVERRIDE
 
 from pyto.errors import ShapeError
 
@@ -34,7 +34,7 @@ def plan_shapes(B: int, M: int, N: int, K: int, batch_a: int | None = None, batc
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print the plan's explanation."""
-    from kernels.bmm import plan
+    from pyto_kernels.bmm import plan
     a_shape, b_shape = plan_shapes(args.B, args.M, args.N, args.K, args.batch_a, args.batch_b,
                                    args.transpose_a, args.transpose_b)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
@@ -120,10 +120,10 @@ def _physical_memory() -> int:
 def cmd_bmm(args: argparse.Namespace) -> int:
     """Plan, run on the emulator, check against numpy; exit 0 when the check passes (or in timing mode)."""
     import pyto
-    from kernels.bmm import plan
-    from kernels.bmm.api import check, random_inputs, run_plan
-    from kernels.bmm.cost import roofline_us
-    from kernels.bmm.planner import parse_problem
+    from pyto_kernels.bmm import plan
+    from pyto_kernels.bmm.api import check, random_inputs, run_plan
+    from pyto_kernels.bmm.cost import roofline_us
+    from pyto_kernels.bmm.planner import parse_problem
     from pyto.dtypes import DType, as_dtype
 
     if args.no_race_check and not args.timing:

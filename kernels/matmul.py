@@ -16,7 +16,7 @@ Choices where the seeds leave room:
   symmetrically B when A's side qualifies instead (A is preferred). `full_load=` forces it.
 * ASW window W from the cores that run (= chip.aic whenever there are enough tiles to fill the chip).
 * L2 tiling (seeds/000 ASW 3) over the L1 tiles: when A + B exceed L2, the grid is walked in the fewest
-  mL2TileNum x nL2TileNum blocks whose A rows + B columns fit L2 (`kernels.swizzle.l2_blocks`, the rule
+  mL2TileNum x nL2TileNum blocks whose A rows + B columns fit L2 (`pyto_kernels.swizzle.l2_blocks`, the rule
   ASW_Basic uses), each block by the diagonal window snake.
 * Split-K (`enable_split_k`, 2-D only): K is cut into GRID_K segments (multiples of kL1) so that
   tiles x GRID_K fills the cores; every segment is added into a zeroed output with Fixpipe's atomic
@@ -202,7 +202,7 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
     L2 tiling.
 
     stages: L1 slots of the streamed tiles to start from (halved while L1 overflows). l2_tiles: (mL2TileNum,
-    nL2TileNum) to use instead of seeds/000 ASW 3's (`kernels.swizzle.l2_blocks`: 1 x 1 while A + B fit L2)."""
+    nL2TileNum) to use instead of seeds/000 ASW 3's (`pyto_kernels.swizzle.l2_blocks`: 1 x 1 while A + B fit L2)."""
     chip, dt = pyto.load_chip(chip), as_dtype(dtype)
     bias_dt = None if bias_dtype is None else as_dtype(bias_dtype)
     bm, bn, bk, k_l1, l1_m, l1_n = ts.mL0, ts.nL0, ts.kL0, ts.kL1, ts.mL1, ts.nL1
@@ -303,10 +303,10 @@ def _operand(x, name: str):
     x, dt = user_operand(x, "matmul", name)
     shape = tuple(x.shape)
     if len(shape) != 2:
-        raise ShapeError(f"matmul: {name} must be 2-D, got shape {list(shape)} (batched inputs: kernels.bmm.bmm)")
+        raise ShapeError(f"matmul: {name} must be 2-D, got shape {list(shape)} (batched inputs: pyto_kernels.bmm.bmm)")
     if min(shape) == 0:
         raise ShapeError(f"matmul: {name} has an empty dimension {list(shape)}; the cube needs M, N, K >= 1 "
-                         f"(K = 0 is the Special branch of kernels.bmm.bmm)")
+                         f"(K = 0 is the Special branch of pyto_kernels.bmm.bmm)")
     return x, tuple(shape), dt
 
 

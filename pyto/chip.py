@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Optional
 
-import chips as _chips
+import pyto_chips as _chips
 
 from .dtypes import DType
 from .errors import ChipError, UnsupportedError

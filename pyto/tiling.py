@@ -53,7 +53,7 @@ Choices made where seeds/002 is silent or ambiguous:
 * Split-K needs 2-D inputs: any ``ndim != 2`` is refused (the seed names 3-D and 4-D).
 * L1 with ``bias=True`` also holds the bias row on its way to BT, which the seed's L1 formula leaves out
   (with A and B filling L1 there is no room to stage it): pyto adds its two slots, ND rows of nL0 fp32
-  (``2*CeilAlign(nL0,8)*4B``, as kernels.matmul allocates them), so such a tiling is refused here
+  (``2*CeilAlign(nL0,8)*4B``, as pyto_kernels.matmul allocates them), so such a tiling is refused here
   rather than by the matmul. The scale (FB) is not added.
 * Non-integers (``bool`` and ``float`` included), non-pairs -> rule ``shape``; values <= 0 -> rule
   ``positive``. Unknown option values -> rule ``option``; a non-cube input dtype -> rule ``dtype``.

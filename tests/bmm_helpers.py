@@ -1,14 +1,14 @@
 """What the BMM branch tests share: operands, forcing one branch through plan -> operands -> launch,
-and checking against the float64 reference (kernels.bmm.api.check)."""
+and checking against the float64 reference (pyto_kernels.bmm.api.check)."""
 import importlib
 
 import ml_dtypes
 import numpy as np
 
 import pyto
-from kernels.bmm.api import check
-from kernels.bmm.common import operands
-from kernels.bmm.planner import plan
+from pyto_kernels.bmm.api import check
+from pyto_kernels.bmm.common import operands
+from pyto_kernels.bmm.planner import plan
 
 CHIP = pyto.load_chip("ascend950pr")
 NP = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32, "int8": np.int8}
@@ -41,7 +41,7 @@ def run_branch(a, b, bias=None, *, branch, transpose_a=False, transpose_b=False,
              branch=branch, **plan_kw)
     ops = operands(p.problem, a, b, bias)
     timing = isinstance(ops.out, pyto.Spec)
-    rep = importlib.import_module(f"kernels.bmm.{branch}").launch(p, ops, mode="timing" if timing else "full")
+    rep = importlib.import_module(f"pyto_kernels.bmm.{branch}").launch(p, ops, mode="timing" if timing else "full")
     return (None if timing else ops.out), rep, p
 
 

@@ -86,7 +86,7 @@ def _spec(*shape, dt="fp16"):
 @pytest.mark.parametrize("M,N,K,tm,tn,tk,stages,blocks", [
     (512, 512, 512, 128, 128, 64, 2, 1), (256, 384, 320, 128, 128, 64, 3, 2), (100, 70, 90, 64, 32, 32, 2, 3)])
 def test_matmul_pingpong(M, N, K, tm, tn, tk, stages, blocks):
-    from kernels.examples.matmul_pingpong import matmul_pingpong
+    from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
     _compare_kernel(matmul_pingpong, (_spec(M, K), _spec(K, N), _spec(M, N)),
                     dict(TM=tm, TN=tn, TK=tk, STAGES=stages), blocks=blocks)
 
@@ -94,7 +94,7 @@ def test_matmul_pingpong(M, N, K, tm, tn, tk, stages, blocks):
 @pytest.mark.parametrize("M,N,D,BN,DK,mode", [(128, 512, 128, 128, 64, 0), (64, 256, 64, 64, 32, 0),
                                                (64, 256, 64, 128, 64, 1), (64, 256, 64, 64, 64, 2)])
 def test_flash_attention(M, N, D, BN, DK, mode):
-    from kernels.examples.flash_attention import flash_attention
+    from pyto_kernels.examples.flash_attention import flash_attention
     _compare_kernel(flash_attention, (_spec(M, D), _spec(N, D), _spec(N, D), _spec(M, D)),
                     dict(M=M, N=N, D=D, BN=BN, DK=DK, MODE=mode))
 
@@ -378,7 +378,7 @@ def _plain_aic_order(aic, aivs):
 
 @pytest.mark.parametrize("M,N,D,BN,DK,mode", [(128, 512, 128, 128, 64, 0), (64, 256, 64, 64, 32, 2)])
 def test_crosscore_orders(M, N, D, BN, DK, mode):
-    from kernels.examples.flash_attention import flash_attention
+    from pyto_kernels.examples.flash_attention import flash_attention
     from pyto.ir import Role
     (progs,) = _traced_blocks(flash_attention, (_spec(M, D), _spec(N, D), _spec(N, D), _spec(M, D)),
                               dict(M=M, N=N, D=D, BN=BN, DK=DK, MODE=mode))

@@ -1,6 +1,6 @@
-"""kernels.bmm.bmm (numpy.matmul semantics over the planner's branch) and the `pyto bmm` command.
+"""pyto_kernels.bmm.bmm (numpy.matmul semantics over the planner's branch) and the `pyto bmm` command.
 
-Results are checked with kernels.bmm.api.check: int8 exactly (as int32), floats against float64 numpy
+Results are checked with pyto_kernels.bmm.api.check: int8 exactly (as int32), floats against float64 numpy
 within pyto.testing.matmul_bound (the bias one more exact term).
 """
 import json
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
-from kernels.bmm import api, bmm, legal_branches, plan
-from kernels.bmm.api import check, random_inputs, reference
-from kernels.bmm.cost import roofline_us
+from pyto_kernels.bmm import api, bmm, legal_branches, plan
+from pyto_kernels.bmm.api import check, random_inputs, reference
+from pyto_kernels.bmm.cost import roofline_us
 from pyto.cli import main
 from pyto.errors import PlanError, ShapeError, UnsupportedError
 
@@ -132,11 +132,11 @@ def test_forcing_a_branch_whose_preconditions_fail_raises_plan_error():
 
 
 def test_a_branch_without_a_kernel_raises_unsupported_error(monkeypatch):
-    monkeypatch.setitem(api.BRANCH_MODULES, "asw_basic", "kernels.bmm._asw_basic_not_built")
+    monkeypatch.setitem(api.BRANCH_MODULES, "asw_basic", "pyto_kernels.bmm._asw_basic_not_built")
     a, b, _ = random_inputs((2, 8, 64), (2, 64, 8), "fp16")
     with pytest.raises(UnsupportedError, match="'asw_basic' has no kernel yet"):
         bmm(a, b, branch="asw_basic")
-    monkeypatch.setitem(api.BRANCH_MODULES, "asw_basic", "kernels._no_such_package.asw_basic")
+    monkeypatch.setitem(api.BRANCH_MODULES, "asw_basic", "pyto_kernels._no_such_package.asw_basic")
     with pytest.raises(ModuleNotFoundError):       # a broken import inside a branch is not hidden
         bmm(a, b, branch="asw_basic")
 

@@ -1,6 +1,6 @@
 """ASW_Basic (kernels/bmm/asw_basic.py) against a float64 numpy reference, its swizzle order, and its timing.
 
-Each run goes plan(branch="asw_basic") -> operands -> launch, and is checked with kernels.bmm.api.check
+Each run goes plan(branch="asw_basic") -> operands -> launch, and is checked with pyto_kernels.bmm.api.check
 (int8 exactly; floats within pyto.testing.matmul_bound with the bias as one more term). Small shapes run
 in full mode; the large ones (L2 tiling, speed relations) in timing mode.
 """
@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
-from kernels.bmm import asw_basic
-from kernels.bmm.api import check
-from kernels.bmm.common import operands
-from kernels.bmm.cost import roofline_us
-from kernels.bmm.planner import plan
-from kernels.swizzle import Swizzle
+from pyto_kernels.bmm import asw_basic
+from pyto_kernels.bmm.api import check
+from pyto_kernels.bmm.common import operands
+from pyto_kernels.bmm.cost import roofline_us
+from pyto_kernels.bmm.planner import plan
+from pyto_kernels.swizzle import Swizzle
 
 from bmm_helpers import CHIP, NP, inputs as _inputs, ok, run_branch
 

@@ -1,7 +1,7 @@
 """IterBatch (kernels/bmm/iter_batch.py) against a float64 numpy reference, in each L1 case (a)-(e) of
 seeds/000, and its timing (roofline, speed against MergeBatch).
 
-Each run goes plan(branch="iter_batch") -> operands -> launch and is checked with kernels.bmm.api.check
+Each run goes plan(branch="iter_batch") -> operands -> launch and is checked with pyto_kernels.bmm.api.check
 (int8 exactly; floats within pyto.testing.matmul_bound with the bias as one more term). Cases (c)-(e) need
 (M̄K̄ + K̄N̄)*dtype > L1 (or L1/2): full mode reaches them with a long K and thin M or N; the planner's own
 home-ground shapes for each case run in timing mode.
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
-from kernels.bmm import iter_batch
-from kernels.bmm.conditions import iter_checks, merge_checks
-from kernels.bmm.planner import plan
+from pyto_kernels.bmm import iter_batch
+from pyto_kernels.bmm.conditions import iter_checks, merge_checks
+from pyto_kernels.bmm.planner import plan
 
 from bmm_helpers import CHIP, NP, ok, run_branch
 
@@ -177,8 +177,8 @@ def test_legal_only_where_the_kernels_own_l1_fit_holds():
     """The tiling's L1 budget leaves out the held tiles' padding to the kernel's balanced base tiles; with the bias
     row now two ND rows (not 32 KB of fractal) a tiling fitted exactly and the kernel then refused it at launch (a
     fuzz find): iter_batch is legal only where its kernel's L1 fit holds, and the planner picks another branch."""
-    from kernels.bmm import bmm
-    from kernels.bmm.planner import legal_branches
+    from pyto_kernels.bmm import bmm
+    from pyto_kernels.bmm.planner import legal_branches
     from bmm_helpers import check, inputs
     a, b, bias = inputs((5, 16, 257), (458, 257), "fp32", (1, 458), seed=3)
     assert "iter_batch" not in legal_branches(a.shape, b.shape, "fp32", "atlas-a2", bias=bias.shape, transpose_b=True)

@@ -1,7 +1,7 @@
 """MergeBatch (kernels/bmm/merge_batch.py) against a float64 numpy reference, at the edges of its
 conditions, and its timing (roofline, speed against IterBatch).
 
-Each run goes plan(branch="merge_batch") -> operands -> launch and is checked with kernels.bmm.api.check
+Each run goes plan(branch="merge_batch") -> operands -> launch and is checked with pyto_kernels.bmm.api.check
 (int8 exactly; floats within pyto.testing.matmul_bound with the bias as one more term). A merged tile needs
 b >= 2 batches per core, so the full-mode shapes have B >= 64 (b_core = B / 32) but small M, N, K; the
 large shapes run in timing mode.
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
-from kernels.bmm import merge_batch
-from kernels.bmm.api import check
-from kernels.bmm.conditions import merge_checks
-from kernels.bmm.planner import plan
+from pyto_kernels.bmm import merge_batch
+from pyto_kernels.bmm.api import check
+from pyto_kernels.bmm.conditions import merge_checks
+from pyto_kernels.bmm.planner import plan
 
 from bmm_helpers import CHIP, NP, inputs as _inputs, ok, run_branch
 

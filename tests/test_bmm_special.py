@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
-from kernels.bmm import bmm, plan
-from kernels.bmm.api import check, random_inputs
-from kernels.bmm.common import operands
-from kernels.bmm.cost import roofline_us
-from kernels.bmm.special import fit, ub_bytes
+from pyto_kernels.bmm import bmm, plan
+from pyto_kernels.bmm.api import check, random_inputs
+from pyto_kernels.bmm.common import operands
+from pyto_kernels.bmm.cost import roofline_us
+from pyto_kernels.bmm.special import fit, ub_bytes
 from bmm_helpers import stored
 from pyto.errors import PlanError
 

@@ -2,7 +2,7 @@
 bitwise reproducibility, and its timing.
 
 Each run goes plan(branch="stream_k", reduce=...) -> operands -> launch and is checked with
-kernels.bmm.api.check (int8 exactly; floats within pyto.testing.matmul_bound with the bias as one more
+pyto_kernels.bmm.api.check (int8 exactly; floats within pyto.testing.matmul_bound with the bias as one more
 term). Full mode on small shapes (grid_K = 2, forced); timing mode for K around the seed's thresholds.
 """
 import dataclasses
@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
-from kernels.bmm import stream_k
-from kernels.bmm.api import check, run_plan
-from kernels.bmm.common import operands
-from kernels.bmm.cost import roofline_us
-from kernels.bmm.planner import plan
+from pyto_kernels.bmm import stream_k
+from pyto_kernels.bmm.api import check, run_plan
+from pyto_kernels.bmm.common import operands
+from pyto_kernels.bmm.cost import roofline_us
+from pyto_kernels.bmm.planner import plan
 
 from bmm_helpers import CHIP, NP, inputs as _inputs, ok, run_branch
 REDUCE = ("workspace", "atomic")
@@ -274,7 +274,7 @@ def test_no_drain_pieces_when_a_core_runs_several_units():
 
 def test_bmm_takes_the_reduction_mode():
     """bmm(..., reduce="atomic") runs StreamK's AtomicAdd variant, as `pyto bmm --reduce atomic` does."""
-    from kernels.bmm import bmm
+    from pyto_kernels.bmm import bmm
     a, b, _ = _inputs((2, 40, 300), (2, 300, 50), "fp32", seed=6)
     c, atomic = bmm(a, b, branch="stream_k", reduce="atomic", report=True)
     assert not check(c, a, b, None)

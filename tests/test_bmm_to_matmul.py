@@ -2,7 +2,7 @@
 conditions (BatchA = 1 or BatchB = 1; M/N/K off the 16 grid, M = 1, N = 1, K = 1; DN operands; bias
 shapes; broadcast batch dims), the free view really free, A really resident, and the roofline.
 
-Results are checked with kernels.bmm.api.check: int8 exactly, floats within pyto.testing.matmul_bound.
+Results are checked with pyto_kernels.bmm.api.check: int8 exactly, floats within pyto.testing.matmul_bound.
 """
 import math
 
@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
-from kernels.bmm import bmm, plan
-from kernels.bmm.api import check, random_inputs
-from kernels.bmm.common import operands
-from kernels.bmm.cost import roofline_us
-from kernels.bmm.to_matmul import batched_params, is_view, to_matmul_kernel
+from pyto_kernels.bmm import bmm, plan
+from pyto_kernels.bmm.api import check, random_inputs
+from pyto_kernels.bmm.common import operands
+from pyto_kernels.bmm.cost import roofline_us
+from pyto_kernels.bmm.to_matmul import batched_params, is_view, to_matmul_kernel
 from bmm_helpers import stored
 from pyto.errors import PlanError
 

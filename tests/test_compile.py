@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyto
 import pyto.language as pl
-from kernels.examples.matmul_pingpong import matmul_pingpong
+from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
 from pyto.testing import assert_close, cube_dtypes, matmul_bound, matmul_shapes
 from test_emulator_matmul import _check, _operands
 

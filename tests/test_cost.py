@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 
 import pyto
-from kernels.bmm import legal_branches, plan
-from kernels.bmm.cost import _MODELS, estimate, roofline_us
-from kernels.bmm.cost_pipes import TERMS, _Work, region
-from kernels.bmm.planner import parse_problem
+from pyto_kernels.bmm import legal_branches, plan
+from pyto_kernels.bmm.cost import _MODELS, estimate, roofline_us
+from pyto_kernels.bmm.cost_pipes import TERMS, _Work, region
+from pyto_kernels.bmm.planner import parse_problem
 
 P950, A2 = "ascend950pr", "atlas-a2"
 
@@ -178,7 +178,7 @@ def test_tiles_sharing_a_region_in_one_round_hit_l2_one_k_step_apart():
 def test_per_batch_slabs_beside_a_broadcast_one_cycle_through_the_hold_ring():
     """IterBatch (b) with A broadcast and held once and B held per batch: B's slabs still wait for ring slots
     (5 batches per core, 4 in flight: a second GM latency). The estimate was 0.74 us (-28%)."""
-    from kernels.bmm import run_plan
+    from pyto_kernels.bmm import run_plan
     a, b = (1, 46, 4), (112, 4, 1)
     p = plan(a, b, "fp16", "atlas-a2", branch="iter_batch")
     _, rep = run_plan(p, pyto.spec(a, "fp16"), pyto.spec(b, "fp16"))
@@ -188,7 +188,7 @@ def test_per_batch_slabs_beside_a_broadcast_one_cycle_through_the_hold_ring():
 def test_more_stores_than_reads_count_the_heads_first_pieces_on_the_channel():
     """int8 writes int32 (twice the bytes it reads): the GM channel then bounds Fixpipe, and its reads began with
     the first pieces the head waits for, so they are not paid twice (the estimate was 3.30 us, +35%)."""
-    from kernels.bmm import run_plan
+    from pyto_kernels.bmm import run_plan
     a, b = (32, 128, 128), (32, 128, 128)
     p = plan(a, b, "int8", branch="iter_batch")
     _, rep = run_plan(p, pyto.spec(a, "int8"), pyto.spec(b, "int8"))
@@ -223,7 +223,7 @@ def test_estimate_direct_call():
 def test_one_l0_copy_serialises_mte1_and_the_cube_in_the_estimate():
     """With l0_buffers=1 each MTE1 load waits for the MMAD before it: ASW and StreamK estimates now see it as
     IterBatch's did (a planner-research review found l0_buffers never moved the estimate)."""
-    from kernels.bmm import run_plan
+    from pyto_kernels.bmm import run_plan
     a, b = (1, 2048, 2048), (1, 2048, 2048)
     p = plan(a, b, "fp16", branch="asw_basic")
     q = p.with_tiling(l0_buffers=1)

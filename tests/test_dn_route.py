@@ -15,11 +15,11 @@ import pytest
 
 import pyto
 import pyto.language as pl
-from kernels import matmul
-from kernels.bmm import bmm
-from kernels.bmm.api import check
-from kernels.bmm.common import operands
-from kernels.bmm.planner import legal_branches, plan
+from pyto_kernels import matmul
+from pyto_kernels.bmm import bmm
+from pyto_kernels.bmm.api import check
+from pyto_kernels.bmm.common import operands
+from pyto_kernels.bmm.planner import legal_branches, plan
 from pyto.testing import assert_close, matmul_bound
 
 NP = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32, "int8": np.int8}
@@ -311,7 +311,7 @@ def test_every_legal_branch_launches_with_dn_operands_on_a2(dt, shape):
     for branch in branches:
         p = plan(a_shape, b_shape, dt, "atlas-a2", transpose_a=True, transpose_b=True, branch=branch)
         ops = operands(p.problem, pyto.spec(a_shape, dt), pyto.spec(b_shape, dt))
-        rep = importlib.import_module(f"kernels.bmm.{branch}").launch(p, ops, mode="timing")
+        rep = importlib.import_module(f"pyto_kernels.bmm.{branch}").launch(p, ops, mode="timing")
         assert rep.cycles > 0 and math.isfinite(rep.cycles)
 
 
@@ -319,13 +319,13 @@ def test_every_legal_branch_launches_with_dn_operands_on_a2(dt, shape):
 def test_cost_model_trims_a_stored_int8_a_like_the_kernel(ta):
     """One 40-row int8 tile on A2: the kernel trims its M to 48 (16 grid), or to 64 when L1 holds A as stored
     (32 grid); the cost model's MMAD and MTE1 busy cycles follow the emulator's either way."""
-    from kernels.bmm.cost import _MODELS
+    from pyto_kernels.bmm.cost import _MODELS
     a_shape, b_shape = ((1, 100, 40) if ta else (1, 40, 100)), (1, 100, 64)
     chip = pyto.load_chip("atlas-a2")
     p = plan(a_shape, b_shape, "int8", chip, transpose_a=ta, branch="asw_basic").with_tiling(
         base_m=64, base_n=64, cores_used=1)
     ops = operands(p.problem, pyto.spec(a_shape, "int8"), pyto.spec(b_shape, "int8"))
-    rep = importlib.import_module("kernels.bmm.asw_basic").launch(p, ops, mode="timing")
+    rep = importlib.import_module("pyto_kernels.bmm.asw_basic").launch(p, ops, mode="timing")
     w = _MODELS[type(p.tiling)](p.tiling, p.problem, chip)
     mt = 64 if ta else 48
     steps = math.ceil(100 / 32)                    # K 100 in k0 = 32 steps, padded

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 import pyto
 import pyto.language as pl
 from pyto.emulator.blockcache import BlockCache
-from kernels.examples.matmul_pingpong import matmul_pingpong
+from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
 from bmm_helpers import inputs, run_branch
 from dsl_helpers import matmul_from_gm, matmul_tiles
 from test_vector import _two_stage_inputs, atomic_rows, split_k, two_stage

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import pyto
-from kernels.examples.matmul_pingpong import matmul_pingpong
+from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
 
 import test_emulator_phases as phases
 from test_emulator_blockcache import read_next_rows

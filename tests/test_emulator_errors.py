@@ -538,7 +538,7 @@ def test_gm_tensors_beyond_the_chips_gm_are_a_capacity_error():
 def test_a_block_tracing_past_the_instruction_limit_is_a_capacity_error():
     """One block's trace is held until encoded: past max_block_instructions a CapacityError names the line and the
     option (a 10^5-cubed bmm in timing mode grew to 15 GB before)."""
-    from kernels.examples.matmul_pingpong import matmul_pingpong
+    from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
     specs = (pyto.spec((256, 1024), "fp16"), pyto.spec((1024, 256), "fp16"), pyto.spec((256, 256), "fp16"))
     with pyto.run_options(max_block_instructions=100):
         with pytest.raises(pyto.CapacityError, match=r"matmul_pingpong.py:\d+ pl\.\w+.*block 0 AIC traced more than "
@@ -604,7 +604,7 @@ def test_a_sync_all_some_cores_never_reach_is_a_deadlock():
 
 def test_launch_argument_mistakes_say_what_to_write():
     """An error-message helper's cases: each names the fix, not just the mistake."""
-    from kernels.examples.matmul_pingpong import matmul_pingpong
+    from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
     a = np.ones((32, 32), np.float16)
     with pytest.raises(pyto.KernelError, match=r"static parameters are keywords: TM=32"):
         pyto.run(matmul_pingpong, a, a, a.copy(), 32)
@@ -632,8 +632,8 @@ def test_a_ring_where_a_tile_goes_says_take_a_slot():
 
 
 def test_run_plan_on_operands_of_another_problem():
-    from kernels.bmm import plan
-    from kernels.bmm.api import run_plan
+    from pyto_kernels.bmm import plan
+    from pyto_kernels.bmm.api import run_plan
     p = plan((2, 256, 256), (2, 256, 256), "fp16")
     with pytest.raises(pyto.ShapeError, match=r"the plan is for B \(2,\) M 256 .* M 128 .*make a new plan"):
         run_plan(p, pyto.spec((2, 128, 256), "fp16"), pyto.spec((2, 256, 256), "fp16"))

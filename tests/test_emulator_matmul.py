@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 import pyto
 import pyto.language as pl
 from dsl_helpers import matmul_from_gm, matmul_tiles
-from kernels.examples.matmul_pingpong import matmul_pingpong
+from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
 from pyto.testing import assert_close, assert_matches, cube_dtypes, matmul_bound, matmul_shapes
 
 DTYPES = {"fp16": (np.float16, np.float16), "bf16": (ml_dtypes.bfloat16, ml_dtypes.bfloat16),

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import pyto
 import pyto.emulator.encode as E
-from kernels.bmm import bmm
-from kernels.examples.matmul_pingpong import matmul_pingpong
+from pyto_kernels.bmm import bmm
+from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
 from pyto.emulator.l2 import hits_reference, l2_hits
 from pyto.ir import GMTensor
 from pyto.emulator.l2_replay import intern_rows

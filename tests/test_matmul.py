@@ -1,4 +1,4 @@
-"""kernels.matmul (multi-core matmul on the emulator), its shared cube block and the swizzle policy.
+"""pyto_kernels.matmul (multi-core matmul on the emulator), its shared cube block and the swizzle policy.
 
 Results are compared with a float64 numpy reference within `matmul_bound` (int8 exactly).
 """
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
-from kernels import matmul
-from kernels.matmul import default_tile_shapes, plan_matmul
-from kernels.swizzle import Swizzle, TileGrid, asw_window
+from pyto_kernels import matmul
+from pyto_kernels.matmul import default_tile_shapes, plan_matmul
+from pyto_kernels.swizzle import Swizzle, TileGrid, asw_window
 from pyto.errors import PlanError, ShapeError, TilingError
 from pyto.testing import assert_close, matmul_bound
 from pyto.tiling import cube_tile_shapes, reset_cube_tile_shapes
@@ -277,7 +277,7 @@ def test_an_out_dtype_fixpipe_cannot_write_is_refused_before_the_run(din, dout):
 
 @pytest.mark.parametrize("opt", [dict(a_format="NZ"), dict(out_format="NZ"), dict(scale=True)])
 def test_tile_shapes_for_nz_operands_or_a_scale_are_refused(opt):
-    """kernels.matmul reads and writes ND and has no Fixpipe scale: tile shapes checked for NZ operands or a scale
+    """pyto_kernels.matmul reads and writes ND and has no Fixpipe scale: tile shapes checked for NZ operands or a scale
     describe another matmul (they ran, as ND, after NZ rules had been applied: a seeds/002 audit's find)."""
     ts = pyto.set_cube_tile_shapes([32, 32], [32, 64], [32, 32], dtype="fp16", **opt)
     with pytest.raises(pyto.UnsupportedError, match=rf"tile shapes set with .*{list(opt)[0]}.* ND"):
@@ -406,7 +406,7 @@ def _small_l2(nbytes: int):
 
 
 def test_l2_blocks_rule():
-    from kernels.swizzle import l2_blocks
+    from pyto_kernels.swizzle import l2_blocks
     assert l2_blocks(1024, 1024, 256, 128, 256, 2, 1 << 30) == (1, 1)          # A + B fit: no L2 tiling
     ml2, nl2 = l2_blocks(4096, 2048, 1024, 128, 256, 2, 4 << 20)
     tm, tn = 4096 // 128, 2048 // 256

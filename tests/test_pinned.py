@@ -7,9 +7,9 @@ import pytest
 
 import pyto
 import pyto.language as pl
-from kernels.bmm.api import run_plan
-from kernels.bmm.planner import parse_problem, plan
-from kernels.bmm.tiling_streamk_special import stream_tiling
+from pyto_kernels.bmm.api import run_plan
+from pyto_kernels.bmm.planner import parse_problem, plan
+from pyto_kernels.bmm.tiling_streamk_special import stream_tiling
 
 from bmm_helpers import CHIP
 from test_timing import flag_after_load

@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pyto
-from kernels.bmm import Plan, bmm, legal_branches, plan
-from kernels.bmm.conditions import BRANCHES, SEED_NAMES, Problem, merge_checks, parallel_blocks
-from kernels.bmm.cost import RESOLUTION, roofline_us
-from kernels.bmm.planner import OVERRIDE, PRICE, parse_problem
-from kernels.bmm.tilings import field_docs
+from pyto_kernels.bmm import Plan, bmm, legal_branches, plan
+from pyto_kernels.bmm.conditions import BRANCHES, SEED_NAMES, Problem, merge_checks, parallel_blocks
+from pyto_kernels.bmm.cost import RESOLUTION, roofline_us
+from pyto_kernels.bmm.planner import OVERRIDE, PRICE, parse_problem
+from pyto_kernels.bmm.tilings import field_docs
 from pyto.cli import main
 from pyto.errors import PlanError, ShapeError
 
@@ -427,8 +427,8 @@ def test_a_branch_estimated_far_faster_outside_its_home_ground_is_taken():
 def test_a_researcher_runs_and_estimates_a_tiling_of_their_own():
     """Plan.with_tiling re-checks capacity and re-estimates; run_plan runs it (correct numbers); estimate.versus
     lays the estimate beside the emulator's pipes in one vocabulary (planner-research review)."""
-    from kernels.bmm import run_plan
-    from kernels.bmm.api import check as check_result, random_inputs
+    from pyto_kernels.bmm import run_plan
+    from pyto_kernels.bmm.api import check as check_result, random_inputs
     a, b, _ = random_inputs((8, 64, 128), (8, 128, 96), "fp16")
     p = plan(a.shape, b.shape, "fp16", branch="asw_basic")
     q = p.with_tiling(base_m=16, base_k=32)
@@ -464,8 +464,8 @@ def test_with_tiling_recomputes_what_follows_for_stream_k_and_merge_batch():
     """A StreamK tiling's block, K segment, units and cores follow grid_k / m_cnt / n_cnt, and a MergeBatch
     tiling's merged tile follows b (only ASW tilings were recomputed before): the researcher's tiling runs as
     the planner's own would, and matches numpy."""
-    from kernels.bmm import run_plan
-    from kernels.bmm.api import check as check_result, random_inputs
+    from pyto_kernels.bmm import run_plan
+    from pyto_kernels.bmm.api import check as check_result, random_inputs
     a, b = (1, 48, 12000), (1, 12000, 80)
     seed = plan(a, b, "bf16", override=None)
     wide = plan(a, b, "bf16")                   # the planner's grid_K beyond theta (see test_bmm_stream_k)
@@ -487,8 +487,8 @@ def test_with_tiling_takes_choices_only_checks_values_and_keeps_the_plan_consist
     """A planner-research review found settings that ran a kernel on half the batches (MergeBatch cores_used) or part
     of K (StreamK single_core_k) without an error, raw ZeroDivisionErrors, values accepted and failing deep in a
     kernel, estimates ignoring a core count, and ToMatmul refusing its matmul's fields."""
-    from kernels.bmm import run_plan
-    from kernels.bmm.api import check as check_result, random_inputs
+    from pyto_kernels.bmm import run_plan
+    from pyto_kernels.bmm.api import check as check_result, random_inputs
     a, b, _ = random_inputs((128, 32, 48), (128, 48, 32), "fp16")
     m = plan(a.shape, b.shape, "fp16", branch="merge_batch").with_tiling(cores_used=16)
     assert (m.tiling.cores_used, m.tiling.batches_per_core) == (16, 8)
@@ -559,7 +559,7 @@ def test_with_tiling_full_load_follows_the_fold():
 
 def test_planning_from_threads_shares_the_memo_safely():
     from concurrent.futures import ThreadPoolExecutor
-    import kernels.bmm.planner as planner
+    import pyto_kernels.bmm.planner as planner
     shapes = [((b, 64, 256), (b, 256, 64)) for b in range(1, 41)]
     with ThreadPoolExecutor(4) as pool:
         branches = list(pool.map(lambda ab: plan(*ab, "bf16").branch, shapes))

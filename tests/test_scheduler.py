@@ -5,7 +5,7 @@ import pytest
 
 import pyto
 from pyto.testing import matmul_bound
-from kernels.examples.matmul_pingpong import matmul_pingpong
+from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
 from pyto.emulator.datapath import EFFECTS
 from pyto.ir import Op
 

@@ -8,7 +8,7 @@ from hypothesis import assume, example, given, settings, strategies as st
 
 import pyto
 import pyto.language as pl
-from kernels.examples.matmul_pingpong import matmul_pingpong
+from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
 from pyto.dtypes import DType
 from pyto.testing import assert_close, assert_matches, assert_race, cube_dtypes, matmul_bound, phase_programs
 

@@ -270,7 +270,7 @@ def test_l1_capacity():
     assert ts.usage()["L1"] == (524288, 524288)
     rejects("l1_capacity", "CeilAlign(kL1=384,16)", 786432, 524288, k=[128, 384], **kw)
     # with a bias, its row's two L1 slots on the way to BT count too (pyto's addition, module docstring): the
-    # tiling that fills L1 with A and B leaves them no room (kernels.matmul refused it with a PlanError)
+    # tiling that fills L1 with A and B leaves them no room (pyto_kernels.matmul refused it with a PlanError)
     rejects("l1_capacity", "bias rows 2*CeilAlign(nL0=128,8)*4B", 524288 + 1024, k=[128, 256], bias=True, **kw)
 
 

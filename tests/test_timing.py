@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyto
 import pyto.language as pl
-from kernels.examples.matmul_pingpong import matmul_pingpong
+from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
 from pyto.emulator.timing import COST_KEYS, COSTS
 from pyto.ir import Op
 
@@ -40,7 +40,7 @@ def test_each_cost_reads_only_the_attributes_its_memo_key_holds():
     two instructions that differ there one cost. Checked on every op the kernels below trace (cube, vector,
     cross-core moves, flags, barriers, sync_all)."""
     from pyto.emulator.run import _gm_tensors, trace_blocks
-    from kernels.examples.flash_attention import flash_attention
+    from pyto_kernels.examples.flash_attention import flash_attention
     h = np.float16
     cases = [(matmul_pingpong, (np.ones((40, 72), h), np.ones((72, 48), h), np.ones((40, 48), h)),
               dict(TM=32, TN=32, TK=32), 1),

@@ -12,7 +12,7 @@ import pytest
 import pyto
 import pyto.language as pl
 from dsl_helpers import line_of, matmul_from_gm, matmul_tiles
-from kernels.examples.flash_attention import flash_attention
+from pyto_kernels.examples.flash_attention import flash_attention
 from pyto.testing import assert_close, assert_deadlock, assert_race, matmul_bound
 
 BF16 = ml_dtypes.bfloat16

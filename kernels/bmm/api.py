@@ -8,7 +8,7 @@ a [..., M, K] ([..., K, M] with transpose_a), b [..., K, N] ([..., N, K] with tr
 broadcast as numpy.matmul's, and a 1-D operand is promoted as numpy.matmul does (a to one row, b to one
 column; the promoted axis is removed from the result); bias [..., 1, N], [1, N] or [N]. fp16, bf16, fp32
 give the input dtype (accumulated in fp32), int8 gives int32. The flow is plan -> operands ->
-`kernels.bmm.<branch>.launch` (the launch convention of kernels/bmm/common.py); BRANCH_MODULES names each
+`pyto_kernels.bmm.<branch>.launch` (the launch convention of kernels/bmm/common.py); BRANCH_MODULES names each
 branch's module.
 
 `check(c, a, b, bias, ...)` compares a result with a float64 numpy reference (int8 exactly, the others
@@ -32,7 +32,7 @@ from .common import mode_of, operands, user_operand
 from .conditions import BRANCHES
 from .planner import Plan, parse_problem, plan
 
-BRANCH_MODULES = {b: f"kernels.bmm.{b}" for b in BRANCHES}
+BRANCH_MODULES = {b: f"pyto_kernels.bmm.{b}" for b in BRANCHES}
 
 
 def launcher(branch: str):

@@ -8,7 +8,7 @@ cross broadcast of seeds/000 ("交叉广播 case 也落入本分支") all run he
 What the kernel does, step by step as the seed's 实现方案 lists it:
 1. Split: the task space is batch x tiles_m x tiles_n base tiles (base_m x base_n); B first (batch-major
    order), then M/N. Task t runs on core t mod cores_used (round robin, the seed's "多轮").
-2. Swizzle: inside each batch, the tiles follow the ASW sliding-window snake (`kernels.swizzle`, W = the
+2. Swizzle: inside each batch, the tiles follow the ASW sliding-window snake (`pyto_kernels.swizzle`, W = the
    tiling's window): W tile rows walked along N, odd windows backwards, so the cores running together share
    W row blocks of A and one band of B columns, which stay in L2.
 3. L2 tiling: when tiling.l2_tiles_m x l2_tiles_n > 1 (one batch's A + B exceeds L2), the grid is cut into

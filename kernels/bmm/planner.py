@@ -240,7 +240,7 @@ class Plan:
 
     def with_tiling(self, **changes) -> "Plan":
         """This plan with some tiling fields set by the caller (a researcher's own tiling): values checked, capacity
-        re-checked, T_total re-estimated, the change recorded in the decision; run it with kernels.bmm.run_plan.
+        re-checked, T_total re-estimated, the change recorded in the decision; run it with pyto_kernels.bmm.run_plan.
         Only choices may be set (retile.FIXED lists the rest: problem sizes, counts that follow); what follows is
         recomputed: ASW (asw_basic; to_matmul's matmul fields pass through) tile counts, tasks and tasks per core from
         base tiles and cores_used; MergeBatch's merged tile, groups, batches per core and cores from b and

@@ -21,7 +21,7 @@ FULL_LOAD_ROUNDS = 4  # seed ASW 5: the other side loops >= 4 rounds per core be
 # ---- ASW_Basic ----------------------------------------------------------------------------------------
 
 def _l2_tiles(m: int, n: int, k: int, bm: int, bn: int, p: Problem, chip: Chip) -> tuple[int, int]:
-    """mL2TileNum x nL2TileNum (kernels.swizzle.l2_blocks)."""
+    """mL2TileNum x nL2TileNum (pyto_kernels.swizzle.l2_blocks)."""
     return l2_blocks(m, n, k, bm, bn, p.isz, chip.l2_bytes)
 
 

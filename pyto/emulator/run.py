@@ -207,7 +207,7 @@ _THREAD = _Options()
 
 
 class run_options:
-    """Defaults for the `pyto.run` calls inside the block, including those a library (kernels.bmm)
+    """Defaults for the `pyto.run` calls inside the block, including those a library (pyto_kernels.bmm)
     makes: `with pyto.run_options(check=False): bmm(spec_a, spec_b)` runs big timing-mode schedules
     without race checks and with bounded memory. `check` applies to timing mode only: full-mode runs inside
     the block are still checked (they compute data in checked order). `max_block_instructions` (default
