@@ -174,3 +174,15 @@ def gm_to_l0(tiles, a, b, offsets_a=(0, 0), offsets_b=(0, 0), *, barriers: bool 
     pl.move(br, b_l1)
     if barriers:
         pl.system.bar_all()
+
+
+def l1_matmul_store(out, ac, al, br, a_l1, b_l1, offsets=(0, 0)) -> None:
+    """Mat -> Left / Right, ac = al @ br, Acc -> GM `out` at `offsets`, each hop after a bar_all (the loads into
+    a_l1 / b_l1 before it are the caller's)."""
+    pl.system.bar_all()
+    pl.move(al, a_l1)
+    pl.move(br, b_l1)
+    pl.system.bar_all()
+    pl.matmul(ac, al, br)
+    pl.system.bar_all()
+    pl.store(out, ac, list(offsets))

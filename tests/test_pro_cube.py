@@ -5,7 +5,7 @@ import pytest
 
 import pyto
 import pyto.language as pl
-from pro_kernels import acc, gm_to_l0, left, mat, matmul_tiles, right, vec
+from pro_kernels import acc, gm_to_l0, l1_matmul_store, left, mat, matmul_tiles, right, vec
 
 RNG = np.random.default_rng(11)
 M, K, N = 32, 64, 48
@@ -35,13 +35,7 @@ def _transposed(ta: bool, tb: bool, a_layout=None, b_layout=None):
         with pl.section_cube():
             pl.load(a_l1, a, [0, 0], order=[1, 0] if ta else None)
             pl.load(b_l1, b, [0, 0], order=[1, 0] if tb else None)
-            pl.system.bar_all()
-            pl.move(al, a_l1)
-            pl.move(br, b_l1)
-            pl.system.bar_all()
-            pl.matmul(ac, al, br)
-            pl.system.bar_all()
-            pl.store(c, ac, [0, 0])
+            l1_matmul_store(c, ac, al, br, a_l1, b_l1)
     return k
 
 

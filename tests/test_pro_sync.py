@@ -6,7 +6,7 @@ import pytest
 import pyto
 import pyto.language as pl
 from pyto.testing import assert_close, matmul_bound
-from pro_kernels import acc, gm_to_l0, left, mat, matmul_tiles, right, vec
+from pro_kernels import acc, gm_to_l0, l1_matmul_store, left, mat, matmul_tiles, right, vec
 
 RNG = np.random.default_rng(5)
 M, N, K = 32, 64, 32
@@ -201,13 +201,7 @@ def aic_neighbours(a: pl.Tensor[[64, 16], pl.DT_FP16], eye: pl.Tensor[[16, 16], 
         pl.system.wait_cross_core(pipe=pl.PipeType.MTE2, event_id=1, sync_mode=pl.CrossCoreSyncMode.INTER_BLOCK)
         pl.load(w_l1, ws, [((i + 1) % 4) * 16, 0])
         pl.load(e_l1, eye32, [0, 0])
-        pl.system.bar_all()
-        pl.move(w_l0a, w_l1)
-        pl.move(e_l0b, e_l1)
-        pl.system.bar_all()
-        pl.matmul(ac2, w_l0a, e_l0b)
-        pl.system.bar_all()
-        pl.store(out, ac2, [i * 16, 0])
+        l1_matmul_store(out, ac2, w_l0a, e_l0b, w_l1, e_l1, (i * 16, 0))
 
 
 def test_inter_block_events_over_the_aics():
@@ -229,7 +223,7 @@ def test_an_aiv_only_kernel_has_no_aic_to_pair_with():
 
 # ---- sync_all ---------------------------------------------------------------------------------------------------
 def _two_phase(core_type, inside: bool, cube: bool = False, event=None):
-    """AIV i writes row i of a workspace, sync_all, then reads row i + 1 (a neighbour's)."""
+    """AIV i writes row i of a workspace, sync_all (none with core_type None), then reads row i + 1 (a neighbour's)."""
     @pl.jit
     def k(x: pl.Tensor[[4, 64], pl.DT_FP32], out: pl.Tensor[[4, 64], pl.DT_FP32]):
         ws = pl.workspace([4, 64], pl.DT_FP32)
@@ -246,9 +240,9 @@ def _two_phase(core_type, inside: bool, cube: bool = False, event=None):
             pl.store(ws, t, [i, 0])
             if event is not None:
                 pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=event)
-            if inside:
+            if inside and core_type is not None:
                 pl.system.sync_all(core_type=core_type)
-        if not inside:
+        if not inside and core_type is not None:
             pl.system.sync_all(core_type=core_type)
         with pl.section_vector():
             i = pl.get_block_idx()
@@ -286,23 +280,10 @@ def test_sync_all_reserves_cross_core_events_11_to_14():
 
 
 def test_without_sync_all_the_neighbours_race():
-    @pl.jit
-    def k(x: pl.Tensor[[4, 64], pl.DT_FP32], out: pl.Tensor[[4, 64], pl.DT_FP32]):
-        ws = pl.workspace([4, 64], pl.DT_FP32)
-        t, u = pl.make_tile(vec([1, 64]), addr=0), pl.make_tile(vec([1, 64]), addr=0x100)
-        with pl.section_vector():
-            i = pl.get_block_idx()
-            pl.load(t, x, [i, 0])
-            pl.system.bar_all()
-            pl.store(ws, t, [i, 0])
-            pl.system.bar_all()
-            pl.load(u, ws, [(i + 1) % 4, 0])
-            pl.system.bar_all()
-            pl.store(out, u, [i, 0])
     with pytest.raises(pyto.RaceError, match=r"GM: GM tensor 'ws'.*\n.*\(AIV \d\).*\n.*\(AIV \d\).*\n.*\n  fix: blocks "
                                              r"are ordered only by pl\.system\.sync_all\(core_type=pl\.SyncCoreType"
                                              r"\.AIV_ONLY\)"):
-        k[None, 4](np.zeros((4, 64), np.float32), np.zeros((4, 64), np.float32))
+        _two_phase(None, True)[None, 4](np.zeros((4, 64), np.float32), np.zeros((4, 64), np.float32))
 
 
 # ---- flags, barriers ------------------------------------------------------------------------------------------

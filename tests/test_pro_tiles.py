@@ -10,7 +10,7 @@ from pyto import layout
 from pyto.emulator.overlap import byte_intervals
 from pyto.ir import Buf, TileStore
 from pyto.language.tile import grid_of, padded_of
-from pro_kernels import acc, left, mat, right, vec
+from pro_kernels import acc, l1_matmul_store, left, mat, right, vec
 
 RNG = np.random.default_rng(7)
 
@@ -205,13 +205,7 @@ def clobbering_l1(a: pl.Tensor[[64, 64], pl.DT_FP16], b: pl.Tensor[[64, 64], pl.
         pl.load(a_l1, a, [0, 0])
         pl.system.bar_mte2()
         pl.load(b_l1, b, [0, 0])
-        pl.system.bar_all()
-        pl.move(al, a_l1)
-        pl.move(br, b_l1)
-        pl.system.bar_all()
-        pl.matmul(ac, al, br)
-        pl.system.bar_all()
-        pl.store(c, ac, [0, 0])
+        l1_matmul_store(c, ac, al, br, a_l1, b_l1)
 
 
 def test_two_overlapping_l1_tiles_clobber_each_other():
