@@ -4,7 +4,7 @@ See README.md; `import pyto.language as pl` is what a kernel author writes with.
 """
 from __future__ import annotations
 
-from . import layout
+from . import layout, progress
 from .chip import Chip, load_chip, list_chips
 from .dtypes import DType
 from .errors import (AlignmentError, CapacityError, ChipError, ClobberedReadError, DeadlockError, OutOfBoundsError,
@@ -21,4 +21,4 @@ __all__ = ["layout", "Chip", "load_chip", "list_chips", "DType", "PytoError", "A
            "DeadlockError", "OutOfBoundsError", "PlanError", "RaceError", "ShapeError", "TilingError",
            "UninitializedReadError", "ClobberedReadError", "UnsupportedError", "KernelError", "SyncError", "ChipError", "Spec", "run", "compile", "CompiledKernel",
            "run_options", "spec", "Report", "CubeTileShapes", "set_cube_tile_shapes", "get_cube_tile_shapes",
-           "reset_cube_tile_shapes", "alias_pypto_pro"]
+           "reset_cube_tile_shapes", "alias_pypto_pro", "progress"]

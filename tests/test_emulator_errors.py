@@ -698,16 +698,19 @@ def grouped_rows(x, out, *, GROUPS: tuple):
 
 
 def test_a_tuple_of_scalars_is_a_static_parameter():
-    """Grouped kernels take their group sizes as a tuple (a fused-kernel helper had to build a closure); a list
-    or a tuple holding an array is still refused."""
+    """Grouped kernels take their group sizes as a tuple (a fused-kernel helper had to build a closure), numpy
+    integers in it too (issue 24: read as ints); a list or a tuple holding an array is still refused."""
     x = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
     out = np.zeros_like(x)
     pyto.run(grouped_rows, x, out, blocks=2, GROUPS=(16, 48))
     assert np.array_equal(out, x)
+    out[:] = 0
+    pyto.run(grouped_rows, x, out, blocks=2, GROUPS=(16, np.int64(48)))
+    assert np.array_equal(out, x)
     with pytest.raises(pyto.KernelError, match="or a tuple of them"):
         pyto.run(grouped_rows, x, out, blocks=2, GROUPS=[16, 48])
     with pytest.raises(pyto.KernelError, match="or a tuple of them"):
-        pyto.run(grouped_rows, x, out, blocks=2, GROUPS=(16, np.int64(48)))
+        pyto.run(grouped_rows, x, out, blocks=2, GROUPS=(16, np.array([48])))
 
 
 @pl.kernel

@@ -13,11 +13,13 @@ branch's module.
 
 `check(c, a, b, bias, ...)` compares a result with a float64 numpy reference (int8 exactly, the others
 within pyto.testing.matmul_bound with the bias as one more exact term): the `pyto bmm` command and the
-tests use it.
+tests use it; `compare(...)` is the same comparison with its figures (max |error|, the bound there, the
+worst |error| / bound).
 """
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -25,9 +27,11 @@ import numpy as np
 import pyto
 from pyto.chip import Chip
 from pyto.dtypes import DType, as_dtype
+from pyto.emulator import admission
 from pyto.errors import KernelError, ShapeError, UnsupportedError
 from pyto.testing import assert_close, matmul_bound
 
+from . import footprint
 from .common import mode_of, operands, user_operand
 from .conditions import BRANCHES
 from .planner import Plan, parse_problem, plan
@@ -69,6 +73,7 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
     a, b, squeeze = promote_vectors(a, b, transpose_a, transpose_b)
     p = plan(a.shape, b.shape, dtype=dt, chip=chip, bias=False if bias is None else tuple(bias.shape),
              transpose_a=transpose_a, transpose_b=transpose_b, branch=branch, reduce=reduce)
+    _admit(p, a, b, bias)
     ops = operands(p.problem, a, b, bias)
     mode = mode_of(ops)
     rep = launcher(p.branch)(p, ops, mode=mode)
@@ -123,10 +128,18 @@ def run_plan(p: Plan, a, b, bias=None):
                          f"{' with a bias' if pr.bias else ''}; these operands are B {given.batch_shape} M {given.M} "
                          f"N {given.N} K {given.K} {given.dtype}{' with a bias' if given.bias else ''}: make a new "
                          f"plan(...) for them")
+    _admit(p, a, b, bias)
     ops = operands(p.problem, a, b, bias)
     mode = mode_of(ops)
     rep = launcher(p.branch)(p, ops, mode=mode)
     return (None if mode == "timing" else ops.out), rep
+
+
+def _admit(p: Plan, a, b, bias) -> None:
+    """The host-memory check (footprint.py, pyto/emulator/admission.py) before anything is allocated or traced:
+    CapacityError naming the estimate, the memory available and what to do when the run would not fit."""
+    mode = "timing" if any(isinstance(x, pyto.Spec) for x in (a, b, bias) if x is not None) else "full"
+    footprint.admit(p, a, b, bias, mode=mode, check=admission.timing_checks())
 
 
 # ---- the numpy reference -------------------------------------------------------------------------------
@@ -162,30 +175,58 @@ def reference(a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool =
     return out
 
 
-def check(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False) -> str:
-    """'' when c matches the reference (int8: exactly as int32; floats: within matmul_bound), else why not.
+@dataclass(frozen=True)
+class Comparison:
+    """A result against the float64 reference (`compare`): `why` is '' when it passes, else what failed; the
+    figures: `max_error` the largest |c - reference|, `bound` the bound at that element (0 for int8: exact),
+    `ratio` the worst |error| / bound over all elements (at most 1 passes; 0 for an exact int8 result). NaN
+    figures when no elementwise comparison was made (a shape or dtype mismatch)."""
+
+    why: str
+    max_error: float
+    bound: float
+    ratio: float
+    exact: bool = False           # int8: compared exactly as int32
+
+    def figures(self) -> str:
+        """'max |error| 0.0078 (bound there 0.0085), worst |error|/bound 0.96 of at most 1'; int8: '' when exact,
+        else the largest difference; 'no figures' after a shape or dtype mismatch."""
+        if np.isnan(self.ratio) and np.isnan(self.max_error) and self.why:
+            return "no figures"
+        if self.exact:
+            return "" if not self.max_error else f"max |error| {self.max_error:g} (exact comparison)"
+        return (f"max |error| {self.max_error:.3g} (bound there {self.bound:.3g}), worst |error|/bound "
+                f"{self.ratio:.3g} of at most 1")
+
+
+def compare(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False) -> Comparison:
+    """c against the reference (int8: exactly as int32; floats: within matmul_bound), with the error figures.
 
     The float bound is pyto.testing.matmul_bound of [A, 1] @ [B; bias]: the bias is one more fp32 term of
     the accumulation, then the result is rounded once to the output dtype.
     """
+    nan = float("nan")
     a, b, squeeze = promote_vectors(np.asarray(a), np.asarray(b), transpose_a, transpose_b)
     al, bl = _logical(a, transpose_a), _logical(b, transpose_b)
     ref = reference(a, b, bias, transpose_a=transpose_a, transpose_b=transpose_b)
     c = np.asarray(c)
     if c.shape != squeeze(ref).shape:
-        return f"shape {c.shape}, expected {squeeze(ref).shape}"
+        return Comparison(f"shape {c.shape}, expected {squeeze(ref).shape}", nan, nan, nan)
     c = c.reshape(ref.shape)
     if al.dtype == np.int8:
         want = ref.astype(np.int32)
         if c.dtype != np.int32:
-            return f"dtype {c.dtype}, expected int32"
-        if not np.array_equal(c, want):
+            return Comparison(f"dtype {c.dtype}, expected int32", nan, nan, nan, exact=True)
+        err = np.abs(c.astype(np.int64) - want)
+        worst = float(err.max()) if err.size else 0.0
+        if worst:
             bad = np.argwhere(c != want)
-            i = tuple(bad[0])
-            return f"{len(bad)} of {c.size} elements differ; first at {i}: got {c[i]}, expected {want[i]}"
-        return ""
+            i = tuple(int(x) for x in bad[0])
+            why = f"{len(bad)} of {c.size} elements differ; first at {i}: got {c[i]}, expected {want[i]}"
+            return Comparison(why, worst, 0.0, float("inf"), exact=True)
+        return Comparison("", 0.0, 0.0, 0.0, exact=True)
     if c.dtype != al.dtype:
-        return f"dtype {c.dtype}, expected {al.dtype}"
+        return Comparison(f"dtype {c.dtype}, expected {al.dtype}", nan, nan, nan)
     batch = ref.shape[:-2]
     M, N, K = ref.shape[-2], ref.shape[-1], al.shape[-1]
     a_full = np.broadcast_to(al.astype(np.float64), batch + (M, K))
@@ -194,11 +235,35 @@ def check(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = 
         np.asarray(bias, np.float64).reshape((1,) * (len(batch) + 2 - np.ndim(bias)) + np.shape(bias)), batch + (1, N))
     a_aug = np.concatenate([a_full, np.ones(batch + (M, 1))], axis=-1)
     b_aug = np.concatenate([b_full, bias_full], axis=-2)
+    bound = np.broadcast_to(matmul_bound(a_aug, b_aug, as_dtype(c.dtype)), ref.shape)
+    figures = _figures(c, ref, bound)
     try:
-        assert_close(c, ref, matmul_bound(a_aug, b_aug, as_dtype(c.dtype)), "bmm result")
+        assert_close(c, ref, bound, "bmm result")
     except AssertionError as e:
-        return str(e)
-    return ""
+        return Comparison(str(e), *figures)
+    return Comparison("", *figures)
 
 
-__all__ = ["BRANCH_MODULES", "bmm", "check", "launcher", "random_inputs", "reference", "run_plan"]
+def _figures(c: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> tuple:
+    """(largest |error|, the bound there, worst |error| / bound) as assert_close judges: an element equal to the
+    reference (an infinity where it holds the same one) has no error; a NaN makes the figures NaN."""
+    if not c.size:
+        return 0.0, 0.0, 0.0
+    act = c.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        err = np.where(act == ref, 0.0, np.abs(act - ref))
+        ratio = np.where(err == 0, 0.0, err / bound)
+    if np.isnan(err).any():
+        return float("nan"), float("nan"), float("nan")
+    i = np.unravel_index(int(np.argmax(err)), err.shape)
+    return float(err[i]), float(bound[i]), float(ratio.max())
+
+
+def check(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False) -> str:
+    """'' when c matches the reference (int8: exactly as int32; floats: within matmul_bound), else why not;
+    `compare` gives the error figures too."""
+    return compare(c, a, b, bias, transpose_a=transpose_a, transpose_b=transpose_b).why
+
+
+__all__ = ["BRANCH_MODULES", "Comparison", "bmm", "check", "compare", "launcher", "random_inputs", "reference",
+           "run_plan"]

@@ -40,7 +40,8 @@ class Estimate:
 
     def versus(self, report) -> str:
         """A table of this estimate against an emulator Report of the same plan: T_total, then each term
-        (critical-path us) beside its pipe's busy time on the busiest core (us), in the Report's pipe names."""
+        (critical-path us) beside its pipe's busy time on the busiest core (us), in the Report's pipe names; last
+        the estimate's bottleneck beside what bounds the emulated run (Report.bound: a pipe, or latency)."""
         us = 1.0 / (report.clock_ghz * 1e3)
         rows = [f"{'':<10} {'estimate us':>12} {'emulated us':>12}",
                 f"{'T_total':<10} {self.t_total:>12.3f} {report.time_us:>12.3f}  "
@@ -52,7 +53,10 @@ class Estimate:
                 emu = f"{busy * us:>12.3f}" if busy is not None else f"{'-':>12}"
                 rows.append(f"{pipe:<10} {t:>12.3f} {emu}" + ("  (term REDUCE: the AIVs' MTE2/V/MTE3)"
                                                             if term == "REDUCE" else ""))
-        rows.append(f"bottleneck: estimate {TERM_PIPES[self.bottleneck]}, emulated {report.bottleneck}")
+        # the estimate names the term with the longest critical path; the emulator says whether its busiest pipe
+        # bounds the run or, below pyto.report.SATURATED, latency does
+        rows.append(f"bottleneck: estimate {TERM_PIPES[self.bottleneck]} (longest critical path), emulated "
+                    f"{report.bound} (busiest pipe {report.bottleneck} at {report.busiest_share:.0%} of T_total)")
         return "\n".join(rows)
 
     def __str__(self) -> str:

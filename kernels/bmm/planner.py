@@ -255,6 +255,14 @@ class Plan:
         return replace(self, tiling=t, estimate=estimate(self.problem, t, chip), decision=self.decision + (note,),
                        forced=True)
 
+    def summary(self) -> str:
+        """One line: the problem, the chip, the chosen branch (forced or not) and its T_total estimate."""
+        p = self.problem
+        shape = ", ".join(map(str, p.batch_shape + (p.M, p.N)))
+        return (f"BMM plan on {self.chip}: C[{shape}] = A @ B{' + bias' if p.bias else ''} (K = {p.K}, "
+                f"{p.dtype.name}) -> {self.branch}{' (forced)' if self.forced else ''}, estimate "
+                f"{self.estimate.t_total:,.3f} us")
+
     def explain(self) -> str:
         """The decision in words: problem and chip numbers, every entry condition with its numbers (held or not),
         the decision steps, the tiling with its derivation, buffer use, the estimate and every branch forced."""
@@ -298,7 +306,10 @@ def _buy(p: Problem, chip: Chip, expanded: bool, reduce: str, lines: list[str]
             mc = replace(mc, home=False, note=f"steps 1-3 give no tiling: {e}")
     ic, l1 = iter_checks(p, chip, expanded)
     if ic.home:
-        homes.append(("iter_batch", iter_tiling(p, chip, l1)))
+        try:
+            homes.append(("iter_batch", iter_tiling(p, chip, l1)))
+        except PlanError as e:          # L0 buffers too small for its tiles (a chip table's)
+            ic = replace(ic, home=False, note=f"no L0 tiling: {e}")
     ac = asw_checks(p, chip, mc.home, ic.home)
     sc = stream_checks(p, chip)
     checks = {"merge_batch": mc, "iter_batch": ic, "asw_basic": ac, "stream_k": sc}

@@ -49,6 +49,23 @@ def _seed_b_note(s: int, l: int, bk: int, s_el: int, l_el: int, c_el: int, p: Pr
             f"bounds' minimum, Base{long_} = {l}")
 
 
+def _check_smallest(nc: int, n_cap: int, p: Problem, chip: Chip) -> None:
+    """PlanError unless L0A, L0B and L0C hold `nc` copies of the else branch's smallest tiles (one fractal: 16
+    rows or columns, k_align deep; fp32 in L0C) and, with a bias, BT one fractal's bias row: below them the
+    branch's divisions would meet a tile side of 0 (a chip table with tiny legal L0 buffers)."""
+    al, ka, isz = p.mn_align, p.k_align, p.isz
+    copies = f"{nc} cop{'ies' if nc > 1 else 'y'}"
+    for buf, need, tile in (("L0C", nc * al * al * ACC_BYTES, f"{al} x {al} fp32"),
+                            ("L0A", nc * al * ka * isz, f"{al} x {ka} {p.dtype.name}"),
+                            ("L0B", nc * ka * al * isz, f"{ka} x {al} {p.dtype.name}")):
+        if chip.buffers[buf] < need:
+            raise PlanError(f"iter_batch: {buf} {chip.buffers[buf]} B on {chip.name} holds no {copies} of the smallest "
+                            f"tile ({tile}): needs {need} B")
+    if n_cap < al:
+        raise PlanError(f"iter_batch: BT {chip.buffers['BT']} B on {chip.name} holds no bias row of {al} fp32: needs "
+                        f"{al * ACC_BYTES} B")
+
+
 def iter_l0(m: int, n: int, k: int, pingpong: bool, p: Problem, chip: Chip) -> tuple[int, int, int, int, int, str]:
     """IterBatch L1->L0 tiles, the seed's pseudo-code for (a) (pingpong False) and (b) (True).
 
@@ -72,6 +89,7 @@ def iter_l0(m: int, n: int, k: int, pingpong: bool, p: Problem, chip: Chip) -> t
             bk = half
         l0 = 2 if 2 * mb * bk <= a_el and 2 * bk * nb <= b_el else 1     # double buffer where L0 has room
         return mb, nb, bk, l0, nc, how
+    _check_smallest(nc, n_cap, p, chip)
     cap = (f"; with a bias, N̄ = {nb} > BT / 4B = {n_cap} columns (one BT load per tile): BaseN at most {n_cap}, so "
            f"the else branch" if nb > n_cap and mb * nb * nc <= c_el else "")
     if m < n:
