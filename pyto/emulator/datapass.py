@@ -1,6 +1,23 @@
-"""Full mode's data pass: every instruction's effect (datapath.EFFECTS) in the order the schedule started
-them, bound once to the arrays it touches, so that computing another set of inputs is only the copies and
-the arithmetic (pyto.compile's CompiledKernel calls it per input set)."""
+"""Full mode's data pass: every instruction's effect in the order the schedule started them, bound once to the
+arrays it touches, so that computing another set of inputs is only the copies and the arithmetic (pyto.compile's
+CompiledKernel calls it per input set).
+
+The cube path's ops are defined here (HANDLERS: LOAD, STORE, MMAD, as copies and products between resolved
+views); MOVE and the vector ops by datapath.EFFECTS; sync ops have no data effect. An MMAD's accumulation
+follows one of ACCUMULATE, chosen per call (pyto.run_options(accumulate=...)):
+
+* "fused" (the default): the products a K loop queues on one L0C view are summed by one fp32 matmul of depth
+  n*k when the view is next read (Memory.view/flush), then added to what L0C held (the bias, zero, or an
+  earlier value). fp16/bf16 products are exact in fp32 and the sum is fp32, as on the cube; only the order of
+  the fp32 additions differs from the hardware's, within pyto.testing.matmul_bound of the exact result.
+* "per_mmad": the hardware's order. A matmul initialises L0C from the bias table (or zero), a matmul_acc
+  keeps it; then each MMAD computes its own [m, k] @ [k, n] chunk as one fp32 matmul of its operands (the
+  model of one instruction: exact fp16/bf16 products, the chunk's own sum in fp32) and adds it to L0C,
+  rounding to fp32 after every instruction. int8 accumulates exactly in int32 (wrapping) either way.
+
+Both concern L0C only: partials a split-K or Stream-K kernel reduces across blocks (in a GM workspace, or
+Fixpipe's atomic add) are added as the kernel's own instructions say, in either mode.
+"""
 from __future__ import annotations
 
 from functools import partial
@@ -9,36 +26,40 @@ from typing import Callable
 import numpy as np
 
 from ..dtypes import DType
-from ..ir import Buf, GMTensor, Instr, Op
-from .datapath import EFFECTS, convert
-from .memory import Memory, region_view
+from ..ir import SYNC_OPS, Buf, GMTensor, Instr, Op
+from .datapath import EFFECTS, convert, is_floating
+from .memory import Memory, add_into, region_view
 from .origins import Origins
+from .widen import widen_into
+
+ACCUMULATE = ("fused", "per_mmad")     # the L0C accumulation orders a data pass can follow (module docstring)
 
 
 class _Binder:
-    """Binds a data pass's steps in the schedule's order: the cube path's loads, MMADs and stores as copies
-    and products between resolved views, any other op through EFFECTS; with Origins (origins.py) an MMAD
-    reads a copied operand at its source and copies nobody reads are left out."""
+    """Binds a data pass's steps in the schedule's order: the cube path's loads, MMADs and stores (HANDLERS) as
+    copies and products between resolved views, MOVE and the vector ops through EFFECTS; with Origins
+    (origins.py) an MMAD reads a copied operand at its source and copies nobody reads are left out. Each MMAD's
+    fused step has a per-MMAD twin's arguments in `twins`."""
 
     def __init__(self, mem: Memory, inputs: set):
         self.mem, self.origins = mem, Origins(inputs)
         self.steps: list = []
         self.copies: set = set()      # indices of the steps that are elidable copies
+        self.twins: dict = {}         # fused MMAD step -> the arguments of its per-MMAD step (_per_mmad)
 
     def add(self, ins: Instr) -> None:
-        if ins.op in _NO_DATA:
+        if ins.op in SYNC_OPS:
             return
-        if ins.op is Op.LOAD:
-            self._load(ins)
-        elif ins.op is Op.MMAD:
-            self._mmad(ins)
-        else:
-            for acc in ins.srcs:
-                self.origins.read(acc)
-            for acc in ins.dsts:
-                if not isinstance(acc.obj, GMTensor):
-                    self.origins.wrote(acc)
-            self.steps.append(self._store(ins) if ins.op is Op.STORE else partial(EFFECTS[ins.op], ins, self.mem))
+        handler = HANDLERS.get(ins.op)
+        if handler is not None:
+            handler(self, ins)
+            return
+        for acc in ins.srcs:
+            self.origins.read(acc)
+        for acc in ins.dsts:
+            if not isinstance(acc.obj, GMTensor):
+                self.origins.wrote(acc)
+        self.steps.append(partial(EFFECTS[ins.op], ins, self.mem))
 
     def finish(self) -> list:
         """The steps to run: all but the copies nothing reads (a copy's step is made only now, when it runs)."""
@@ -53,6 +74,8 @@ class _Binder:
         return len(self.steps) - 1
 
     def _load(self, ins: Instr) -> None:
+        """GM -> L1/UB: the valid region, copied (a destination it does not cover is zeroed first: the fractal
+        padding and the clipped edge); L1 -> L0A/L0B/BT: a copy of the view, transposed when asked."""
         mem, origins = self.mem, self.origins
         dst, a = ins.dsts[0], ins.attrs
         if "batch" not in a:          # tile -> tile: L1 -> L0A/L0B/BT
@@ -65,8 +88,8 @@ class _Binder:
             origins.read(src)
             origins.wrote(dst)
             out, block = mem.bound(dst), mem.bound(src)
-            view = block.T if t else block
-            self.steps.append(partial(np.copyto, out, view) if view.dtype == out.dtype else partial(EFFECTS[Op.LOAD], ins, mem))
+            view = block.T if t else block      # Mat -> Bias widens fp16/bf16 to fp32 (exact)
+            self.steps.append(partial(np.copyto, out, view) if view.dtype == out.dtype else partial(widen_into, view, out))
             return
         d = dst.rect
         parts = a.get("parts", ((a["batch"], d),))
@@ -95,22 +118,40 @@ class _Binder:
                 view[...] = block
         self.steps.append(load_clipped)
 
-    def _store(self, ins: Instr) -> Callable[[], None]:
+    def _store(self, ins: Instr) -> None:
+        """L0C -> GM (Fixpipe: ReLU if asked, conversion to the tensor's dtype, round to nearest even) or UB -> GM
+        (MTE3) of the valid region; with atomic add, Fixpipe converts first and the atomic unit adds in the
+        tensor's type (an fp16 or bf16 sum rounds the incoming block, then the sum: two roundings, as on the
+        device; integers add in int64 and wrap)."""
         mem = self.mem
         src, a = ins.srcs[0], ins.attrs
-        if a.get("atomic") == "add" or a.get("relu"):
-            return partial(EFFECTS[Op.STORE], ins, mem)
+        self.origins.read(src)
         store, pending = src.obj, mem.pending
         key = id(store)
         r0, _, c0, _ = src.rect
         block = mem.tile(store)[r0:r0 + a["vr"], c0:c0 + a["vc"]]
         region = mem.gm_array(ins.dsts[0].obj)[a["batch"], a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
+        relu, atomic = bool(a.get("relu")), a.get("atomic") == "add"
+        if not relu and not atomic:
+            def store_block() -> None:
+                if key in pending:
+                    mem.flush(store)
+                region[...] = convert(block, region.dtype)
+            self.steps.append(store_block)
+            return
+        floating = is_floating(region.dtype)
+        wide = np.float32 if floating else np.int64
 
-        def store_block() -> None:
+        def store_fixpipe() -> None:
             if key in pending:
                 mem.flush(store)
-            region[...] = convert(block, region.dtype)
-        return store_block
+            out = np.maximum(block, 0) if relu else block
+            if not atomic:
+                region[...] = convert(out, region.dtype)
+                return
+            incoming = convert(out, region.dtype).astype(wide) if floating else out.astype(wide)
+            region[...] = convert(region.astype(wide) + incoming, region.dtype)
+        self.steps.append(store_fixpipe)
 
     def _operand(self, acc) -> tuple:
         """An MMAD operand: (view, region spec of a widened input or None), read at its source where origins
@@ -127,7 +168,9 @@ class _Binder:
         return region_view(spec), spec
 
     def _mmad(self, ins: Instr) -> None:
-        """_mmad with its operand views resolved."""
+        """dst (+)= a @ b (+ bias) with its operand views resolved. The fused step queues the product on the L0C
+        view (Memory.queue_product) to be summed with the rest of its K loop when the view is next read; its
+        per-MMAD twin computes it at once (module docstring)."""
         mem = self.mem
         dst, at = ins.dsts[0], ins.attrs
         wide = np.float64 if at["dtype"] is DType.int8 else np.float32
@@ -145,18 +188,19 @@ class _Binder:
                     if key in pending:
                         mem.flush(store)
                     queue(dst, a, b, wide, True, sa, sb)
-            self.steps.append(mmad_acc)
-            return
+            step = mmad_acc
+        else:
+            def mmad() -> None:
+                if key in pending:
+                    mem.flush(store)
+                out[...] = bias
+                queue(dst, a, b, wide, True, sa, sb)
+            step = mmad
+        self.steps.append(step)
+        self.twins[step] = (out, a, b, bias, at["accumulate"], wide)
 
-        def mmad() -> None:
-            if key in pending:
-                mem.flush(store)
-            out[...] = bias
-            queue(dst, a, b, wide, True, sa, sb)
-        self.steps.append(mmad)
 
-
-_NO_DATA = (Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL, Op.MUTEX_LOCK, Op.MUTEX_UNLOCK)
+HANDLERS = {Op.LOAD: _Binder._load, Op.STORE: _Binder._store, Op.MMAD: _Binder._mmad}   # the ops defined here
 _L0AB = (Buf.L0A, Buf.L0B)
 
 
@@ -171,10 +215,32 @@ def _gm_block(mem: Memory, tensor, region: tuple) -> np.ndarray:
     return block.T if t else block
 
 
+def _per_mmad(out: np.ndarray, a: np.ndarray, b: np.ndarray, bias, accumulate: bool, wide: type,
+              scratch: dict) -> Callable[[], None]:
+    """An MMAD step in the hardware's order: L0C from the bias (or zero) unless accumulating, then + this
+    instruction's chunk, one `wide` matmul of its operands widened into C-ordered buffers (so the sum within the
+    chunk is what numpy gives `a.astype(f32) @ b.astype(f32)`), rounded into L0C's fp32 (int32: wraps). The
+    buffers are shared by the steps of one shape (`scratch`): steps run one at a time."""
+    key = (a.shape, b.shape, wide)
+    if key not in scratch:
+        scratch[key] = (np.empty(a.shape, wide), np.empty(b.shape, wide), np.empty((a.shape[0], b.shape[1]), wide))
+    wa, wb, chunk = scratch[key]
+
+    def mmad_step() -> None:
+        widen_into(a, wa)
+        widen_into(b, wb)
+        np.matmul(wa, wb, out=chunk)
+        if not accumulate:
+            out[...] = bias
+        add_into(out, chunk)
+    return mmad_step
+
+
 class DataPass:
     """Full mode's data pass over a checked schedule: every instruction's effect, in the order the schedule
     started them (`order`: instruction indices), bound once to its arrays (_Binder); each call computes one
-    set of inputs and writes the outputs (the tensors in `written`) back into them."""
+    set of inputs in one of ACCUMULATE's orders and writes the outputs (the tensors in `written`) back into
+    them. The per-MMAD steps are made on the first call that asks for them."""
 
     def __init__(self, instrs: list, order, tensors: list, written: set):
         self.mem, self.written = Memory(tensors), written
@@ -182,9 +248,19 @@ class DataPass:
         for i in order:
             binder.add(instrs[i])
         self.steps = binder.finish()
+        self._twins = binder.twins
+        self._per_mmad_steps = None
 
-    def __call__(self, arrays: list) -> None:
+    def __call__(self, arrays: list, accumulate: str = "fused") -> None:
+        steps = self.steps
+        if accumulate != "fused":
+            if accumulate != "per_mmad":
+                raise ValueError(f"accumulate must be one of {ACCUMULATE}, got {accumulate!r}")
+            if self._per_mmad_steps is None:
+                twins, scratch = self._twins, {}
+                self._per_mmad_steps = [_per_mmad(*twins[s], scratch) if s in twins else s for s in steps]
+            steps = self._per_mmad_steps
         self.mem.stage(arrays)
-        for step in self.steps:
+        for step in steps:
             step()
         self.mem.commit(arrays, self.written)

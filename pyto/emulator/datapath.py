@@ -1,36 +1,18 @@
-"""What each instruction does to the data (full mode), as numpy: the definition of every op.
+"""What the Fixpipe/MTE3 moves between tiles and the vector ops do to the data (full mode), as numpy: their
+definition, and the conversion rule every op that changes a dtype follows (`convert`).
 
-EFFECTS maps each Op to its effect; a test checks it covers all of Op. Conversions to fp16/bf16
-round to nearest even (numpy/ml_dtypes casts), as Fixpipe and the vector unit do. datapass.py applies
-them in schedule order (the cube path's loads, MMADs and stores bound to their arrays once).
+EFFECTS maps Op.MOVE and each vector op to its effect. The cube path's ops (LOAD, STORE, MMAD) are defined by
+the data pass's own handlers (datapass.HANDLERS: copies and products between views bound once, fused or per
+MMAD), synchronisation ops do nothing to data (ir.SYNC_OPS); a test checks that each Op is in exactly one of
+the three. Conversions to fp16/bf16 round to nearest even (numpy/ml_dtypes casts), as Fixpipe and the vector
+unit do. datapass.py applies EFFECTS in schedule order.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType
 from ..ir import Instr, Op
 from .memory import Memory
-
-
-def _load(ins: Instr, mem: Memory) -> None:
-    dst = ins.dsts[0]
-    out = mem.view(dst)
-    a = ins.attrs
-    if "batch" in a:  # from GM: clip to the tensor, zero-fill the rest of the tile (fractal padding)
-        out[...] = 0
-        d = dst.rect
-        for src, (batch, rect) in zip(ins.srcs, a.get("parts", ((a["batch"], d),))):
-            block = mem.gm_array(src.obj)[batch, a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
-            if a["transpose"]:
-                block = block.T
-            r, c = rect[0] - d[0], rect[2] - d[2]
-            out[r:r + block.shape[0], c:c + block.shape[1]] = block
-        return
-    block = mem.view(ins.srcs[0])
-    if a.get("transpose"):
-        block = block.T
-    out[...] = block.astype(out.dtype) if block.dtype != out.dtype else block
 
 
 def convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -46,26 +28,9 @@ def convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return x.astype(dtype)
 
 
-def _floating(dtype: np.dtype) -> bool:
+def is_floating(dtype: np.dtype) -> bool:
+    """fp16, bf16, fp32 (numpy kind "f" or ml_dtypes' bfloat16)."""
     return dtype.kind == "f" or dtype.name == "bfloat16"
-
-
-def _store(ins: Instr, mem: Memory) -> None:
-    src, dst = ins.srcs[0], ins.dsts[0]
-    a = ins.attrs
-    gm = mem.gm_array(dst.obj)
-    block = mem.view(src)[:a["vr"], :a["vc"]]
-    if a.get("relu"):
-        block = np.maximum(block, 0)
-    region = gm[a["batch"], a["r0"]:a["r0"] + a["vr"], a["c0"]:a["c0"] + a["vc"]]
-    if a.get("atomic") == "add":
-        # Fixpipe converts to the destination's type first; the atomic unit adds in that type (an fp16 or bf16
-        # sum rounds the incoming block, then the sum: two roundings, as on the device)
-        acc = np.float32 if _floating(region.dtype) else np.int64
-        incoming = convert(block, region.dtype).astype(acc) if _floating(region.dtype) else block.astype(acc)
-        region[...] = convert(region.astype(acc) + incoming, region.dtype)
-    else:
-        region[...] = convert(block, region.dtype)
 
 
 def _move(ins: Instr, mem: Memory) -> None:
@@ -81,24 +46,6 @@ def _move(ins: Instr, mem: Memory) -> None:
         out[...] = convert(np.maximum(part, 0) if ins.attrs.get("relu") else part, out.dtype)
 
 
-def _mmad(ins: Instr, mem: Memory) -> None:
-    """dst (+)= a @ b (+ bias). Products are queued on the L0C tile and summed in one BLAS call when
-    the tile is next read (Memory.view flushes): a K loop of n MMADs costs one matmul of depth n*k.
-    fp16/bf16 products are exact in fp32 and the sum is fp32, as on the cube; only the order of the
-    fp32 additions differs from the hardware's (within the fp32 accumulation bound)."""
-    a_acc, b_acc, dst = ins.srcs[0], ins.srcs[1], ins.dsts[0]
-    wide = np.float64 if ins.attrs["dtype"] is DType.int8 else np.float32   # int8: exact in float64
-    a, b = mem.view(a_acc), mem.view(b_acc)
-    if ins.attrs["accumulate"] and mem.queue_product(dst, a, b, wide):
-        return
-    out = mem.view(dst)   # flushes anything queued on this tile
-    if ins.attrs["accumulate"]:
-        mem.queue_product(dst, a, b, wide, start=True)
-        return
-    out[...] = mem.view(ins.srcs[2]) if ins.attrs["bias"] else 0
-    mem.queue_product(dst, a, b, wide, start=True)
-
-
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
            "maximum": np.maximum, "minimum": np.minimum}
 _UNARY = {"copy": lambda x: x, "exp": np.exp, "abs": np.abs, "sqrt": np.sqrt, "relu": lambda x: np.maximum(x, 0), "ln": np.log,
@@ -110,7 +57,7 @@ _EXPAND = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divi
 
 def _f32(x: np.ndarray) -> np.ndarray:
     """Vector units compute fp16/bf16 in fp32 and round on write."""
-    return x.astype(np.float32) if _floating(x.dtype) else x
+    return x.astype(np.float32) if is_floating(x.dtype) else x
 
 
 def _vector(ins: Instr, mem: Memory) -> None:
@@ -137,17 +84,11 @@ def _vector(ins: Instr, mem: Memory) -> None:
     out[...] = convert(np.asarray(res), out.dtype)
     if len(ins.dsts) > 1:    # a reduction's scratch: undefined after it (NaN, the integer minimum in an int tile,
         scratch = mem.view(ins.dsts[1])          # so a kernel reading it sees garbage)
-        scratch[...] = np.nan if _floating(scratch.dtype) else np.iinfo(scratch.dtype).min
-
-
-def _nothing(ins: Instr, mem: Memory) -> None:
-    return None
+        scratch[...] = np.nan if is_floating(scratch.dtype) else np.iinfo(scratch.dtype).min
 
 
 EFFECTS = {
-    Op.LOAD: _load, Op.STORE: _store, Op.MOVE: _move, Op.MMAD: _mmad,
+    Op.MOVE: _move,
     Op.VBINARY: _vector, Op.VSCALAR: _vector, Op.VUNARY: _vector, Op.VCAST: _vector, Op.VDUP: _vector,
     Op.VREDUCE: _vector, Op.VEXPAND: _vector,
-    Op.SET_FLAG: _nothing, Op.WAIT_FLAG: _nothing, Op.BARRIER: _nothing, Op.SYNC_ALL: _nothing,
-    Op.MUTEX_LOCK: _nothing, Op.MUTEX_UNLOCK: _nothing,
 }

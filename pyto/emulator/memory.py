@@ -24,6 +24,15 @@ def region_view(spec: tuple) -> np.ndarray:
     return view.T if t else view
 
 
+def add_into(out: np.ndarray, prod: np.ndarray) -> None:
+    """L0C += a product (fp32 or float64): one fp32 rounding of each element's sum in an fp32 tile; an int32
+    tile's sum wraps like the hardware's."""
+    if out.dtype.kind == "i":
+        out[...] = (out.astype(np.int64) + prod.astype(np.int64)).astype(np.int32)
+    else:
+        out += prod.astype(out.dtype, copy=False)
+
+
 def _continue(spec: tuple, new: tuple, k_axis: int) -> Optional[tuple]:
     """`spec` extended by `new` when new continues it along the operand's K axis (k_axis 1 for A [m, k], 0 for
     B [k, n]) in the same array and batch, else None."""
@@ -104,7 +113,7 @@ def _cell_name(obj) -> str:
 
 class Memory:
     """Arrays keyed by store/tensor identity. GM is staged: user arrays change only on `commit`. The arrays
-    live as long as the Memory, so a data pass can bind views of them once (datapath.DataPass); `stage`
+    live as long as the Memory, so a data pass can bind views of them once (datapass.DataPass); `stage`
     starts each pass from zeroed tiles and workspaces and the caller's inputs."""
 
     def __init__(self, tensors: list):
@@ -193,10 +202,7 @@ class Memory:
         out = self.tile(store)[r0:r1, c0:c1]
         prod = q.product()
         self.spare.setdefault((q.m, q.n, q.wide), []).append(q)
-        if out.dtype.kind == "i":   # int32 accumulation wraps like the hardware
-            out[...] = (out.astype(np.int64) + prod.astype(np.int64)).astype(np.int32)
-        else:
-            out += prod.astype(out.dtype, copy=False)
+        add_into(out, prod)
 
     def gm_array(self, t: GMTensor) -> np.ndarray:
         arr = self.gm.get(id(t))

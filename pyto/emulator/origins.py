@@ -1,7 +1,7 @@
 """Where a data pass can read an MMAD operand from its source, and which copies nobody then reads.
 
 The cube path copies GM -> L1 -> L0A/L0B and only the MMAD reads L0A/L0B. Binding the data pass in the
-schedule's order (datapath.DataPass), Origins follows what each tile rectangle holds: a copy of a GM block
+schedule's order (datapass.DataPass), Origins follows what each tile rectangle holds: a copy of a GM block
 (a GM -> L1 load that covered its destination) or of an L1 view (an L1 -> L0 load), and the write counts
 that keep it true. An MMAD operand that is still such a copy is read from the GM block (through a widened
 copy of the input, made once per pass) or from the L1 view, and a copy whose every reader went to the
