@@ -15,6 +15,7 @@ import numpy as np
 
 import pyto
 from pyto.dtypes import DType, as_dtype
+from pyto.emulator.admission import broadcast_axes
 from pyto.errors import PytoError, ShapeError
 
 
@@ -93,10 +94,14 @@ def batch_offsets(flat: int, batch: tuple, x_batch: tuple) -> list:
 
 
 def _padded(x, nb: int):
+    """x with its batch dims left-padded with 1 to nb; contiguous, except that a broadcast view (np.broadcast_to:
+    stride-0 axes) stays a view: the emulator stages what it repeats once and reads the rest through it."""
     shape = tuple(x.shape)
     want = (1,) * (nb + 2 - len(shape)) + shape
     if isinstance(x, pyto.Spec):
         return pyto.spec(want, x.dtype)
+    if broadcast_axes(x):
+        return np.asarray(x).reshape(want)        # prepending size-1 dims: always a view
     return np.ascontiguousarray(x).reshape(want)
 
 

@@ -91,7 +91,26 @@ def is_view(plan, ops: Operands) -> bool:
     if t.fold == "plain":
         return True
     one_bias = math.prod(tuple(ops.bias.shape[:-2])) == 1
-    return t.fold == "fold_m" and not p.transpose_a and one_bias
+    rows = (math.prod(ops.batch) * p.M, p.K)
+    return t.fold == "fold_m" and not p.transpose_a and one_bias and _viewable(ops.a, rows)
+
+
+def _viewable(x, shape: tuple) -> bool:
+    """Whether x reshapes to `shape` without a copy (a broadcast view of A does not fold its batch into rows:
+    the batched kernel reads it through the view instead)."""
+    if isinstance(x, pyto.Spec):
+        return True
+    try:
+        np.reshape(x, shape, copy=False)
+    except ValueError:
+        return False
+    except TypeError:           # numpy < 2.1: no copy=; a view's shape can be set only without a copy
+        v = x.view()
+        try:
+            v.shape = shape
+        except AttributeError:
+            return False
+    return True
 
 
 def _launch_view(plan, ops: Operands, mode: str) -> pyto.Report:

@@ -21,7 +21,7 @@ Fixpipe's atomic add) are added as the kernel's own instructions say, in either 
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -242,8 +242,8 @@ class DataPass:
     set of inputs in one of ACCUMULATE's orders and writes the outputs (the tensors in `written`) back into
     them. The per-MMAD steps are made on the first call that asks for them."""
 
-    def __init__(self, instrs: list, order, tensors: list, written: set):
-        self.mem, self.written = Memory(tensors), written
+    def __init__(self, instrs: list, order, tensors: list, written: set, broadcast: Optional[dict] = None):
+        self.mem, self.written = Memory(tensors, broadcast), written     # broadcast: inputs staged compact (memory.py)
         binder = _Binder(self.mem, {id(t) for t in tensors if id(t) not in written})
         for i in order:
             binder.add(instrs[i])

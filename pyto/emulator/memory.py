@@ -7,7 +7,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import UninitializedReadError
+from ..errors import ShapeError, UninitializedReadError
 from ..ir import Access, GMTensor, Instr, TileStore, core_name
 from .widen import widen_into
 
@@ -15,6 +15,49 @@ from .widen import widen_into
 def _flat3(shape: tuple) -> tuple:
     """(batch, rows, cols) view of a GM tensor shape with any number of leading dimensions."""
     return (int(np.prod(shape[:-2], dtype=np.int64)),) + tuple(shape[-2:])
+
+
+class _Batched:
+    """[batch, rows, cols] indexing of an N-d broadcast view whose batch axes do not merge into one strided axis
+    (a stride-0 axis next to a strided one): the flat batch index is unravelled per access (at bind time)."""
+
+    def __init__(self, nd: np.ndarray):
+        self.nd, self.shape, self.dtype = nd, _flat3(nd.shape), nd.dtype
+
+    def __getitem__(self, key: tuple) -> np.ndarray:
+        batch, *rest = key
+        return self.nd[np.unravel_index(batch, self.nd.shape[:-2]) + tuple(rest)]
+
+
+class _Compact:
+    """A GM input staged compact along its stride-0 axes `axes`: `base` holds what the caller's view repeats
+    (those axes of size 1), `flat` is the [batch, rows, cols] view of the whole tensor over it that the data
+    pass binds (strided, or _Batched), so loads read through the view and nothing is materialised."""
+
+    def __init__(self, shape: tuple, axes: tuple, dtype):
+        self.shape, self.axes = tuple(shape), tuple(axes)
+        self.base = np.empty(tuple(1 if i in axes else n for i, n in enumerate(shape)), dtype)
+        self.pick = tuple(slice(0, 1) if i in axes else slice(None) for i in range(len(shape)))
+        nd = np.broadcast_to(self.base, shape)
+        dims = [(n, s) for n, s in zip(nd.shape[:-2], nd.strides[:-2]) if n > 1]
+        if all(s0 == s1 * n1 for (_, s0), (n1, s1) in zip(dims, dims[1:])):
+            step = dims[-1][1] if dims else 0
+            self.flat = np.lib.stride_tricks.as_strided(nd, _flat3(shape), (step,) + nd.strides[-2:],
+                                                        writeable=False)
+        else:
+            self.flat = _Batched(nd)
+
+    def like(self, dtype) -> "_Compact":
+        """The same view over a compact base of another dtype (the widened copy)."""
+        return _Compact(self.shape, self.axes, dtype)
+
+    def stage(self, a: np.ndarray, name: str) -> None:
+        """Copy what the caller's view `a` repeats into `base` (ShapeError if `a` is not such a view)."""
+        if any(a.strides[i] != 0 for i in self.axes):
+            raise ShapeError(f"argument '{name}' was staged as a broadcast view (stride 0 along axes "
+                             f"{list(self.axes)}) on this compiled kernel's first call, and this array is not one: "
+                             f"pass a broadcast view again (np.broadcast_to), or pyto.compile the kernel anew")
+        np.copyto(self.base, a[self.pick])
 
 
 def region_view(spec: tuple) -> np.ndarray:
@@ -116,7 +159,7 @@ class Memory:
     live as long as the Memory, so a data pass can bind views of them once (datapass.DataPass); `stage`
     starts each pass from zeroed tiles and workspaces and the caller's inputs."""
 
-    def __init__(self, tensors: list):
+    def __init__(self, tensors: list, broadcast: Optional[dict] = None):
         self.tensors = tensors
         self.tiles: dict = {}
         self.pending: dict = {}   # id(L0C store) -> _Products: MMAD products not yet summed
@@ -124,12 +167,22 @@ class Memory:
         self._views: dict = {}    # (id(store), rect) -> view (bound)
         self._wide: dict = {}     # id(input tensor) -> its widened copy (wide)
         self.widened: set = set() # ids of the inputs whose widened copy a pass reads
-        self.gm: dict = {id(t): np.empty(_flat3(t.shape), t.dtype.np) for t in tensors}
+        # inputs given as broadcast views ({id(tensor): stride-0 axes}) are staged compact (_Compact)
+        self.compact: dict = {id(t): _Compact(t.shape, broadcast[id(t)], t.dtype.np) for t in tensors
+                              if broadcast and broadcast.get(id(t))}
+        self._compact_wide: dict = {}     # id(input) -> its compact widened copy (`wide`)
+        self.gm: dict = {id(t): self.compact[id(t)].flat if id(t) in self.compact else
+                         np.empty(_flat3(t.shape), t.dtype.np) for t in tensors}
 
     def wide(self, t: GMTensor) -> np.ndarray:
         """The widened copy of input `t` (fp32 for fp16/bf16/fp32, float64 for int8: exact) that MMAD operands
         may be read from (origins.py); filled by `stage` once some operand reads it (`widened`)."""
         arr = self._wide.get(id(t))
+        if arr is None and id(t) in self.compact:      # a compact input: a compact widened copy, the same view
+            c = self.compact[id(t)]
+            wide = c if c.base.dtype == np.float32 else c.like(np.float64 if c.base.dtype == np.int8 else np.float32)
+            self._compact_wide[id(t)] = wide
+            arr = self._wide[id(t)] = wide.flat
         if arr is None:
             gm = self.gm[id(t)]
             arr = gm if gm.dtype == np.float32 else np.empty(gm.shape, np.float64 if gm.dtype == np.int8 else np.float32)
@@ -147,6 +200,13 @@ class Memory:
             if key not in user:          # a workspace
                 arr.fill(0)
         for t, a in zip(self.tensors, arrays):
+            c = self.compact.get(id(t))
+            if c is not None:           # what the view repeats, once (and its widened copy)
+                c.stage(a, t.name)
+                wide = self._compact_wide.get(id(t))
+                if wide is not None and id(t) in self.widened and wide is not c:
+                    widen_into(c.base.reshape(-1, c.base.shape[-1]), wide.base.reshape(-1, wide.base.shape[-1]))
+                continue
             np.copyto(self.gm[id(t)], a.reshape(self.gm[id(t)].shape))
             wide = self._wide.get(id(t))
             if wide is not None and id(t) in self.widened and wide is not self.gm[id(t)]:
