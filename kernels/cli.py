@@ -103,25 +103,13 @@ def _shared_args(p: argparse.ArgumentParser) -> None:
                         "above the theta cap, however much faster)")
 
 
-def _host_bytes(pr) -> int:
-    """Host memory a full-mode `pyto bmm` holds at once, roughly: every operand and C in its dtype twice (the
-    caller's and GM's staged copy) and once in fp32 (the cube's widened inputs, L0C) and in float64 (the check)."""
-    elems = pr.batch_a * pr.M * pr.K + pr.batch_b * pr.K * pr.N + pr.batch * pr.M * pr.N
-    return 2 * pr.compulsory_bytes + elems * (4 + 8)
-
-
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):     # not on this platform: no guard
-        return 0
-
-
 def cmd_bmm(args: argparse.Namespace) -> int:
     """Plan, run on the emulator, check against numpy; exit 0 when the check passes (or in timing mode)."""
     import pyto
     from pyto_kernels.bmm import plan
-    from pyto_kernels.bmm.api import check, random_inputs, run_plan
+    from pyto import progress
+    from pyto_kernels.bmm.api import compare, random_inputs, run_plan
+    from pyto_kernels.bmm import footprint
     from pyto_kernels.bmm.cost import roofline_us
     from pyto_kernels.bmm.planner import parse_problem
     from pyto.dtypes import DType, as_dtype
@@ -137,7 +125,7 @@ def cmd_bmm(args: argparse.Namespace) -> int:
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=bias_shape if args.bias else False,
              transpose_a=args.transpose_a, transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
              override=None if args.seed_only else OVERRIDE)
-    print(p.explain())
+    print(p.summary() if args.quiet else p.explain())
     _reduce_note(p, args.reduce)
     pr, dt = p.problem, as_dtype(args.dtype)
     int8 = dt is DType.int8
@@ -145,37 +133,51 @@ def cmd_bmm(args: argparse.Namespace) -> int:
         a, b = pyto.spec(a_shape, dt), pyto.spec(b_shape, dt)
         bias = pyto.spec(bias_shape, DType.int32 if int8 else dt) if args.bias else None
     else:
-        need, have = _host_bytes(pr), _physical_memory()
-        if have and need > have // 2:
-            print(f"pyto bmm: full mode on this shape needs about {need / 2**30:,.1f} GiB of host memory (the inputs "
-                  f"and C, the emulator's staged and fp32 copies, the float64 check); this machine has "
-                  f"{have / 2**30:,.1f} GiB: run it with --timing", file=sys.stderr)
-            return 2
+        # the host-memory check before the inputs are made: a CapacityError (exit 1) naming the estimate, the
+        # memory available and what to do (pyto_kernels.bmm.footprint, pyto/emulator/admission.py)
+        footprint.admit(p, pyto.spec(a_shape, dt), pyto.spec(b_shape, dt),
+                        pyto.spec(bias_shape, DType.int32 if int8 else dt) if args.bias else None,
+                        mode="full", caller=True, verify=True)
         a, b, bias = random_inputs(a_shape, b_shape, dt, bias_shape if args.bias else None, seed=args.seed)
-    with pyto.run_options(check=not args.no_race_check):
+    with progress.shown(), pyto.run_options(check=not args.no_race_check):   # progress: on a terminal only
         c, rep = run_plan(p, a, b, bias)
+        if not args.timing:
+            progress.phase("comparing with numpy")
+            cmp = compare(c, a, b, bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b)
     chip = p.chip_spec or pyto.load_chip(p.chip)
     roof = roofline_us(pr, chip)
-    print("\nRun on the emulator:")
-    print(rep.summary())
-    print(f"  roofline    max(FLOPs/peak, compulsory bytes/W_GM) = {roof:,.3f} us; simulated {rep.time_us:,.3f} us "
-          f"= {roof / rep.time_us:.1%} of roofline speed" if rep.time_us else f"  roofline    {roof:,.3f} us")
-    print(f"  estimate    {p.estimate.t_total:,.3f} us (planner, {p.branch})")
+    if args.quiet:
+        print(rep.headline())
+    else:
+        print("\nRun on the emulator:")
+        print(rep.summary())
+        print(f"  roofline    max(FLOPs/peak, compulsory bytes/W_GM) = {roof:,.3f} us; simulated {rep.time_us:,.3f} "
+              f"us = {roof / rep.time_us:.1%} of roofline speed" if rep.time_us else f"  roofline    {roof:,.3f} us")
+        print(f"  estimate    {p.estimate.t_total:,.3f} us (planner, {p.branch})")
     status = 0
     if args.timing:
         print("check: skipped (timing mode: no data)")
     else:
-        why = check(c, a, b, bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b)
         what = "exact int32" if int8 else "float64 numpy within matmul_bound"
-        print(f"check: PASS ({what})" if not why else f"check: FAIL ({what}): {why}")
-        status = 0 if not why else 1
+        figures = cmp.figures()      # max |error|, the bound there, the worst ratio ('' for an exact int8 pass)
+        if not cmp.why:
+            print(f"check: PASS ({what})" + (f": {figures}" if figures else ""))
+        else:
+            print(f"check: FAIL ({what}): {cmp.why}" + (f"; {figures}" if figures else ""))
+        status = 0 if not cmp.why else 1
     if args.trace:      # after the check: a trace that cannot be written does not hide its verdict
+        large = rep.trace_warning(args.trace)     # '' unless the file will be large (estimated from the events)
+        if large:
+            print(f"pyto bmm: {large}", file=sys.stderr)
         try:
-            rep.save_trace(args.trace)
+            with progress.shown():
+                progress.phase("writing the trace")
+                rep.save_trace(args.trace)
         except pyto.PytoError as e:
             print(f"pyto bmm: {e}", file=sys.stderr)
             return 2
-        print(f"trace: written to {args.trace} (Chrome / Perfetto trace-event JSON)")
+        print(f"trace: written to {args.trace} (Chrome / Perfetto trace-event JSON"
+              f"{', gzip' if args.trace.endswith('.gz') else ''})")
     return status
 
 
@@ -187,7 +189,9 @@ def register_bmm(sub: argparse._SubParsersAction) -> None:
                                    "1 if the check fails or pyto refuses the problem, 2 for bad arguments.")
     _shared_args(p)
     p.add_argument("--trace", default=None, metavar="FILE", type=writable_file,
-                   help="write a Chrome/Perfetto trace of the run")
+                   help="write a Chrome/Perfetto trace of the run (FILE.json.gz: gzip-compressed, ~1/20 the size)")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="print only the plan's summary, the report's headline and the check line")
     p.add_argument("--timing", action="store_true", help="timing mode: shapes only, no data, no check")
     p.add_argument("--no-race-check", action="store_true",
                    help="with --timing: skip the race and uninitialised-read checks (fast, bounded memory for "

@@ -238,9 +238,10 @@ def test_cli_bmm_names_its_dtypes_cores_and_where_reduce_applies(capsys):
 
 
 def test_cli_bmm_failing_check_and_errors_exit_1(capsys, monkeypatch):
-    monkeypatch.setattr(api, "check", lambda *a, **k: "wrong on purpose")
+    monkeypatch.setattr(api, "compare", lambda *a, **k: api.Comparison("wrong on purpose", 2.0, 0.5, 4.0))
     assert main(["bmm", "2", "16", "16", "16", "--dtype", "fp32"]) == 1
-    assert "check: FAIL" in capsys.readouterr().out
+    assert "check: FAIL (float64 numpy within matmul_bound): wrong on purpose; max |error| 2 (bound there 0.5), " \
+           "worst |error|/bound 4 of at most 1" in capsys.readouterr().out
     assert main(["bmm", "2", "16", "16", "16", "--branch", "special"]) == 1
     assert "PlanError" in capsys.readouterr().err
     assert main(["bmm", "4", "16", "16", "16", "--batch-a", "3"]) == 1
@@ -285,8 +286,9 @@ def test_cli_bmm_refuses_what_no_chip_or_host_holds(capsys):
     assert main(["bmm", "99999999999999999999", "256", "256", "512", "--timing"]) == 1
     err = capsys.readouterr().err
     assert "PlanError" in err and "B of GM; ascend950pr has 137,438,953,472 B" in err, err
-    assert main(["bmm", "1", "100000", "100000", "100000"]) == 2
-    assert "run it with --timing" in capsys.readouterr().err
+    assert main(["bmm", "1", "100000", "100000", "100000"]) == 1      # a refusal (pyto/emulator/admission.py)
+    err = capsys.readouterr().err
+    assert "CapacityError" in err and "of host memory" in err and "--timing" in err, err
 
 
 def test_cli_bmm_timing_without_race_checks(capsys):

@@ -25,10 +25,12 @@ from ..dtypes import DType, as_dtype
 from ..errors import DeadlockError, KernelError, ShapeError, SyncError, UnsupportedError
 from ..ir import GMTensor, Op, Pipe, Role
 from ..language.jit import JitKernel
+from ..language.tile import as_int
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
-from . import crosscore
-from .datapass import DataPass
+from .. import progress
+from . import admission, crosscore
+from .datapass import ACCUMULATE, DataPass
 from .memory import Initialised
 from .replay import Span, replay
 from .blockcache import BlockCache
@@ -80,15 +82,23 @@ def _gm_tensors(kernel: Kernel, arrays) -> list:
 
 
 def _static(v) -> bool:
-    """A static parameter: a Python scalar (int, float, bool, str, None) or a tuple of static parameters."""
-    if v is None or isinstance(v, (int, float, bool, str)):
+    """A static parameter: a Python scalar (int, float, bool, str, None), a numpy integer (read as the int) or a
+    tuple of static parameters."""
+    if v is None or isinstance(v, (int, float, bool, str)) or as_int(v) is not None:
         return True
     return type(v) is tuple and all(_static(x) for x in v)
 
 
-def _check_params(kernel: Kernel, params: dict) -> None:
+def _plain(v):
+    """A static parameter with its numpy integers as Python ints (shapes, cache keys and reprs alike)."""
+    if type(v) is tuple:
+        return tuple(_plain(x) for x in v)
+    return as_int(v) if not isinstance(v, (int, float, str)) and as_int(v) is not None else v
+
+
+def _check_params(kernel: Kernel, params: dict) -> dict:
     if isinstance(kernel, JitKernel):
-        return            # its scalars and tiling data were checked against their annotations (JitKernel.bind)
+        return params     # its scalars and tiling data were checked against their annotations (JitKernel.bind)
     kw = {p.name for p in kernel.signature.parameters.values() if p.kind is p.KEYWORD_ONLY}
     for k, v in params.items():
         if k not in kw and k in _arg_names(kernel):
@@ -102,16 +112,18 @@ def _check_params(kernel: Kernel, params: dict) -> None:
             raise KernelError(f"static parameter {k}={shown} of kernel '{kernel.name}' must be a Python "
                               f"int, float, bool, str or None, or a tuple of them (e.g. group sizes), got "
                               f"{type(v).__name__}")
+    params = {k: _plain(v) for k, v in params.items()}
     missing = [p.name for p in kernel.signature.parameters.values()
                if p.kind is p.KEYWORD_ONLY and p.default is p.empty and p.name not in params]
     if missing:
         raise KernelError(f"kernel '{kernel.name}' needs the static parameter(s) {', '.join(missing)} "
                           f"(pyto.run({kernel.name}, ..., {missing[0]}=...))")
+    return params
 
 
 def _check_block_dim(kernel: Kernel, chip: Chip, block_dim, aiv_only: Optional[bool]) -> None:
     """UnsupportedError for a block_dim the chip cannot run in one wave (aiv_only None: not known yet)."""
-    if not isinstance(block_dim, int) or isinstance(block_dim, bool):
+    if as_int(block_dim) is None:      # an int or numpy integer, not a bool or float
         raise KernelError(f"blocks must be an int in 1..{chip.aic}, got {block_dim!r} ({type(block_dim).__name__})")
     top = chip.aic * chip.aiv_per_aic if aiv_only in (None, True) else chip.aic
     if not 1 <= block_dim <= top:
@@ -200,7 +212,7 @@ class _Options(threading.local):
     """run_options' settings, per thread (a `with` block in one thread does not change another's runs)."""
 
     def __init__(self):
-        self.values = {"check": True, "max_block_instructions": MAX_BLOCK_INSTRUCTIONS}
+        self.values = {"check": True, "max_block_instructions": MAX_BLOCK_INSTRUCTIONS, "accumulate": "fused"}
 
 
 _THREAD = _Options()
@@ -212,19 +224,29 @@ class run_options:
     without race checks and with bounded memory. `check` applies to timing mode only: full-mode runs inside
     the block are still checked (they compute data in checked order). `max_block_instructions` (default
     MAX_BLOCK_INSTRUCTIONS = 4,000,000): the most instructions one processor of one block may trace, since a block's trace is held in
-    host memory until it is encoded (a CapacityError past it, instead of exhausting the machine). Only a
+    host memory until it is encoded (a CapacityError past it, instead of exhausting the machine).
+    `accumulate` (None: leave as is; default "fused"): the order in which full mode's data pass sums MMADs into
+    L0C, read when the data is computed (each pyto.run, each call of a pyto.compile'd kernel, whenever it was
+    compiled): "fused" sums a K loop's products in one fp32 matmul and adds that to the bias (fast; within
+    pyto.testing.matmul_bound of the exact result); "per_mmad" rounds L0C to fp32 after every MMAD
+    instruction, starting from the bias, as the cube does (datapass.py states the model). It concerns L0C
+    only, not partials a split-K or Stream-K kernel reduces across blocks in GM. Only a
     `with` block applies them: called alone it changes nothing and says so (a RuntimeWarning)."""
 
-    def __init__(self, *, check: bool = True, max_block_instructions: Optional[int] = None):
+    def __init__(self, *, check: bool = True, max_block_instructions: Optional[int] = None,
+                 accumulate: Optional[str] = None):
         if not isinstance(check, bool):
             raise KernelError(f"check must be True or False, got {check!r}")
-        if max_block_instructions is not None and (not isinstance(max_block_instructions, int)
-                                                   or isinstance(max_block_instructions, bool)
+        if accumulate is not None and (not isinstance(accumulate, str) or accumulate not in ACCUMULATE):
+            raise KernelError(f"accumulate must be one of {', '.join(map(repr, ACCUMULATE))}, got {accumulate!r}")
+        if max_block_instructions is not None and (as_int(max_block_instructions) is None
                                                    or max_block_instructions < 1):
             raise KernelError(f"max_block_instructions must be a positive int, got {max_block_instructions!r}")
         self._set = {"check": check}
         if max_block_instructions is not None:
-            self._set["max_block_instructions"] = max_block_instructions
+            self._set["max_block_instructions"] = as_int(max_block_instructions)
+        if accumulate is not None:
+            self._set["accumulate"] = accumulate
         self._saved: list = []       # the settings each open `with` of this object replaced (re-entrant)
         self._entered = False
 
@@ -260,8 +282,8 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     mode only; a KernelError in full mode) skips the race and uninitialised-read checks and encodes each block
     as soon as it is traced, keeping memory small for schedules of millions of instructions; capacity,
     alignment and deadlock are still checked. Static parameters are Python int, float, bool or str, None
-    (read by kernels as 'not given'), or tuples of them (a grouped GEMM's sizes). Running one configuration many
-    times: `pyto.compile`.
+    (read by kernels as 'not given'), or tuples of them (a grouped GEMM's sizes); numpy integers, there and in
+    `blocks`, are read as ints. Running one configuration many times: `pyto.compile`.
     """
     if not isinstance(kernel, Kernel):
         raise KernelError(f"pyto.run takes a @pl.jit or @pl.kernel function, got {kernel!r}")
@@ -277,7 +299,7 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     if not check and mode == "full":
         raise KernelError("check=False is for mode='timing': full mode computes data in checked order")
     with _gc_paused():   # one pause: the collector is not switched back on while the launch's records live
-        compiled = _compile(kernel, arrays, load_chip(chip), blocks, auto_sync, check, params)
+        compiled = _compile(kernel, arrays, load_chip(chip), blocks, auto_sync, check, params, full=mode == "full")
         report = compiled(*arrays) if mode == "full" else compiled.report
         del compiled
     return report
@@ -302,13 +324,15 @@ class CompiledKernel:
     """A checked launch configuration (pyto.compile): `.report` (timing mode's Report) and, when compiled with
     checks, `__call__(*arrays)`, the data pass on new inputs of the compiled shapes and dtypes. After the first
     call it keeps the pass's arrays (a staged copy of each GM tensor, the tiles) for the next calls, so calls
-    from several threads take turns (a lock)."""
+    from several threads take turns (a lock). Each call sums MMADs in the order pyto.run_options(accumulate=...)
+    sets at that call (not at compile time)."""
 
     def __init__(self, kernel: Kernel, tensors: list, report: Report, instrs: Optional[list], order, written: set):
         self.kernel, self.tensors, self.report = kernel, tensors, report
         self._instrs, self._order, self._written = instrs, order, written
         self._data: Optional[DataPass] = None       # bound on the first call
         self._lock = threading.Lock()
+        self.footprint: Optional[admission.Footprint] = None   # full mode's host memory (admission.py), or None
 
     def __call__(self, *arrays, **params) -> Report:
         """Compute the kernel on `arrays` (numpy arrays of the compiled shapes and dtypes); outputs are written
@@ -325,10 +349,15 @@ class CompiledKernel:
         self._check_arrays(arrays)
         # the device's IEEE results (inf, NaN, subnormals) whatever the caller's np.seterr
         with self._lock, _gc_paused(), np.errstate(all="ignore"):
+            progress.phase("data")
             if self._data is None:     # bind once; the instructions are not needed after
-                self._data = DataPass(self._instrs, self._order, self.tensors, self._written)
+                if self.footprint is not None:
+                    admission.admit_data_pass(self.footprint, self.kernel.name, len(self._instrs))
+                broadcast = {id(t): axes for t, a in zip(self.tensors, arrays)           # inputs kept as views
+                             if id(t) not in self._written and (axes := admission.broadcast_axes(a))}
+                self._data = DataPass(self._instrs, self._order, self.tensors, self._written, broadcast)
                 self._instrs = self._order = None
-            self._data(list(arrays))
+            self._data(list(arrays), _THREAD.values["accumulate"])   # run_options at the call, not the compile
         return dataclasses.replace(self.report, mode="full")
 
     def _check_arrays(self, arrays: tuple) -> None:
@@ -400,21 +429,26 @@ _GC_WAS = True
 
 
 def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: bool, check: bool,
-             params: dict) -> CompiledKernel:
+             params: dict, full: bool = False) -> CompiledKernel:
     _check_block_dim(kernel, chip, blocks, None)
     if not isinstance(auto_sync, bool) or not isinstance(check, bool):
         raise KernelError(f"auto_sync and check must be True or False, got auto_sync={auto_sync!r}, check={check!r}")
-    _check_params(kernel, params)
+    blocks = as_int(blocks)
+    params = _check_params(kernel, params)
     tensors = _gm_tensors(kernel, arrays)
     enc = Encoder(chip)
     cache = BlockCache()
     programs, spans = [], []
     unpaired = ""
     state: dict = {}
-    for progs in trace_blocks(kernel, tensors, params, chip, blocks, auto_sync, state):
+    progress.phase("tracing")
+    gate = admission.Gate(kernel.name, tensors, arrays, chip, full=full, check=check)
+    for b, progs in enumerate(trace_blocks(kernel, tensors, params, chip, blocks, auto_sync, state)):
         sig = cache.signature(progs) if blocks > 1 else None   # one block: nothing to share with
         code = cache.get(sig)
+        gate.block(b, progs, state["launch"], code is not None)   # the launch's host memory, or a CapacityError
         if code is None:
+            progress.phase("auto-sync", b, state["launch"].blocks)
             unpaired = crosscore.insert_all(progs, auto_sync, chip.cross_core_wait_blocks_core) or unpaired
             code = enc.encode(progs)
             cache.put(sig, code)
@@ -422,6 +456,8 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
             spans.append(Span(enc.n, code, progs))
             programs += progs
         enc.add(progs, code)
+        progress.phase("tracing", b + 1, state["launch"].blocks)
+    progress.phase("scheduling")       # (finish replays the L2 model: timing)
     encoded = enc.finish()
     sched = schedule(encoded, chip)
     if sched.overflow:
@@ -437,10 +473,13 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
         return CompiledKernel(kernel, tensors, report, None, None, set())
     instrs = [ins for p in programs for ins in p.instrs]
     launch = state["launch"]
+    progress.phase("checking")
     written = replay(instrs, sched, launch.blocks, Initialised(tensors, launch.aiv_only), spans, launch.overlap)
     if sched.left_set:       # after the schedule's and the checks' errors, which say more
         raise SyncError(sched.left_set)
-    return CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist(), written)
+    compiled = CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist(), written)
+    compiled.footprint = gate.footprint
+    return compiled
 
 
 def _report(kernel, chip, blocks, enc, sched) -> Report:
