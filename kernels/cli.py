@@ -52,8 +52,8 @@ def _reduce_note(p, reduce: str) -> None:
 
 
 def register_plan(sub: argparse._SubParsersAction) -> None:
-    """`pyto plan B M N K ...`: choose a BMM branch (seeds/000) and explain every condition."""
-    p = sub.add_parser("plan", help="choose a BMM branch (seeds/000) and explain the decision")
+    """`pyto plan B M N K ...`: choose a BMM branch (docs/bmm_branches.md §10) and explain every condition."""
+    p = sub.add_parser("plan", help="choose a BMM branch (docs/bmm_branches.md §10) and explain the decision")
     _shared_args(p)
     p.set_defaults(func=cmd_plan)
 
@@ -99,7 +99,7 @@ def _shared_args(p: argparse.ArgumentParser) -> None:
                    help="force a branch (only its structural preconditions are checked)")
     p.add_argument("--reduce", default="workspace", choices=("workspace", "atomic"), help="StreamK reduction")
     p.add_argument("--seed-only", action="store_true",
-                   help="seeds/000's decision alone (no branch outside its home ground and no StreamK grid_K "
+                   help="docs/bmm_branches.md §10's decision alone (no branch outside its home ground and no StreamK grid_K "
                         "above the theta cap, however much faster)")
 
 
@@ -184,7 +184,7 @@ def cmd_bmm(args: argparse.Namespace) -> int:
 def register_bmm(sub: argparse._SubParsersAction) -> None:
     """`pyto bmm B M N K ...`: plan, run on the emulator and check against numpy."""
     p = sub.add_parser("bmm", help="run a BMM on the emulator (planned branch), check it against numpy",
-                       description="Make random inputs, plan the BMM (seeds/000's branches), run the branch kernel "
+                       description="Make random inputs, plan the BMM (docs/bmm_branches.md's branches), run the branch kernel "
                                    "on the emulator, print the plan, the report and the check against numpy. Exit "
                                    "1 if the check fails or pyto refuses the problem, 2 for bad arguments.")
     _shared_args(p)

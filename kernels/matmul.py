@@ -1,7 +1,7 @@
-"""Tensor-level matmul (seeds/002 style): C = A @ B (+ bias) on every AI core of the emulated chip.
+"""Tensor-level matmul (docs/tile_shapes.md style): C = A @ B (+ bias) on every AI core of the emulated chip.
 
 `matmul(a, b, bias=None, *, chip=..., tile_shapes=None, ...)`: numpy in, numpy out. Tile shapes come from
-`tile_shapes`, else from `pyto.set_cube_tile_shapes` (validated against seeds/002 for this dtype and
+`tile_shapes`, else from `pyto.set_cube_tile_shapes` (validated against docs/tile_shapes.md §6 for this dtype and
 chip), else from `default_tile_shapes` below. `plan_matmul` turns them into the kernel's static
 parameters (plan before trace); `matmul_kernel` walks this core's output tiles in the ASW swizzle order
 and runs each through the shared pipeline of `kernels/bmm/block.py`.
@@ -11,16 +11,16 @@ Choices where the seeds leave room:
   (the swizzle's grid) and kL1 the K depth of one GM->L1 load. When K <= kL1 the L1 tile's A rows and
   B columns are held in L1 and shared by the (mL1/mL0) x (nL1/nL0) L0 tiles inside it; otherwise each
   L0 tile streams its own [mL0, kL1] / [kL1, nL0] slices.
-* L1 full load (seeds/000 ASW 5): A is held in L1 whole, loaded once per core, when
+* L1 full load (docs/bmm_branches.md §8.2.5): A is held in L1 whole, loaded once per core, when
   padded(M x K) * 2 <= L1 and every core loops over >= 4 tiles of B's side (ceil(n_tiles / blocks) >= 4);
   symmetrically B when A's side qualifies instead (A is preferred). `full_load=` forces it.
 * ASW window W from the cores that run (= chip.aic whenever there are enough tiles to fill the chip).
-* L2 tiling (seeds/000 ASW 3) over the L1 tiles: when A + B exceed L2, the grid is walked in the fewest
+* L2 tiling (docs/bmm_branches.md §8.2.3) over the L1 tiles: when A + B exceed L2, the grid is walked in the fewest
   mL2TileNum x nL2TileNum blocks whose A rows + B columns fit L2 (`pyto_kernels.swizzle.l2_blocks`, the rule
   ASW_Basic uses), each block by the diagonal window snake.
 * Split-K (`enable_split_k`, 2-D only): K is cut into GRID_K segments (multiples of kL1) so that
   tiles x GRID_K fills the cores; every segment is added into a zeroed output with Fixpipe's atomic
-  add; the output dtype is seeds/002's split-K one (fp32, int32 for int8); the bias is added once.
+  add; the output dtype is docs/tile_shapes.md §6.9's split-K one (fp32, int32 for int8); the bias is added once.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from .bmm.common import user_operand
 from .swizzle import Swizzle, l2_blocks
 
 CUBE_DTYPES = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
-FULL_LOAD_ROUNDS = 4      # seeds/000 ASW 5: the other side loops >= 4 times per core
+FULL_LOAD_ROUNDS = 4      # docs/bmm_branches.md §8.2.5: the other side loops >= 4 times per core
 
 
 def _cdiv(x: int, y: int) -> int:
@@ -54,12 +54,12 @@ def _floor(x: int, a: int) -> int:
 
 
 def _frac(dtype: DType) -> int:
-    """seeds/002 CeilAlign unit of a fractal buffer: 16 elements, 32 for int8."""
+    """docs/tile_shapes.md §6.4 CeilAlign unit of a fractal buffer: 16 elements, 32 for int8."""
     return 32 if dtype is DType.int8 else 16
 
 
 def _kn_align(dtype: DType) -> int:
-    """seeds/002: kL0, kL1, nL0, nL1 32-byte aligned (fp32: 16 elements)."""
+    """docs/tile_shapes.md §6.1: kL0, kL1, nL0, nL1 32-byte aligned (fp32: 16 elements)."""
     return max(16, 32 // dtype.itemsize)
 
 
@@ -74,10 +74,10 @@ def default_tile_shapes(M: int, N: int, K: int, dtype, chip: "str | Chip" = "asc
     """A simple tile rule from the chip's buffer sizes (a later planner may replace it).
 
     base_m x base_n: start at min(256, M) x min(256, N) (fractal/32B aligned), halve the larger side
-    until two fp32 accumulators fit L0C (seeds/000: M^t N^t 4B DB <= L0C), then while the grid has fewer
+    until two fp32 accumulators fit L0C (docs/bmm_branches.md §8.2.4: M^t N^t 4B DB <= L0C), then while the grid has fewer
     tiles than cores halve the larger side down to 64 (parallelism before tile efficiency, as ASW buys
     M/N splits to fill the cores). base_k: the largest 32B-aligned depth with two L0A and two L0B tiles
-    fitting (seeds/000: M^t K^t dtype 2 <= L0A), at most K. kL1 = base_k * step, step in 4, 2, 1 the
+    fitting (docs/bmm_branches.md §8.2.4: M^t K^t dtype 2 <= L0A), at most K. kL1 = base_k * step, step in 4, 2, 1 the
     largest whose double-buffered A and B L1 tiles use at most half of L1 (the rest for a held operand
     and the bias). With a bias, base_n * 4B <= BT.
     """
@@ -141,7 +141,7 @@ def _l1_budget(dt: DType, bm: int, bn: int, bk: int, k_l1: int, hold_m: int, hol
 
 
 def _full_load_side(M, N, K, dt, chip, ts, blocks, full_load) -> str:
-    """seeds/000 ASW 5 L1 full load: hold a small A (else B) when the other side loops >= 4 times per core."""
+    """docs/bmm_branches.md §8.2.5 L1 full load: hold a small A (else B) when the other side loops >= 4 times per core."""
     def fits(rows, cols):
         return _l1_bytes(rows, cols, dt) * 2 <= chip.buffers["L1"]
 
@@ -202,7 +202,7 @@ def plan_matmul(M: int, N: int, K: int, dtype, chip: "str | Chip", ts: CubeTileS
     L2 tiling.
 
     stages: L1 slots of the streamed tiles to start from (halved while L1 overflows). l2_tiles: (mL2TileNum,
-    nL2TileNum) to use instead of seeds/000 ASW 3's (`pyto_kernels.swizzle.l2_blocks`: 1 x 1 while A + B fit L2)."""
+    nL2TileNum) to use instead of docs/bmm_branches.md §8.2.3's (`pyto_kernels.swizzle.l2_blocks`: 1 x 1 while A + B fit L2)."""
     chip, dt = pyto.load_chip(chip), as_dtype(dtype)
     bias_dt = None if bias_dtype is None else as_dtype(bias_dtype)
     bm, bn, bk, k_l1, l1_m, l1_n = ts.mL0, ts.nL0, ts.kL0, ts.kL1, ts.mL1, ts.nL1
@@ -329,8 +329,8 @@ def matmul(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", tile_shapes: 
     get (None, Report) (bmm returns (None, report) for specs whatever `report`).
     Returns C, or (C, Report) with report=True. full_load: None (auto), 'A', 'B', True (= 'A') or
     False/'' (off). unit_flag=False uses software sync between the cube and Fixpipe instead.
-    swizzle: 'asw' (seeds/000 sliding-window snake over the cores that run) or 'identity' (row-major).
-    l2_tiles: (mL2TileNum, nL2TileNum) instead of seeds/000's (more than 1 x 1 only when A + B exceed L2).
+    swizzle: 'asw' (docs/bmm_branches.md §8.2.2 sliding-window snake over the cores that run) or 'identity' (row-major).
+    l2_tiles: (mL2TileNum, nL2TileNum) instead of docs/bmm_branches.md §8.2.3's (more than 1 x 1 only when A + B exceed L2).
     """
     chip = pyto.load_chip(chip)
     a, a_shape, dt = _operand(a, "a")

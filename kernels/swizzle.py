@@ -1,6 +1,6 @@
 """Block order as a policy (CATLASS `block_swizzle`): which output tile a core computes next.
 
-Two policies: `Swizzle.identity()` (row-major over the tile grid) and `Swizzle.asw(cores)`, seeds/000's
+Two policies: `Swizzle.identity()` (row-major over the tile grid) and `Swizzle.asw(cores)`, docs/bmm_branches.md §8.2.2's
 ASW sliding-window snake: M tiles are grouped in windows of W rows; inside a window N is walked column
 by column (each column top to bottom), forward in even windows and backward in odd ones, so that the C
 tiles running at the same time touch only W row blocks of A and one band of B columns (a small L2
@@ -8,7 +8,7 @@ footprint), and a window boundary never makes B's band jump back to the start.
 
 Tiles are dealt round robin: core c takes tasks c, c + blocks, c + 2 * blocks, ... of the order.
 
-L2 tiling (seeds/000 ASW 3, "工作集超过 128MB 时按 mL2TileNum x nL2TileNum 切块"): `Swizzle.tiles_l2` cuts the
+L2 tiling (docs/bmm_branches.md §8.2.3, "工作集超过 128MB 时按 mL2TileNum x nL2TileNum 切块"): `Swizzle.tiles_l2` cuts the
 grid into l2_m x l2_n blocks, walks the blocks (block rows in order, block columns snaking), and inside each
 block runs the window snake *diagonally* ("每个 L2 块内错位分核（对角线分配）"): in a window's step q its row i
 takes column (q + i) mod cols instead of column q, so the W cores that start together read W different A
@@ -28,7 +28,7 @@ Coord = tuple  # (mi, ni): the tile's row and column in the tile grid
 
 
 def asw_window(cores: int) -> int:
-    """seeds/000 W = max{d | d divides C, d <= floor(sqrt(C))} (C = 32 -> 4, 24 -> 4, 20 -> 4, 1 -> 1)."""
+    """docs/bmm_branches.md §8.2.2 W = max{d | d divides C, d <= floor(sqrt(C))} (C = 32 -> 4, 24 -> 4, 20 -> 4, 1 -> 1)."""
     if cores < 1:
         raise ValueError(f"core count must be >= 1, got {cores}")
     r = math.isqrt(cores)
@@ -36,7 +36,7 @@ def asw_window(cores: int) -> int:
 
 
 def l2_blocks(m: int, n: int, k: int, tile_m: int, tile_n: int, itemsize: int, l2_bytes: int) -> tuple[int, int]:
-    """seeds/000 ASW 3's mL2TileNum x nL2TileNum for an m x n x k matmul cut into tile_m x tile_n tiles:
+    """docs/bmm_branches.md §8.2.3's mL2TileNum x nL2TileNum for an m x n x k matmul cut into tile_m x tile_n tiles:
     (1, 1) when A + B fit L2, else the fewest L2 blocks whose A rows + B columns fit L2, ties to the
     smaller tails."""
     tm, tn = -(-m // tile_m), -(-n // tile_n)
@@ -69,7 +69,7 @@ class Swizzle:
 
     @classmethod
     def asw(cls, cores: int) -> "Swizzle":
-        """seeds/000 ASW sliding-window snake for `cores` cores running at once."""
+        """docs/bmm_branches.md §8.2.2 ASW sliding-window snake for `cores` cores running at once."""
         return cls(asw_window(cores), True)
 
     def tiles(self, m_tiles: int, n_tiles: int) -> list:

@@ -1,4 +1,4 @@
-"""`pyto.alias_pypto_pro()`: make `import pypto_pro.language as pl` resolve to pyto.language (DESIGN section 3), so a
+"""`pyto.alias_pypto_pro()`: make `import pypto_pro.language as pl` resolve to pyto.language (docs/design.md §3), so a
 PyPTO-Pro kernel file runs on pyto with its import line unchanged."""
 from __future__ import annotations
 

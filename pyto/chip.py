@@ -26,9 +26,9 @@ else:  # pragma: no cover
 
 BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB", "BT", "FB")
 FORMATS = ("ND", "DN", "NZ", "ZZ", "ZN", "NN")
-# Allocation alignment in bytes per buffer (REFERENCE: L0A/L0B 512B, L0C 64B, L1/UB 32B): a capacity is a multiple
+# Allocation alignment in bytes per buffer (docs/chips.md §6: L0A/L0B 512B, L0C 64B, L1/UB 32B): a capacity is a multiple
 BUFFER_ALIGN = {"L1": 32, "L0A": 512, "L0B": 512, "L0C": 64, "UB": 32, "BT": 64, "FB": 64}
-# The formats the emulator models per buffer (seeds/004); only L0A's differs between chips (Zz on A2/A3, Nz on 950)
+# The formats the emulator models per buffer (docs/fractal_formats.md §4); only L0A's differs between chips (Zz on A2/A3, Nz on 950)
 MODELLED_FORMATS = {"L1": ("NZ",), "L0A": ("NZ", "ZZ"), "L0B": ("ZN",), "L0C": ("NZ",), "UB": ("ND",)}
 AIV_PER_AIC = 2        # the emulator traces two AIVs per block (AIV0, AIV1)
 CROSS_CORE_IDS = 16    # pl.system.set_cross_core / wait_cross_core take ids 0..15 (pyto/language/system.py)
@@ -66,7 +66,7 @@ class Chip:
     clock_ghz: float
     buffers: Mapping[str, int]
     formats: Mapping[str, str]
-    dn2nz: bool                         # GM->L1 converts a DN operand to Nz on the way (seeds/004 4.4: 950PR/DT only)
+    dn2nz: bool                         # GM->L1 converts a DN operand to Nz on the way (docs/fractal_formats.md §4.4: 950PR/DT only)
     gm_bandwidth_gbs: float
     gm_bytes: int                       # GM (HBM) capacity: every GM tensor of a launch lives in it
     l2_bytes: int
@@ -120,7 +120,7 @@ class Chip:
 
     @property
     def min_core_num(self) -> int:
-        """seed000 minCoreNum: ~0.8*C rounded up (26 for C = 32)."""
+        """docs/bmm_branches.md §2 minCoreNum: ~0.8*C rounded up (26 for C = 32)."""
         return math.ceil(self.min_core_ratio * self.aic - 1e-9)
 
     def peak_flops(self, dtype: DType | str = DType.fp16) -> float:
@@ -131,7 +131,7 @@ class Chip:
 
     def ridge(self, dtype: DType | str = DType.fp16) -> float:
         """The compute/memory balance point R in FLOP per element for a cube input dtype: the table's R
-        (seeds/000 gives it for BF16/FP16) scaled by the dtype's peak FLOP per GM byte relative to fp16's."""
+        (docs/bmm_branches.md §2 gives it for BF16/FP16) scaled by the dtype's peak FLOP per GM byte relative to fp16's."""
         d = DType[dtype] if isinstance(dtype, str) else dtype
         return self.R * (self.peak_flops(d) * d.itemsize) / (self.peak_flops(DType.fp16) * 2)
 
@@ -248,7 +248,7 @@ def _format(b: str) -> _Rule:
     modelled = MODELLED_FORMATS[b]
     return _text(f"formats.{b}", field="formats", item=b,
                  also=((lambda v: v in modelled, f"{' or '.join(modelled)} (the emulator models {b} as "
-                                                 f"{' or '.join(modelled)}, seeds/004)"),))
+                                                 f"{' or '.join(modelled)}, docs/fractal_formats.md §4)"),))
 
 
 _MAX_ITEMSIZE = max(d.itemsize for d in CUBE_DTYPES)
@@ -265,7 +265,7 @@ _RULES: tuple[_Rule, ...] = (
     _rate("cores.clock_ghz_opsnn", field=None, default=None, why=" GHz (recorded, not used for timing)"),
     *(_buffer(b) for b in BUFFERS),
     *(_format(b) for b in MODELLED_FORMATS),
-    # a table from before the key: no DN -> Nz conversion on GM -> L1 (what seeds/004 gives every chip but the 950)
+    # a table from before the key: no DN -> Nz conversion on GM -> L1 (what docs/fractal_formats.md §4.4 gives every chip but the 950)
     _flag("formats.dn2nz", default=False),
     _rate("memory.gm_bandwidth_gbs", why=" GB/s"),
     _size("memory.gm_bytes", at_least=(("memory.l2_bytes", "L2 caches GM"),)),

@@ -54,7 +54,7 @@ def _usage_table(ts: CubeTileShapes, dtype: DType, chip: Chip) -> list[str]:
 
 
 def cmd_tiles(args: argparse.Namespace) -> int:
-    """Check tile shapes against seeds/002 for a dtype and chip; print the verdict and buffer usage."""
+    """Check tile shapes against docs/tile_shapes.md §6 for a dtype and chip; print the verdict and buffer usage."""
     chip = load_chip(args.chip)
     flags = [name for name, on in (("split-K", args.split_k), ("bias", args.bias), ("scale", args.scale),
                                    ("transpose-a", args.transpose_a), ("transpose-b", args.transpose_b)) if on]
@@ -87,8 +87,8 @@ def cmd_tiles(args: argparse.Namespace) -> int:
 
 def _register_tiles(sub: "argparse._SubParsersAction") -> None:
     """``pyto tiles --m L0 L1 --k L0 L1 --n L0 L1 --dtype fp16 [--chip NAME] [...]``."""
-    p = sub.add_parser("tiles", help="check cube tile shapes against the seeds/002 rules",
-                       description="Check [L0, L1] tile shapes of m, k, n against every seeds/002 rule; "
+    p = sub.add_parser("tiles", help="check cube tile shapes against the docs/tile_shapes.md §6 rules",
+                       description="Check [L0, L1] tile shapes of m, k, n against every docs/tile_shapes.md §6 rule; "
                                    "exit 0 when they hold, 1 when a rule is broken.")
     for ax in "mkn":
         p.add_argument(f"--{ax}", nargs=2, type=int, required=True, metavar=(f"{ax}L0", f"{ax}L1"),

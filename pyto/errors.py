@@ -1,4 +1,4 @@
-"""Error classes of pyto (DESIGN section 6). Every error a user can see is a PytoError subclass.
+"""Error classes of pyto (docs/design.md §6). Every error a user can see is a PytoError subclass.
 
 Messages name the kernel's own source line where one is known (``loc``), not pyto internals.
 """
@@ -23,7 +23,7 @@ class AlignmentError(PytoError):
 
 
 class TilingError(PytoError):
-    """A cube tile-shape rule of seeds/002 is broken; ``rule`` names it."""
+    """A cube tile-shape rule of docs/tile_shapes.md §6 is broken; ``rule`` names it."""
 
     def __init__(self, msg: str, *, rule: str = ""):
         super().__init__(msg)

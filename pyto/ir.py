@@ -91,7 +91,7 @@ assert MOVE_OPS | CUBE_OPS | VECTOR_OPS | SYNC_OPS == set(Op)
 
 
 class AccPhase(enum.Enum):
-    """Matmul side of the hardware unit_flag (seeds/001): Partial and Final wait for flag 0; Final sets it to 1.
+    """Matmul side of the hardware unit_flag (docs/cube_phase.md §2.1): Partial and Final wait for flag 0; Final sets it to 1.
     Unspecified (PyPTO-Pro's default) is no phase: software sync only."""
 
     Unspecified = "Unspecified"
@@ -100,7 +100,7 @@ class AccPhase(enum.Enum):
 
 
 class STPhase(enum.Enum):
-    """Fixpipe side of the unit_flag (seeds/001): Partial and Final wait for flag 1; Final resets it to 0.
+    """Fixpipe side of the unit_flag (docs/cube_phase.md §2.2): Partial and Final wait for flag 1; Final resets it to 0.
     Unspecified (PyPTO-Pro's default) is no phase."""
 
     Unspecified = "Unspecified"

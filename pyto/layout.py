@@ -1,4 +1,4 @@
-"""Fractal data formats of seeds/004, pure numpy: ND <-> Nz, Zz, Zn, Nn (and DN, the transposed ND), the
+"""Fractal data formats of docs/fractal_formats.md, pure numpy: ND <-> Nz, Zz, Zn, Nn (and DN, the transposed ND), the
 convolution format NHWC <-> NC1HWC0 (4.6), MX scales (5.1) and the 4:2 sparse index (5.2).
 
 Naming ("大Y小x"): the capital letter orders the fractals among themselves, the small one the elements
@@ -28,10 +28,10 @@ from .errors import ShapeError
 
 Fractal = tuple[int, int]
 
-L0C_FRACTAL: Fractal = (16, 16)  # seeds/004 4.3: Nz in L0C is always 16x16 (fp32/int32 accumulators)
-SCALE_A_FRACTAL: Fractal = (16, 2)  # seeds/004 5.1: scaleA [M, K/32], Zz, fractal M0 x K0 = 16 x 2
-SCALE_B_FRACTAL: Fractal = (2, 16)  # seeds/004 5.1: scaleB [K/32, N], Nn, fractal K0 x N0 = 2 x 16
-SPARSE_INDEX_FRACTAL: Fractal = (32, 16)  # seeds/004 5.2: like int8 B in Zn: K0 x N0 = 32 x 16
+L0C_FRACTAL: Fractal = (16, 16)  # docs/fractal_formats.md §4.3: Nz in L0C is always 16x16 (fp32/int32 accumulators)
+SCALE_A_FRACTAL: Fractal = (16, 2)  # docs/fractal_formats.md §5.1: scaleA [M, K/32], Zz, fractal M0 x K0 = 16 x 2
+SCALE_B_FRACTAL: Fractal = (2, 16)  # docs/fractal_formats.md §5.1: scaleB [K/32, N], Nn, fractal K0 x N0 = 2 x 16
+SPARSE_INDEX_FRACTAL: Fractal = (32, 16)  # docs/fractal_formats.md §5.2: like int8 B in Zn: K0 x N0 = 32 x 16
 # MX scales are fp8_e8m0 in hardware. ml_dtypes >= 0.5 has float8_e8m0fnu; else raw uint8 bits.
 # Layout functions only move bytes, so both uint8 and SCALE_DTYPE arrays are accepted and kept as given.
 SCALE_DTYPE: np.dtype = np.dtype(getattr(ml_dtypes, "float8_e8m0fnu", np.uint8))
@@ -65,13 +65,13 @@ def _bit_width(dtype: object) -> int:
 
 
 def fractal_shape(dtype: object) -> Fractal:
-    """seeds/004 4.1: one fractal is 16 x K0 with K0 = 32 bytes of elements, by bit width: 32-bit 8, 16-bit 16,
+    """docs/fractal_formats.md §4.1: one fractal is 16 x K0 with K0 = 32 bytes of elements, by bit width: 32-bit 8, 16-bit 16,
     8-bit 32, 4-bit 64 (any type of that width: uint8 and fp8 like int8). Other widths have no fractal: the
     seed's 4.5 example builds its 'half' input as float64 (a Python list times a float16 array), so as
     written it needs a cast to float16 (or fractal=)."""
     bits = _bit_width(dtype)
     if bits not in (4, 8, 16, 32):
-        raise ShapeError(f"seeds/004 4.1 sets the fractal by bit width (32/16/8/4-bit: 16 x 8/16/32/64); "
+        raise ShapeError(f"docs/fractal_formats.md §4.1 sets the fractal by bit width (32/16/8/4-bit: 16 x 8/16/32/64); "
                          f"{dtype} is {bits}-bit: cast it (e.g. astype(np.float16)) or "
                          f"give fractal=(rows, cols)")
     return (16, 256 // bits)
@@ -122,7 +122,7 @@ def _perm(nbatch: int, fmt: str) -> tuple[int, ...]:
 
 
 def _to_fractal(x: object, fmt: str, fractal: object = None) -> np.ndarray:
-    """pad -> reshape (..., R1, r, C1, c) -> transpose to the format's order (seeds/004 formulas)."""
+    """pad -> reshape (..., R1, r, C1, c) -> transpose to the format's order (docs/fractal_formats.md §4.5 formulas)."""
     x = _as_matrix(x, f"nd_to_{fmt}")
     r, c = _check_fractal(fractal) if fractal is not None else _default_fractal(fmt, x.dtype)
     *batch, R, C = x.shape
@@ -154,7 +154,7 @@ def _from_fractal(y: object, fmt: str, shape: object) -> np.ndarray:
 
 
 def nd_to_nz(x: object, fractal: object = None) -> np.ndarray:
-    """seeds/004 4.3/4.5: (..., M, N) -> pad -> (..., M1, M0, N1, N0) -> transpose -> (..., N1, M1, M0, N0)."""
+    """docs/fractal_formats.md §4.3/4.5: (..., M, N) -> pad -> (..., M1, M0, N1, N0) -> transpose -> (..., N1, M1, M0, N0)."""
     return _to_fractal(x, "nz", fractal)
 
 
@@ -164,7 +164,7 @@ def nz_to_nd(y: object, shape: Sequence[int]) -> np.ndarray:
 
 
 def nd_to_zz(x: object, fractal: object = None) -> np.ndarray:
-    """seeds/004 4.1: (..., M, K) -> pad -> (..., M1, M0, K1, K0) -> transpose -> (..., M1, K1, M0, K0)."""
+    """docs/fractal_formats.md §4.1: (..., M, K) -> pad -> (..., M1, M0, K1, K0) -> transpose -> (..., M1, K1, M0, K0)."""
     return _to_fractal(x, "zz", fractal)
 
 
@@ -174,7 +174,7 @@ def zz_to_nd(y: object, shape: Sequence[int]) -> np.ndarray:
 
 
 def nd_to_zn(x: object, fractal: object = None) -> np.ndarray:
-    """seeds/004 4.2: (..., K, N) -> pad -> (..., K1, K0, N1, N0) -> transpose -> (..., K1, N1, N0, K0); N0 = 16."""
+    """docs/fractal_formats.md §4.2: (..., K, N) -> pad -> (..., K1, K0, N1, N0) -> transpose -> (..., K1, N1, N0, K0); N0 = 16."""
     return _to_fractal(x, "zn", fractal)
 
 
@@ -184,7 +184,7 @@ def zn_to_nd(y: object, shape: Sequence[int]) -> np.ndarray:
 
 
 def nd_to_nn(x: object, fractal: object = None) -> np.ndarray:
-    """seeds/004 5.1: (..., K, N) -> pad -> (..., K1, K0, N1, N0) -> transpose -> (..., N1, K1, N0, K0)."""
+    """docs/fractal_formats.md §5.1: (..., K, N) -> pad -> (..., K1, K0, N1, N0) -> transpose -> (..., N1, K1, N0, K0)."""
     return _to_fractal(x, "nn", fractal)
 
 
@@ -194,7 +194,7 @@ def nn_to_nd(y: object, shape: Sequence[int]) -> np.ndarray:
 
 
 def nd_to_dn(x: object) -> np.ndarray:
-    """seeds/004 4.4: DN is ND stored column major: the physical array is x with its last two axes swapped."""
+    """docs/fractal_formats.md §4.4: DN is ND stored column major: the physical array is x with its last two axes swapped."""
     return np.ascontiguousarray(np.swapaxes(_as_matrix(x, "nd_to_dn"), -1, -2))
 
 
@@ -212,7 +212,7 @@ def dn_to_nd(y: object, shape: Sequence[int] | None = None) -> np.ndarray:
 
 
 def nhwc_to_nc1hwc0(x: object) -> np.ndarray:
-    """seeds/004 4.6: NHWC split along C into C1 = ceil(C / C0) parts of C0 = 32 bytes of elements (the last
+    """docs/fractal_formats.md §4.6: NHWC split along C into C1 = ceil(C / C0) parts of C0 = 32 bytes of elements (the last
     part zero-padded to C0), the parts laid out one after another: (N, H, W, C) -> (N, C1, H, W, C0)."""
     x = np.asarray(x)
     if x.ndim != 4:
@@ -287,7 +287,7 @@ def fractal_count(shape: Sequence[int], dtype: object = None, *, fractal: object
     return math.prod(p[:-2]) * (p[-2] // r) * (p[-1] // c)
 
 
-# ---- MX quantisation scales (seeds/004 5.1) -------------------------------------------------------
+# ---- MX quantisation scales (docs/fractal_formats.md §5.1) -------------------------------------------------------
 
 def _as_scales(s: object, what: str) -> np.ndarray:
     s = _as_matrix(s, what)
@@ -297,7 +297,7 @@ def _as_scales(s: object, what: str) -> np.ndarray:
 
 
 def scale_a_to_zz(s: object) -> np.ndarray:
-    """seeds/004 5.1: scaleA (..., M, K/32) -> Zz (..., M1, K1, 16, 2)."""
+    """docs/fractal_formats.md §5.1: scaleA (..., M, K/32) -> Zz (..., M1, K1, 16, 2)."""
     return _to_fractal(_as_scales(s, "scale_a_to_zz"), "zz", SCALE_A_FRACTAL)
 
 
@@ -307,7 +307,7 @@ def zz_to_scale_a(y: object, shape: Sequence[int]) -> np.ndarray:
 
 
 def scale_b_to_nn(s: object) -> np.ndarray:
-    """seeds/004 5.1: scaleB (..., K/32, N) -> Nn (..., N1, K1, 16, 2)."""
+    """docs/fractal_formats.md §5.1: scaleB (..., K/32, N) -> Nn (..., N1, K1, 16, 2)."""
     return _to_fractal(_as_scales(s, "scale_b_to_nn"), "nn", SCALE_B_FRACTAL)
 
 
@@ -316,7 +316,7 @@ def nn_to_scale_b(y: object, shape: Sequence[int]) -> np.ndarray:
     return _from_fractal(_as_scales(y, "nn_to_scale_b"), "nn", shape)
 
 
-# ---- 4:2 structured sparsity (seeds/004 5.2) ------------------------------------------------------
+# ---- 4:2 structured sparsity (docs/fractal_formats.md §5.2) ------------------------------------------------------
 # An index is 2 bits (0..2), one per element of the dense (K/2, N) B. Unpacked, pyto holds one index per
 # uint8. Packed (the hardware's 128-byte fractal), 4 indices that are consecutive along the last axis
 # share a byte, the first in the lowest bits: byte = i0 | i1 << 2 | i2 << 4 | i3 << 6.
@@ -337,10 +337,10 @@ def unpack_2bit(packed: object) -> np.ndarray:
 
 
 def sparse_index_to_zn(idx: object, *, packed: bool = False) -> np.ndarray:
-    """seeds/004 5.2: index (..., K/2, N) -> Zn (..., K1, N1, 16, 32) like int8 B; packed: (..., 16, 8) bytes."""
+    """docs/fractal_formats.md §5.2: index (..., K/2, N) -> Zn (..., K1, N1, 16, 32) like int8 B; packed: (..., 16, 8) bytes."""
     i = _as_matrix(idx, "sparse_index_to_zn")
     if i.dtype.kind not in "iu" or (i.size and (i.min() < 0 or i.max() > 2)):
-        raise ShapeError(f"sparse_index_to_zn needs integer indices in {{0, 1, 2}} (seeds/004 5.2), got "
+        raise ShapeError(f"sparse_index_to_zn needs integer indices in {{0, 1, 2}} (docs/fractal_formats.md §5.2), got "
                          f"{i.dtype} values {int(i.min()) if i.size else ''}..{int(i.max()) if i.size else ''}")
     y = _to_fractal(i.astype(np.uint8), "zn", SPARSE_INDEX_FRACTAL)
     return pack_2bit(y) if packed else y
@@ -355,12 +355,12 @@ def zn_to_sparse_index(y: object, shape: Sequence[int]) -> np.ndarray:
         raise ShapeError(f"a Zn sparse index ends in (16, 32), or (16, 8) packed; got shape {y.shape}")
     out = _from_fractal(y, "zn", shape)
     if out.size and out.max() > 2:
-        raise ShapeError(f"sparse index values must be in {{0, 1, 2}} (seeds/004 5.2), found {int(out.max())}")
+        raise ShapeError(f"sparse index values must be in {{0, 1, 2}} (docs/fractal_formats.md §5.2), found {int(out.max())}")
     return out
 
 
 def densify_4_2(b: object) -> tuple[np.ndarray, np.ndarray]:
-    """seeds/004 5.2: (..., K, N) with <= 2 nonzeros per 4 along K -> dense (..., K/2, N), index (..., K/2, N).
+    """docs/fractal_formats.md §5.2: (..., K, N) with <= 2 nonzeros per 4 along K -> dense (..., K/2, N), index (..., K/2, N).
 
     Per group of 4: index 0 = place of the first nonzero among elements 0..2, index 1 = place of the
     second nonzero among elements 1..3. Where a slot has no nonzero it points at a zero: index 0 -> 0

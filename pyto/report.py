@@ -82,7 +82,7 @@ class Report:
 
     @property
     def bottleneck(self) -> str:
-        """The pipe with the most busy cycles (seeds/000: the slowest stage dominates); whether it bounds the
+        """The pipe with the most busy cycles (docs/bmm_branches.md §3.1: the slowest stage dominates); whether it bounds the
         run, or latency does, is `bound`."""
         return max(self.pipe_cycles, key=self.pipe_cycles.get) if self.pipe_cycles else "none"
 

@@ -1,7 +1,7 @@
-"""Cube tile-shape rules of seeds/002 (``pypto.set_cube_tile_shapes``).
+"""Cube tile-shape rules of docs/tile_shapes.md (``pypto.set_cube_tile_shapes``).
 
 ``set_cube_tile_shapes([mL0, mL1], [kL0, kL1], [nL0, nL1], enable_split_k=False, *, dtype=None,
-chip=None, ...)`` checks every constraint of seeds/002 ("约束说明"), returns a frozen
+chip=None, ...)`` checks every constraint of docs/tile_shapes.md §6 ("约束说明"), returns a frozen
 :class:`CubeTileShapes` and makes it the current default (as pypto does; ``get_cube_tile_shapes()``
 reads it back, ``reset_cube_tile_shapes()`` clears it, ``with cube_tile_shapes(...):`` sets it for a
 block). A broken rule raises :class:`~pyto.errors.TilingError` whose ``.rule`` is a short stable name
@@ -10,7 +10,7 @@ and whose message names the rule in words and gives the numbers.
 Rules, in the order they are checked (the first broken one is raised; ``violations()`` lists all):
 
 ==================== ==================================================================== ==========
-rule                 seeds/002 text                                                        needs
+rule                 docs/tile_shapes.md §6 text                                                        needs
 ==================== ==================================================================== ==========
 shape                m, k, n are [L0, L1] pairs of integers                                 -
 positive             "0 < mL0", "0 < kL0", "0 < nL0" (and so every L1 > 0)                  -
@@ -30,13 +30,13 @@ bt_capacity          bias: "nL0 * 4 <= BTBuffer_size"                           
 fb_capacity          scale (FixPipe): "nL0 * 8 <= FixBuffer_size"                          chip
 ==================== ==================================================================== ==========
 
-Choices made where seeds/002 is silent or ambiguous:
+Choices made where docs/tile_shapes.md §6 is silent or ambiguous:
 
 * ``dtype=None`` at set time: only the rules whose "needs" column has no dtype are checked then; the
   others run when a matmul uses the shapes (``CubeTileShapes.check(dtype, chip)``). ``nz_out_inner``
   is checked at set time when ``out_dtype`` is given explicitly.
 * ``chip=None`` at set time checks the chip-dependent rules against the default chip ``ascend950pr``
-  (DESIGN's default everywhere; its buffers are the largest of the bundled chips, so nothing legal on
+  (docs/design.md §2's default everywhere; its buffers are the largest of the bundled chips, so nothing legal on
   A2/A3 is refused). The stored ``chip`` stays ``None`` so ``check()`` at use time takes the chip of
   the matmul. The seed's 1KB BT / 2KB FB are A2/A3's figures; every buffer size comes from the chip
   table (BT 4KB, FB 4KB on ascend950pr).
@@ -49,7 +49,7 @@ Choices made where seeds/002 is silent or ambiguous:
 * The ND transposed-A rule names mL0 only; mL1 is not checked by it (it is a multiple of mL0 anyway).
 * NZ output: the inner axis is N, so nL0 (the split written out per tile) must be 32B aligned in the
   out dtype. Default out dtype: with split-K the listed one (fp32, or int32 for int8); otherwise the
-  input dtype for float inputs and int32 for int8 (DESIGN section 2).
+  input dtype for float inputs and int32 for int8 (docs/design.md §2).
 * Split-K needs 2-D inputs: any ``ndim != 2`` is refused (the seed names 3-D and 4-D).
 * L1 with ``bias=True`` also holds the bias row on its way to BT, which the seed's L1 formula leaves out
   (with A and B filling L1 there is no room to stage it): pyto adds its two slots, ND rows of nL0 fp32
@@ -77,15 +77,15 @@ BIAS_ROW_SLOTS = 2
 CUBE_INPUTS = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
 IN_FORMATS = ("ND", "NZ")
 OUT_FORMATS = ("ND", "NZ")
-#: seeds/002 "多核切K场景支持数据类型": input dtype -> the only out dtype allowed with split-K.
+#: docs/tile_shapes.md §6.9 "多核切K场景支持数据类型": input dtype -> the only out dtype allowed with split-K.
 SPLIT_K_OUT = {DType.fp16: DType.fp32, DType.bf16: DType.fp32, DType.int8: DType.int32,
                DType.fp32: DType.fp32}
 
-_SEED = "seeds/002"
+_SEED = "docs/tile_shapes.md §6"
 
 
 def ceil_align(value: int, align: int) -> int:
-    """seeds/002 CeilAlign: ``((value + align - 1) // align) * align``."""
+    """docs/tile_shapes.md §6.4 CeilAlign: ``((value + align - 1) // align) * align``."""
     return ((value + align - 1) // align) * align
 
 
@@ -165,7 +165,7 @@ def _resolve_chip(chip: "str | Chip | None") -> Chip:
 
 @dataclass(frozen=True)
 class CubeTileShapes:
-    """A checked set of cube tile shapes (seeds/002) plus the options the rules depend on.
+    """A checked set of cube tile shapes (docs/tile_shapes.md §6) plus the options the rules depend on.
 
     Construction validates the structure only (integers > 0, option values); the seed's rules run
     in :meth:`check` (``set_cube_tile_shapes`` calls it). ``dtype``/``chip`` are what was given at
@@ -210,7 +210,7 @@ class CubeTileShapes:
         except TypeError:
             nd = -1
         if not 2 <= nd <= 4:
-            raise TilingError(f"option: ndim (dimensions of the matmul inputs) must be 2, 3 or 4 (seeds/002 names "
+            raise TilingError(f"option: ndim (dimensions of the matmul inputs) must be 2, 3 or 4 (docs/tile_shapes.md §6.8 names "
                               f"2-D inputs and, for split-K, 3-D and 4-D ones), got {self.ndim!r}", rule="option")
         s(self, "ndim", nd)
 
@@ -229,7 +229,7 @@ class CubeTileShapes:
 
     @classmethod
     def from_pairs(cls, m: Any, k: Any, n: Any, enable_split_k: Any = False, **options: Any) -> "CubeTileShapes":
-        """From ``[L0, L1]`` pairs (seeds/002's call form), unchecked beyond the shape rules; ``check()`` runs the
+        """From ``[L0, L1]`` pairs (docs/tile_shapes.md §3's call form), unchecked beyond the shape rules; ``check()`` runs the
         rest."""
         (mL0, mL1), (kL0, kL1), (nL0, nL1) = _pair("m", m), _pair("k", k), _pair("n", n)
         return cls(mL0, mL1, kL0, kL1, nL0, nL1, enable_split_k, **options)
@@ -257,7 +257,7 @@ class CubeTileShapes:
     # ---- the rules --------------------------------------------------------------------------
     def violations(self, dtype: "DType | str | None" = None, chip: "str | Chip | None" = None,
                    **options: Any) -> list[TilingError]:
-        """Every broken seeds/002 rule, in check order, as TilingError objects (not raised).
+        """Every broken docs/tile_shapes.md §6 rule, in check order, as TilingError objects (not raised).
 
         ``dtype``/``chip`` default to the ones stored; a missing dtype skips the dtype-dependent
         rules, a missing chip means ``ascend950pr``. ``options`` override stored fields.
@@ -343,7 +343,7 @@ class CubeTileShapes:
 
     def check(self, dtype: "DType | str | None" = None, chip: "str | Chip | None" = None,
               **options: Any) -> "CubeTileShapes":
-        """Run the seeds/002 rules for this dtype and chip; raise the first broken one as TilingError.
+        """Run the docs/tile_shapes.md §6 rules for this dtype and chip; raise the first broken one as TilingError.
 
         Used when a matmul uses the shapes. ``dtype``/``chip`` default to the stored ones (chip:
         then ``ascend950pr``); ``options`` (bias=, scale=, transpose_a=, out_dtype=, ndim=, ...)
@@ -356,7 +356,7 @@ class CubeTileShapes:
 
     def usage(self, dtype: "DType | str | None" = None,
               chip: "str | Chip | None" = None) -> dict[str, tuple[int, int]]:
-        """Buffer -> (bytes used, capacity) by the seeds/002 formulas: L0A, L0B, L0C, L1, BT (bias), FB (scale)."""
+        """Buffer -> (bytes used, capacity) by the docs/tile_shapes.md §6 formulas: L0A, L0B, L0C, L1, BT (bias), FB (scale)."""
         d = _input_dtype(dtype) if dtype is not None else self.dtype
         if d is None:
             raise TilingError("dtype: usage() needs the input dtype (none given and none set)", rule="dtype")
@@ -425,7 +425,7 @@ def set_cube_tile_shapes(m: Sequence[int], k: Sequence[int], n: Sequence[int], e
                          transpose_a: bool = False, a_format: str = "ND", b_format: str = "ND",
                          out_format: str = "ND", scale: bool = False, out_dtype: Any = None, ndim: int = 2,
                          transpose_b: bool = False) -> CubeTileShapes:
-    """seeds/002 ``set_cube_tile_shapes``: check the tile shapes and make them the current default.
+    """docs/tile_shapes.md ``set_cube_tile_shapes``: check the tile shapes and make them the current default.
 
     ``m``, ``k``, ``n`` are ``[L0, L1]`` pairs. With ``dtype=None`` only the dtype-independent rules
     run now; the rest run in ``CubeTileShapes.check`` when a matmul uses the shapes. ``chip=None``

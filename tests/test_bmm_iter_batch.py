@@ -1,5 +1,5 @@
 """IterBatch (kernels/bmm/iter_batch.py) against a float64 numpy reference, in each L1 case (a)-(e) of
-seeds/000, and its timing (roofline, speed against MergeBatch).
+docs/bmm_branches.md, and its timing (roofline, speed against MergeBatch).
 
 Each run goes plan(branch="iter_batch") -> operands -> launch and is checked with pyto_kernels.bmm.api.check
 (int8 exactly; floats within pyto.testing.matmul_bound with the bias as one more term). Cases (c)-(e) need
@@ -187,9 +187,9 @@ def test_legal_only_where_the_kernels_own_l1_fit_holds():
 
 
 def test_condition_4_reads_the_seeds_pieces_of_k_over_step():
-    """seeds/000 IterBatch 4: every piece of a Step split >= min_TileSize with dValue >= 128 B, the pieces being
+    """docs/bmm_branches.md §6.1.4: every piece of a Step split >= min_TileSize with dValue >= 128 B, the pieces being
     K/Step long. K = 241 in Step = 4: 60.25 rows of fp16 A, a dValue of 120.5 B, fails; the aligned 80-row slab L1
-    holds passed it (a seeds/000 audit's find; pyto's slabs even end in a 1-row piece)."""
+    holds passed it (a docs/bmm_branches.md audit's find; pyto's slabs even end in a 1-row piece)."""
     p = plan((32, 1024, 241), (32, 241, 2048), "fp16", CHIP)
     four = next(c for bc in p.conditions for c in bc.checks if c.label == "IterBatch 4 (e)")
     assert not four.holds and "dValue A 120 B" in four.text, four.text

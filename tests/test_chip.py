@@ -125,7 +125,7 @@ def test_a_table_from_before_the_write_latency_key_still_loads(tmp_path):
 
 # ---- every key's rule (pyto/chip.py _RULES) ---------------------------------------------------------------------
 @pytest.mark.parametrize("line,new,match", [
-    # 2048 B blocks would give a 1 KB L0C fractal no unit_flag bit: seeds/001's deadlocks would become races
+    # 2048 B blocks would give a 1 KB L0C fractal no unit_flag bit: docs/cube_phase.md §6's deadlocks would become races
     ("unit_flag_block_bytes = 512", "unit_flag_block_bytes = 2048",
      r"sync\.unit_flag_block_bytes.*divisor of the 1024-byte L0C fractal.*got 2048"),
     ("unit_flag_block_bytes = 512", "unit_flag_block_bytes = 768", r"sync\.unit_flag_block_bytes.*divisor"),

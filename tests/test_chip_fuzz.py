@@ -1,6 +1,6 @@
 """Chip table fuzz: random edits of a bundled table (a value changed to zero, a negative, a huge or fractional
 number, another type; a key or table header deleted; an unknown key added; bytes that are not UTF-8) either load
-or fail with a ChipError naming the file, never another exception; and a table that loads keeps seeds/001's three
+or fail with a ChipError naming the file, never another exception; and a table that loads keeps docs/cube_phase.md §6's three
 phase-misuse verdicts (case 1 DeadlockError, case 2 RaceError, case 3 DeadlockError).
 
 Three layers: the rules' legal extremes (each must load and keep the verdicts), every single edit of a table's
@@ -22,7 +22,7 @@ _ASSIGN = re.compile(r'^(\s*[A-Za-z0-9_]+\s*=\s*)("[^"]*"|[^\s#]+)(.*)$')   # ke
 _HEADER = re.compile(r"^\s*\[")
 _SERIAL = itertools.count()          # a fresh file per example: the loader caches per (file, mtime, size)
 
-# ---- seeds/001's three phase misuses, on the smallest tiles (16 x 16: they fit the smallest legal buffers) ------
+# ---- docs/cube_phase.md §6's three phase misuses, on the smallest tiles (16 x 16: they fit the smallest legal buffers) ------
 N = 16
 
 

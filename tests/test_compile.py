@@ -74,7 +74,7 @@ def test_timing_only_compile_cannot_compute():
 
 @pl.kernel
 def unphased_store_race(a, b, out):
-    """seeds/001 misuse: a phased matmul whose store has no phase: a race."""
+    """docs/cube_phase.md §6.2 misuse: a phased matmul whose store has no phase: a race."""
     ac = pl.alloc(pl.L0C, [32, 32], pl.DT_FP32)
     al, br = pl.alloc(pl.L0A, [32, 32], pl.DT_FP16), pl.alloc(pl.L0B, [32, 32], pl.DT_FP16)
     al1, bl1 = pl.alloc(pl.L1, [32, 32], pl.DT_FP16), pl.alloc(pl.L1, [32, 32], pl.DT_FP16)

@@ -58,7 +58,7 @@ def test_burst_minimum_charges_short_rows():
 
 def test_each_transfer_pays_the_dma_setup():
     """As the emulator charges it: a GM transfer holds its pipe for dma_setup_cycles + charged bytes / path
-    bandwidth (small transfers lose efficiency: seeds/000's 16KB min_TileSize); latency overlaps the next one."""
+    bandwidth (small transfers lose efficiency: docs/bmm_branches.md §2's 16KB min_TileSize); latency overlaps the next one."""
     c = pyto.load_chip(P950)
     half, tile, big = (_Work(parse_problem((64, 64), (64, 64)), c, 1) for _ in range(3))
     half.load(128, 1, c.min_tile_bytes // 2, 1.0)

@@ -1,4 +1,4 @@
-"""DN operands per chip: the Dn2Nz GM -> L1 load (seeds/004 4.4: Ascend 950PR/950DT only) and the route the
+"""DN operands per chip: the Dn2Nz GM -> L1 load (docs/fractal_formats.md §4.4: Ascend 950PR/950DT only) and the route the
 other chips take, loading as stored and transposing L1 -> L0A/L0B (Ascend C LoadDataWithTranspose).
 
 Numbers are checked against a float64 numpy reference: int8 exactly (int32 accumulation of small products is
@@ -46,7 +46,7 @@ def test_only_the_950_has_dn2nz():
 
 
 def test_dn2nz_key_is_typed_and_optional(tmp_path):
-    """A table from before the key loads without Dn2Nz (what seeds/004 gives every chip but the 950); a
+    """A table from before the key loads without Dn2Nz (what docs/fractal_formats.md §4.4 gives every chip but the 950); a
     non-boolean value is a ChipError naming the key."""
     text = open(pyto.load_chip("ascend950pr").source).read()
     line = next(ln for ln in text.splitlines() if ln.startswith("dn2nz"))

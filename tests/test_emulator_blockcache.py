@@ -204,7 +204,7 @@ def test_followers_get_the_verdict_of_checking_every_block(case, monkeypatch):
 
 
 def test_on_chip_race_of_blocks_alike_is_reported():
-    """seeds/001 case 2 on three blocks alike: the leader's L0C race is found (the followers share it)."""
+    """docs/cube_phase.md §6.2 on three blocks alike: the leader's L0C race is found (the followers share it)."""
     from test_emulator_phases import _inputs, misuse2
     with pytest.raises(pyto.errors.RaceError, match="L0C"):
         pyto.run(misuse2, *_inputs(32, 32, 64), blocks=3, K_SQ=64, TILE_SQ=32)

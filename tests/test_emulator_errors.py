@@ -742,8 +742,8 @@ def l1_full_with_bias_rows(a, *, N: int):
 
 
 def test_a_bias_row_in_l1_is_an_nd_row_for_bt_only():
-    """seeds/002's bias path GM -> L1 -> BT: the row sits in L1 as it is copied (ND, one 32B-aligned row, not a
-    16-row fractal: a seeds/002 audit found 16 x 256 fp32 rows crowding a legal tiling out of L1); a cube operand
+    """docs/tile_shapes.md §6.5's bias path GM -> L1 -> BT: the row sits in L1 as it is copied (ND, one 32B-aligned row, not a
+    16-row fractal: a docs/tile_shapes.md audit found 16 x 256 fp32 rows crowding a legal tiling out of L1); a cube operand
     or a matrix cannot be ND in L1."""
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((32, 64)).astype(np.float16), rng.standard_normal((64, 48)).astype(np.float16)

@@ -1,4 +1,4 @@
-"""seeds/001: AccPhase/STPhase examples and misuse cases, and random phase programs vs a model."""
+"""docs/cube_phase.md: AccPhase/STPhase examples and misuse cases, and random phase programs vs a model."""
 import re
 
 import numpy as np
@@ -146,7 +146,7 @@ def test_failed_run_leaves_arrays_untouched():
 
 @pl.kernel
 def staged_store_out(a, b, out):
-    """seeds/001: an L0C result drained in two parts, each Fixpipe toggling the blocks it reads."""
+    """docs/cube_phase.md §7: an L0C result drained in two parts, each Fixpipe toggling the blocks it reads."""
     M, K = a.shape
     N = b.shape[1]
     ac, al, br, al1, bl1 = _alloc(M, N, K)
@@ -164,15 +164,15 @@ def test_staged_store_out_per_region_unit_flags():
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), matmul_bound(a, b, np.float32))
 
 
-# ---- random phase programs against an independent model of seeds/001's unit_flag table -----------
+# ---- random phase programs against an independent model of docs/cube_phase.md §2's unit_flag table -----------
 def model_verdict(loops, ops):
     """Independent model: two in-order pipes (M for mm/acc, FIX for st) over whole L0C tiles.
 
     Software sync joins an M op and a FIX op on the same tile only when neither carries a phase (an op
     without a phase waits for the latest op without a phase of the other pipe, whatever phased ops lie
-    between: DESIGN section 4);
+    between: docs/design.md §4.2);
     unit_flag: mm/acc wait for 0 (Final sets 1), st waits for 1 (Final sets 0). A run that ends with a flag at
-    1 leaves the next kernel's first matmul waiting (seeds/001: the last read of an L0C buffer uses
+    1 leaves the next kernel's first matmul waiting (docs/cube_phase.md §4.2: the last read of an L0C buffer uses
     STPhase.Final). Verdict priority: race > uninitialised read > deadlock > left set > ok (the order in which
     pyto reports them).
     """
@@ -407,7 +407,7 @@ def split_k_through_a_workspace(a, b, out, *, SYNC: bool, FINAL: bool):
 
 
 def test_a_workspace_race_is_not_blamed_on_the_phase_and_a_stalled_sync_all_counts_its_arrivals():
-    """A kernel author's split-K: without the sync_all the report named seeds/001's phase hint (the store has a
+    """A kernel author's split-K: without the sync_all the report named docs/cube_phase.md §4.1's phase hint (the store has a
     phase, but the race is on GM between cores) and now says how to order them; without the Final the report said
     '6 of 6 cores arrived' at a sync_all the two AICs never reached (both found by a kernel-author helper)."""
     a, b = _inputs(32, 32, 128)[:2]

@@ -1,4 +1,4 @@
-"""Fractal formats of seeds/004 (pyto.layout): worked examples, index formulas, round trips, errors."""
+"""Fractal formats of docs/fractal_formats.md (pyto.layout): worked examples, index formulas, round trips, errors."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -32,7 +32,7 @@ def test_fractal_shape_512_bytes(dt, frac):
 
 def test_two_and_six_bit_types_have_no_fractal():
     """ml_dtypes' 2- and 6-bit types take a numpy byte each, as its 4-bit ones (read as 4-bit): they are 2- and 6-bit,
-    widths seeds/004 4.1 gives no fractal (they were given the 8-bit 16 x 32 one: a fractal-format audit's find).
+    widths docs/fractal_formats.md §4.1 gives no fractal (they were given the 8-bit 16 x 32 one: a fractal-format audit's find).
     (ml_dtypes before 0.5 has none of them; its 4-bit types are checked either way.)"""
     for name in ("int2", "uint2", "float6_e2m3fn", "float6_e3m2fn"):
         d = getattr(ml_dtypes, name, None)
@@ -43,7 +43,7 @@ def test_two_and_six_bit_types_have_no_fractal():
 
 
 def test_fractal_count_and_padded_shape_seed_example():
-    # seeds/004 4.5: M=40, K=56 half -> padded to 48 x 64, 3 x 4 fractals in L1
+    # docs/fractal_formats.md §4.5: M=40, K=56 half -> padded to 48 x 64, 3 x 4 fractals in L1
     assert L.padded_shape((40, 56), "fp16") == (48, 64)
     assert L.fractal_count((40, 56), "fp16") == 12
     assert L.nd_to_nz(np.zeros((40, 56), np.float16)).shape == (4, 3, 16, 16)
@@ -53,7 +53,7 @@ def test_fractal_count_and_padded_shape_seed_example():
     assert L.padded_shape((17, 9), "fp32") == (32, 16)
 
 
-# ---- seeds/004 4.5 worked example ------------------------------------------------------------------
+# ---- docs/fractal_formats.md §4.5 worked example ------------------------------------------------------------------
 
 def test_nz_worked_example_20x28_half():
     x = np.arange(560).reshape(20, 28).astype(np.float16)
@@ -164,7 +164,7 @@ def test_round_trip_any_fractal(R, C, r, c, fmt):
     _check_mapping(fmt, x, (r, c))
 
 
-# ---- MX scales (seeds/004 5.1) --------------------------------------------------------------------
+# ---- MX scales (docs/fractal_formats.md §5.1) --------------------------------------------------------------------
 
 def test_scale_a_zz_16x2():
     s = (np.arange(20 * 3) % 250).astype(np.uint8).reshape(20, 3)  # scaleA [M=20, K/32=3]
@@ -195,7 +195,7 @@ def test_scale_dtype_e8m0_kept_bitwise():
         L.scale_b_to_nn(np.ones((2, 16), np.float32))
 
 
-# ---- 4:2 sparse index (seeds/004 5.2) -------------------------------------------------------------
+# ---- 4:2 sparse index (docs/fractal_formats.md §5.2) -------------------------------------------------------------
 
 def test_densify_rule_per_group():
     cols = {  # group of 4 along K -> (dense pair, index pair)
@@ -251,7 +251,7 @@ def test_sparse_index_zn_and_packing():
 # ---- errors ---------------------------------------------------------------------------------------
 
 def test_seed_example_as_written_is_float64_and_says_to_cast():
-    """seeds/004 4.5 builds its 'half' input as data * np.ones(..., dtype="float16") from a Python list, which
+    """docs/fractal_formats.md §4.5 builds its 'half' input as data * np.ones(..., dtype="float16") from a Python list, which
     numpy makes float64: pyto names the width and the cast instead of guessing a fractal."""
     data = [i for i in range(20 * 28)]
     tensor_a = (data * np.ones((20 * 28), dtype="float16")).reshape(20, 28)
@@ -264,7 +264,7 @@ def test_seed_example_as_written_is_float64_and_says_to_cast():
 @pytest.mark.parametrize("dtype,k0", [(np.uint8, 32), (ml_dtypes.float8_e4m3fn, 32), (np.uint16, 16), ("int4", 64),
                                       (ml_dtypes.int4, 64), (np.int32, 8), (np.float16, 16)])
 def test_fractal_by_bit_width(dtype, k0):
-    """seeds/004 4.1: K0 by bit width (32/16/8/4-bit: 8/16/32/64), whatever the type of that width."""
+    """docs/fractal_formats.md §4.1: K0 by bit width (32/16/8/4-bit: 8/16/32/64), whatever the type of that width."""
     assert L.fractal_shape(dtype) == (16, k0)
     x = np.arange(3 * 70).reshape(3, 70).astype(dtype)
     assert L.nd_to_nz(x).shape == (-(-70 // k0), 1, 16, k0)
@@ -275,7 +275,7 @@ def test_fractal_by_bit_width(dtype, k0):
 @given(n=st.integers(1, 2), h=st.integers(1, 3), w=st.integers(1, 3), c=st.integers(1, 70),
        dt=st.sampled_from([np.float16, np.float32, np.int8]))
 def test_nc1hwc0_element_by_element(n, h, w, c, dt):
-    """seeds/004 4.6: C split into C1 = ceil(C / C0) parts of C0 = 32 bytes, the last zero-padded, laid out
+    """docs/fractal_formats.md §4.6: C split into C1 = ceil(C / C0) parts of C0 = 32 bytes, the last zero-padded, laid out
     (N, C1, H, W, C0); checked element by element, and the inverse crops the padding."""
     x = (np.arange(n * h * w * c) % 120).reshape(n, h, w, c).astype(dt)
     y = L.to_format(x, "NC1HWC0")

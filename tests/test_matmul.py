@@ -71,7 +71,7 @@ def test_asw_window_is_the_largest_divisor_up_to_sqrt(cores, window):
 
 
 def test_asw_window_of_the_chips():
-    assert asw_window(pyto.load_chip("ascend950pr").aic) == 4      # C = 32 (seeds/000)
+    assert asw_window(pyto.load_chip("ascend950pr").aic) == 4      # C = 32 (docs/bmm_branches.md §2)
     assert asw_window(pyto.load_chip("atlas-a2").aic) == 4         # C = 24
 
 
@@ -191,7 +191,7 @@ def test_identity_and_asw_orders_give_the_same_result():
         matmul(a, b, swizzle="zigzag")
 
 
-# ---- tile shapes (seeds/002) --------------------------------------------------------------------
+# ---- tile shapes (docs/tile_shapes.md §6) --------------------------------------------------------------------
 def test_tile_shapes_from_set_cube_tile_shapes():
     """mL1 x nL1 tiles of 2 x 2 L0 tiles; K <= kL1 holds them in L1, K > kL1 streams kL1-deep slices."""
     with cube_tile_shapes([32, 64], [32, 128], [32, 64]):
@@ -226,7 +226,7 @@ def test_broken_tile_shapes_raise_tiling_error():
 def test_default_tile_rule_is_legal_and_double_buffers(chip, name, M, N, K):
     spec = pyto.load_chip(chip)
     dt = pyto.DType[name]
-    ts = default_tile_shapes(M, N, K, dt, chip, bias=name != "int8", transpose_a=True)   # checks seeds/002
+    ts = default_tile_shapes(M, N, K, dt, chip, bias=name != "int8", transpose_a=True)   # checks docs/tile_shapes.md §6
     assert ts.mL0 == ts.mL1 and ts.nL0 == ts.nL1 and ts.kL1 % ts.kL0 == 0
     assert 2 * ts.mL0 * ts.nL0 * 4 <= spec.buffers["L0C"]
     assert 2 * ts.mL0 * ts.kL0 * dt.itemsize <= spec.buffers["L0A"]
@@ -234,7 +234,7 @@ def test_default_tile_rule_is_legal_and_double_buffers(chip, name, M, N, K):
     assert (ts.kL0 * dt.itemsize) % 32 == 0 and ts.mL0 % 16 == 0
 
 
-# ---- L1 full load (seeds/000 ASW 5) -------------------------------------------------------------
+# ---- L1 full load (docs/bmm_branches.md §8.2.5) -------------------------------------------------------------
 def test_l1_full_load_of_a_small_a():
     """A (32 x 64) held in L1: loaded once per core instead of once per tile; same result bit for bit."""
     a, b, _ = _operands(32, 512, 64, "fp16", seed=13)
@@ -266,9 +266,9 @@ def test_l1_full_load_not_taken_with_few_rounds_or_a_large_a():
 
 @pytest.mark.parametrize("din,dout", [("fp16", "int8"), ("fp16", "int32"), ("int8", "fp16"), ("int8", "fp32")])
 def test_an_out_dtype_fixpipe_cannot_write_is_refused_before_the_run(din, dout):
-    """seeds/002 constrains the out dtype only with split-K; without it an out dtype the accumulator cannot be
+    """docs/tile_shapes.md §6.9 constrains the out dtype only with split-K; without it an out dtype the accumulator cannot be
     written as (no Fixpipe quantisation in pyto) is refused by the planner, naming the conversions there are
-    (it failed inside the kernel's store: a seeds/002 audit's find)."""
+    (it failed inside the kernel's store: a docs/tile_shapes.md audit's find)."""
     ts = pyto.set_cube_tile_shapes([32, 32], [32, 64], [32, 32], dtype=din, out_dtype=dout)
     with pytest.raises(pyto.UnsupportedError, match=rf"out_dtype {dout} with {din} inputs: .* as "
                                                     rf"{'int32' if din == 'int8' else 'fp32/fp16/bf16'} \(Fixpipe"):
@@ -278,7 +278,7 @@ def test_an_out_dtype_fixpipe_cannot_write_is_refused_before_the_run(din, dout):
 @pytest.mark.parametrize("opt", [dict(a_format="NZ"), dict(out_format="NZ"), dict(scale=True)])
 def test_tile_shapes_for_nz_operands_or_a_scale_are_refused(opt):
     """pyto_kernels.matmul reads and writes ND and has no Fixpipe scale: tile shapes checked for NZ operands or a scale
-    describe another matmul (they ran, as ND, after NZ rules had been applied: a seeds/002 audit's find)."""
+    describe another matmul (they ran, as ND, after NZ rules had been applied: a docs/tile_shapes.md audit's find)."""
     ts = pyto.set_cube_tile_shapes([32, 32], [32, 64], [32, 32], dtype="fp16", **opt)
     with pytest.raises(pyto.UnsupportedError, match=rf"tile shapes set with .*{list(opt)[0]}.* ND"):
         plan_matmul(64, 64, 64, "fp16", "ascend950pr", ts)
@@ -286,7 +286,7 @@ def test_tile_shapes_for_nz_operands_or_a_scale_are_refused(opt):
 
 def test_an_automatic_full_load_that_leaves_no_room_streams_both():
     """A legal tiling whose A + B slots fill L1: the full load of a small A that the planner takes by itself would
-    crowd out B's streamed slot; it streams both instead (it raised PlanError, a seeds/002 audit's find);
+    crowd out B's streamed slot; it streams both instead (it raised PlanError, a docs/tile_shapes.md audit's find);
     forcing the full load still says it does not fit."""
     ts = pyto.set_cube_tile_shapes([64, 64], [64, 1024], [192, 192], dtype="fp16", chip="ascend950pr")
     plan = plan_matmul(64, 24576, 2048, "fp16", "ascend950pr", ts)
@@ -325,7 +325,7 @@ def test_split_k_adds_segments_atomically(name):
     plan = plan_matmul(40, 40, 300, name, "ascend950pr", ts)
     assert plan.params["GRID_K"] == 5 and plan.blocks == 4 * 5
     c = matmul(a, b, bias, tile_shapes=ts)
-    assert c.dtype == (np.int32 if name == "int8" else np.float32)        # seeds/002 split-K out dtypes
+    assert c.dtype == (np.int32 if name == "int8" else np.float32)        # docs/tile_shapes.md §6.9 split-K out dtypes
     _check(c, a, b, bias)
     with pytest.raises(PlanError, match="split-K"):
         matmul(a, b, tile_shapes=ts, full_load="A")
@@ -399,7 +399,7 @@ def test_matmul_property(M, N, K, name, ta, tb, with_bias, blocks, chip):
     _check(_run(a, b, bias, transpose_a=ta, transpose_b=tb, chip=chip, blocks=blocks), a, b, bias)
 
 
-# ---- L2 tiling (seeds/000 ASW 3) -------------------------------------------------------------------
+# ---- L2 tiling (docs/bmm_branches.md §8.2.3) -------------------------------------------------------------------
 def _small_l2(nbytes: int):
     import dataclasses
     return dataclasses.replace(pyto.load_chip("ascend950pr"), l2_bytes=nbytes)

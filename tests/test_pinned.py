@@ -114,7 +114,7 @@ def padded_then_too_big(a, b, out, *, BUF: str, ROWS: int, COLS: int, DT: str):
 
 
 @pytest.mark.parametrize("buf,rows,cols,dt,charged", [
-    ("L1", 16, 16, "int8", 32 * 32),          # seeds/002's CeilAlign to 32 for int8
+    ("L1", 16, 16, "int8", 32 * 32),          # docs/tile_shapes.md §6.4's CeilAlign to 32 for int8
     ("UB", 16, 17, "fp16", 16 * 32 * 2),      # ND rows padded to 32 B
 ])
 def test_capacity_charges_the_padded_size(buf, rows, cols, dt, charged):

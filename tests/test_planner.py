@@ -1,4 +1,4 @@
-"""The BMM planner (seeds/000): branch choice at and around every boundary, tilings, explain, errors, CLI."""
+"""The BMM planner (docs/bmm_branches.md): branch choice at and around every boundary, tilings, explain, errors, CLI."""
 from __future__ import annotations
 
 import dataclasses
@@ -197,7 +197,7 @@ def test_overlap_choice_matches_the_emulator(a, b, dt):
                                             ((512, 32, 32, 256), 4, 4),
                                             ((512, 16, 16, 512), 8, 2), ((130, 16, 16, 256), 4, 2)])
 def test_merge_step1_b_leaves_two_groups(shape, b, groups):
-    """Step 1's b = min(b_i, b_ii, b_core) as a factor of b_core, and (seed condition 1: "2 组起步才能构成组间乒乓
+    """Step 1's b = min(b_i, b_ii, b_core) as a factor of b_core, and (docs/bmm_branches.md §5.1.1: "2 组起步才能构成组间乒乓
     流水") smaller than the core's batches on the home ground, so at least two groups ping-pong."""
     t = run(*shape, branch="merge_batch").tiling
     assert (t.b, t.groups_per_core) == (b, groups)
@@ -373,7 +373,7 @@ def test_cli_plan(capsys):
     assert main(["plan", "2", "64", "64", "16384", "--dtype", "fp16"]) == 0
     assert "Chosen branch: stream_k" in capsys.readouterr().out          # beyond the seed (override)
     assert main(["plan", "2", "64", "64", "16384", "--dtype", "fp16", "--seed-only"]) == 0
-    assert "Chosen branch: asw_basic" in capsys.readouterr().out         # seeds/000 alone
+    assert "Chosen branch: asw_basic" in capsys.readouterr().out         # docs/bmm_branches.md §10 alone
 
 
 # ---- properties ---------------------------------------------------------------------------------------

@@ -102,7 +102,7 @@ def test_an_unpaired_lock_at_the_end_is_a_sync_error():
         manual_mutex("unpaired")(a, a, np.zeros_like(a))
 
 
-# ---- seeds/001's three misuse cases (phase.md's 错误案例), PyPTO-Pro's spelling ------------------------------------
+# ---- docs/cube_phase.md §6's three misuse cases (phase.md's 错误案例), PyPTO-Pro's spelling ------------------------------------
 def _phase_case(mat_phase, store_phase, loops: int):
     @pl.jit
     def phase_case(a: pl.Tensor[[TILE, TILE], pl.DT_FP16], b: pl.Tensor[[TILE, TILE], pl.DT_FP16],

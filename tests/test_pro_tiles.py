@@ -265,7 +265,7 @@ def _fractal_of(buf: Buf, lay: str, dt) -> tuple:
 
 def _element_bytes(store: TileStore) -> np.ndarray:
     """Byte offset (from the store's address) of each element of its padded matrix, from pyto.layout's fractal
-    formats (seeds/004's reshape-and-transpose), independently of overlap.byte_intervals' arithmetic."""
+    formats (docs/fractal_formats.md §4.5's reshape-and-transpose), independently of overlap.byte_intervals' arithmetic."""
     rows, cols = store.padded
     idx = np.arange(rows * cols, dtype=np.int64).reshape(rows, cols)
     if store.layout == "ND":

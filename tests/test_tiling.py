@@ -1,4 +1,4 @@
-"""Tests of pyto.tiling: every seeds/002 tile-shape rule accepted once and rejected once, the chip
+"""Tests of pyto.tiling: every docs/tile_shapes.md §6 tile-shape rule accepted once and rejected once, the chip
 dependence of the capacity rules, the dtype=None deferral, a hypothesis property and the CLI."""
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def test_align_int8_32_elements(ax):
 
 @pytest.mark.parametrize("ax", "kn")
 def test_align_fp32_16_elements(ax):
-    # 8 fp32 = 32 B would satisfy 32-byte alignment, but fp32 inputs need 16 elements (seed002)
+    # 8 fp32 = 32 B would satisfy 32-byte alignment, but fp32 inputs need 16 elements (docs/tile_shapes.md §6.1)
     accepts(**{ax: [16, 32]}, dtype="fp32")
     e = rejects(f"align_{ax}", f"{ax}L0=8", "16 elements", **{ax: [8, 16]}, dtype="fp32")
     assert "fp32" in str(e)

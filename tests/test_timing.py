@@ -127,7 +127,7 @@ def one_vector_op(x, out, *, OP: int):
 @pytest.mark.parametrize("OP,dt,width", [(0, np.float32, 4), (1, np.float32, 4), (1, np.float16, 2),
                                          (2, np.float16, 4)])
 def test_a_vector_op_streams_its_largest_operand_at_the_v_byte_rate(OP, dt, width):
-    """head + 64*256 elements x bytes / 256 B per cycle (seeds/000): a row sum pays for its [64, 256] source, not
+    """head + 64*256 elements x bytes / 256 B per cycle (docs/bmm_branches.md §9.3): a row sum pays for its [64, 256] source, not
     its [64, 1] result; fp16 moves 2 bytes an element; a cast pays for its wider side (found by a timing audit:
     reductions were charged their output, fp16 at fp32's rate)."""
     x = np.ones((64, 256), dt)
@@ -136,7 +136,7 @@ def test_a_vector_op_streams_its_largest_operand_at_the_v_byte_rate(OP, dt, widt
 
 
 def test_small_bursts_lose_efficiency():
-    """The same bytes in 32-byte rows of a wide tensor cost 4x the 128-byte rows (seeds/000: dValue >= 128B)."""
+    """The same bytes in 32-byte rows of a wide tensor cost 4x the 128-byte rows (docs/bmm_branches.md §6.1.4: dValue >= 128B)."""
     wide_tensor = np.ones((256, 256), np.float16)
     narrow = pyto.run(one_load, wide_tensor, wide_tensor.copy(), R=256, C=16)
     wide = pyto.run(one_load, wide_tensor, wide_tensor.copy(), R=64, C=64)
@@ -195,7 +195,7 @@ def ub_round_trip(x, out):
 
 
 def test_a_gm_write_lands_in_l2_and_reads_of_its_rows_after_sync_all_hit():
-    """A write completes L2's write latency after it leaves its pipe (L2 is write-back, REFERENCE: CAModel 96
+    """A write completes L2's write latency after it leaves its pipe (L2 is write-back, docs/chips.md §3: CAModel 96
     cycles), not GM's; a read of part of a region written before a pl.sync_all is served by L2, though the
     readers' first GM access comes before the writer's second in program order."""
     x = np.ones((16, 64), np.float16)
@@ -210,7 +210,7 @@ def test_a_gm_write_lands_in_l2_and_reads_of_its_rows_after_sync_all_hit():
 
 @pl.kernel
 def k_loop_unit_flag(a, b, out, *, TK):
-    """seeds/001's K loop: operands double-buffered in L0, AccPhase Partial.../Final, STPhase.Final."""
+    """docs/cube_phase.md §5.2's K loop: operands double-buffered in L0, AccPhase Partial.../Final, STPhase.Final."""
     M, K = a.shape
     N = b.shape[1]
     a_l1, b_l1 = pl.alloc(pl.L1, [M, K], a.dtype), pl.alloc(pl.L1, [K, N], a.dtype)
@@ -242,7 +242,7 @@ def _mmad_span(rep):
 
 @pytest.mark.parametrize("N,theory,measured", [(256, 4156, 4209), (128, 2108, 2172)])
 def test_calibration_against_ascend_c_mmad_figures(N, theory, measured):
-    """REFERENCE.md (Ascend C docs): fp16 128xNx512 in 8 MMADs: theoretical and measured with unit_flag."""
+    """docs/chips.md §4 (Ascend C docs): fp16 128xNx512 in 8 MMADs: theoretical and measured with unit_flag."""
     mmad = sum(CHIP.cube_cycles_per_step["fp16"] * 8 * (N // 16) * 4 + CHIP.mmad_head_cycles for _ in range(8))
     assert abs(mmad - theory) / theory < 0.03
     a, b, out = np.ones((128, 512), np.float16), np.ones((512, N), np.float16), np.zeros((128, N), np.float16)
@@ -455,7 +455,7 @@ def l1_to_l0a_edge(a, *, R: int, C: int):
 
 @pytest.mark.parametrize("R,C,fractals", [(1, 1, 1), (17, 17, 4), (20, 28, 4), (32, 32, 4)])
 def test_an_l1_to_l0_load_moves_whole_fractals(R, C, fractals):
-    """seeds/004: L0A holds whole 16 x 16 fp16 fractals (512 B): an edge tile's load moves its padding too (MTE1
+    """docs/fractal_formats.md §4.1: L0A holds whole 16 x 16 fp16 fractals (512 B): an edge tile's load moves its padding too (MTE1
     was charged the logical bytes, 2 B for a 1 x 1 tile, while the MMAD was charged whole fractal steps)."""
     rep = pyto.run(l1_to_l0a_edge, pyto.spec((R, C), "fp16"), R=R, C=C, mode="timing")
     assert rep.pipe_cycles["MTE1"] == pytest.approx(fractals * 512 / CHIP.path("L1", "L0A").bytes_per_cycle)

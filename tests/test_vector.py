@@ -840,7 +840,7 @@ def test_expand_along_rows_and_columns_gives_an_outer_product():
 
 
 # =====================================================================================================
-# Cross-core flags (REFERENCE: CrossCoreSetFlag / CrossCoreWaitFlag; DESIGN section 4 happens-before)
+# Cross-core flags (docs/chips.md §5: CrossCoreSetFlag / CrossCoreWaitFlag; docs/design.md §4.7 happens-before)
 # =====================================================================================================
 @pl.kernel
 def cube_to_vector(a, b, out, *, FLAG: bool, TM: int):

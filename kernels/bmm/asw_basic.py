@@ -1,9 +1,9 @@
-"""ASW_Basic (seeds/000): output tiles over (B, M, N) split between the cores, in the ASW sliding-window order.
+"""ASW_Basic (docs/bmm_branches.md §8): output tiles over (B, M, N) split between the cores, in the ASW sliding-window order.
 
     out[*batch, M, N] = a[*a_batch, M, K] @ b[*b_batch, K, N] (+ bias[*bias_batch, 1, N])
 
 Every batch dimension of size 1 is broadcast (`common.batch_offsets`), so BatchA = 1, BatchB = 1 and the
-cross broadcast of seeds/000 ("交叉广播 case 也落入本分支") all run here; a / b may be DN (transpose flags).
+cross broadcast of docs/bmm_branches.md §8.1.2 ("交叉广播 case 也落入本分支") all run here; a / b may be DN (transpose flags).
 
 What the kernel does, step by step as the seed's 实现方案 lists it:
 1. Split: the task space is batch x tiles_m x tiles_n base tiles (base_m x base_n); B first (batch-major
@@ -132,7 +132,7 @@ def fit_l1_stages(params: dict, M: int, N: int, K: int, dt: DType, bias_dt, chip
 
 def l1_pieces_for(base_m: int, base_n: int, base_k: int, k_l1: int, dt: DType, chip: Chip) -> int:
     """GM->L1 pieces per L1 step (`block.accumulate`'s l1_pieces): one per base_k step, as long as every A
-    and B piece stays >= 2 x min_TileSize (seeds/000: below 16KB a move loses efficiency; measured on the
+    and B piece stays >= 2 x min_TileSize (docs/bmm_branches.md §2: below 16KB a move loses efficiency; measured on the
     emulator, pieces of 16-32KB already lose more in MTE2 time than the earlier start of the cube wins)."""
     steps = max(1, k_l1 // base_k)
     smallest = min(base_m, base_n) * k_l1 * dt.itemsize

@@ -3,7 +3,7 @@
 A kernel allocates the rings once with `alloc_buffers`, then calls `mmad_tile` for every output tile it
 owns (its tile loop, order and epilogue are its own business: matmul and each BMM branch differ there).
 
-One output tile, base_m x base_n, is computed as (the stepK structure of seeds/000):
+One output tile, base_m x base_n, is computed as (the stepK structure of docs/bmm_branches.md §8.2.4):
 
     for each L1 step k1 of depth k_l1:                 MTE2: A [base_m, k_l1] and B [k_l1, base_n] -> L1
         for each L0 step kk of depth base_k in it:     MTE1: L1 views -> L0A / L0B
@@ -15,12 +15,12 @@ Rings of `stages` slots let MTE2 fill the next L1 slot and MTE1 the next L0 slot
 while the cube accumulates the next.
 
 An operand may instead be *held* in L1 across output tiles (`hold_a`/`hold_b`): a slab of rows of A (or
-columns of B) over the whole K is loaded once and every tile inside it reads L1 views. This is seeds/000's
+columns of B) over the whole K is loaded once and every tile inside it reads L1 views. This is docs/bmm_branches.md §8.2.5's
 L1 full-load specialisation (slab = the whole matrix) and the reuse of an L1 tile by the L0 tiles it
 contains (slab = mL1 rows / nL1 columns).
 
 Synchronisation of L0C between the cube and Fixpipe uses the hardware unit_flag by default (MMAD
-AccPhase.Partial ... Final on the last K step, store STPhase.Final), as seeds/000 case (c) asks
+AccPhase.Partial ... Final on the last K step, store STPhase.Final), as docs/bmm_branches.md §6.2.3 asks
 ("fixpipe 应开 unitflag"): the flag is per 512B block of L0C, so Fixpipe starts on exactly the blocks the
 final MMAD has finished and the next tile's first MMAD into that slot waits only for the blocks Fixpipe
 has drained, with no scalar set_flag/wait_flag pair per tile. `use_unit_flag=False` falls back to the
@@ -33,7 +33,7 @@ the padding, and the last K step is trimmed the same way.
 DN operands (transpose_a: A stored [K, M]; transpose_b: B stored [N, K]) are loaded with order=[1, 0] and
 take one of two routes, chosen in one place, `l1_as_stored`: on a chip with Dn2Nz (the 950) their L1 tiles are
 NZ in the matmul's terms (A [M, K] / B [K, N]) and the GM -> L1 load transposes; on a chip without it (Atlas
-A2/A3, seeds/004 4.4) the L1 tiles are ZN, the NZ bytes of the operand as stored, and the move L1 -> L0A/L0B
+A2/A3, docs/fractal_formats.md §4.4) the L1 tiles are ZN, the NZ bytes of the operand as stored, and the move L1 -> L0A/L0B
 transposes. Either way the tiles' views take the matmul's terms. The L1 bytes are the same both ways (the
 CeilAlign padding is the same on both axes); what differs is the grid a stored A's views sit on (its M is the
 inner axis: 32 B, 32 int8 rows) and the square the transposing L0A move takes (int8 32 x 32), so a stored int8
@@ -57,7 +57,7 @@ def _ceil(x: int, a: int) -> int:
 
 def l1_as_stored(transpose: bool) -> bool:
     """Whether an operand stays in L1 as it is stored in GM (call inside a kernel): a DN operand on a chip
-    without Dn2Nz (`pl.has_dn2nz()`: seeds/004 4.4 gives the DN -> Nz conversion on GM -> L1 to the 950 only),
+    without Dn2Nz (`pl.has_dn2nz()`: docs/fractal_formats.md §4.4 gives the DN -> Nz conversion on GM -> L1 to the 950 only),
     so its L1 tile is ZN and its transpose happens on the way L1 -> L0A/L0B instead."""
     return bool(transpose) and not pl.has_dn2nz()
 

@@ -1,7 +1,7 @@
-"""The BMM problem record and seeds/000's branch entry conditions, each written out with its numbers.
+"""The BMM problem record and docs/bmm_branches.md's branch entry conditions, each written out with its numbers.
 
 Capacity conditions use the fractal-padded sizes M̄ = CeilAlign(M, 16), N̄, K̄ = CeilAlign(K, k0), because
-on-chip buffers are charged at the padded size (seeds/002); thresholds on data amounts (min_Datamount,
+on-chip buffers are charged at the padded size (docs/tile_shapes.md §6.4); thresholds on data amounts (min_Datamount,
 min_TileSize, R) use the raw sizes, as the seed writes them. Every chip number comes from the Chip.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ REDUCE_MODES = ("workspace", "atomic")     # StreamK's reduction: GM workspace +
 SEED_NAMES = {"to_matmul": "ToMatmul (可转 Matmul)", "special": "Special (特殊分支)",
               "merge_batch": "MergeBatch", "iter_batch": "IterBatch", "asw_basic": "ASW_Basic",
               "stream_k": "StreamK"}
-FRACTAL = 16        # cube fractal rows/cols, the same on every Ascend chip pyto models (seeds/004)
-FRACTAL_BYTES = 32  # bytes of one fractal row: k0 = 32B / itemsize (DESIGN section 5)
+FRACTAL = 16        # cube fractal rows/cols, the same on every Ascend chip pyto models (docs/fractal_formats.md §4.1)
+FRACTAL_BYTES = 32  # bytes of one fractal row: k0 = 32B / itemsize (docs/design.md §5)
 ACC_BYTES = 4       # L0C accumulates fp32 / int32
 
 
@@ -67,7 +67,7 @@ class Problem:
 
     @property
     def mn_align(self) -> int:
-        """M/N tile alignment: 16, or 32 for int8 (seeds/002 CeilAlign rules)."""
+        """M/N tile alignment: 16, or 32 for int8 (docs/tile_shapes.md §6.4 CeilAlign rules)."""
         return 2 * FRACTAL if self.isz == 1 else FRACTAL
 
     @property
@@ -174,8 +174,8 @@ def to_matmul_checks(p: Problem, chip: Chip) -> BranchCheck:
 
 
 def _batch_relation(p: Problem, expanded: bool) -> tuple[bool, str]:
-    """seeds/000 "BatchA = BatchB": the batch shapes match (no broadcast); with `expanded`, a batch-1 side
-    broadcast up to B also counts (seed ToMatmul: "将 BatchA==1 扩展到 BatchA==BatchB")."""
+    """docs/bmm_branches.md §5.1.1 "BatchA = BatchB": the batch shapes match (no broadcast); with `expanded`, a batch-1 side
+    broadcast up to B also counts (docs/bmm_branches.md §4.2: "将 BatchA==1 扩展到 BatchA==BatchB")."""
     ok = p.same_batch or (expanded and min(p.batch_a, p.batch_b) == 1)
     how = " (batch-1 side broadcast to B)" if expanded and not p.same_batch else ""
     return ok, f"BatchA = BatchB = B ({p.batch_a}, {p.batch_b}, {p.batch}){how}"
@@ -339,7 +339,7 @@ def parallel_blocks(p: Problem) -> int:
 def asw_checks(p: Problem, chip: Chip, merge_home: bool, iter_home: bool) -> BranchCheck:
     """ASW_Basic condition 1 (P >= C at the smallest tile that fits L0C) and 2 (its entry path).
 
-    Condition 2 is what seeds/000 calls the typical entry paths (典型进入路径): B < C, or B >= C where MergeBatch and
+    Condition 2 is what docs/bmm_branches.md §8.1.2 calls the typical entry paths (典型进入路径): B < C, or B >= C where MergeBatch and
     IterBatch fail (the fallback), or a cross broadcast. Where B >= C and a B branch holds as well, the home grounds
     overlap and, as for every overlap (主场之间存在重叠区 ... 由 T_total 仲裁), T_total decides; so the home ground
     is condition 1, and condition 2 names the path (it holds on every path, the overlap included)."""
@@ -385,6 +385,6 @@ def stream_checks(p: Problem, chip: Chip) -> BranchCheck:
 
 
 def asw_window(chip: Chip) -> int:
-    """W = max{d | d divides C, d <= floor(sqrt(C))} (seed ASW step 2)."""
+    """W = max{d | d divides C, d <= floor(sqrt(C))} (docs/bmm_branches.md §8.2.2)."""
     r = math.isqrt(chip.aic)
     return max(d for d in range(1, r + 1) if chip.aic % d == 0)

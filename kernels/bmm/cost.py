@@ -1,11 +1,11 @@
-"""Analytic BMM time (seeds/000: T_total = max(T_MMAD, T_MTE2, T_MTE1, T_Fixpipe[, T_Reduce])), per branch.
+"""Analytic BMM time (docs/bmm_branches.md §3.1: T_total = max(T_MMAD, T_MTE2, T_MTE1, T_Fixpipe[, T_Reduce])), per branch.
 
 Each branch's model counts what its kernel (kernels/bmm/<branch>.py) issues on the busiest core and costs it
-with the emulator's rules and the same chip constants (pyto/emulator/timing.py, DESIGN section 5):
+with the emulator's rules and the same chip constants (pyto/emulator/timing.py, docs/design.md §5):
 
 * a GM transfer holds its pipe for dma_setup_cycles + charged bytes / path bandwidth. Charged bytes: a
   region of full-width rows of the tensor is one contiguous burst; otherwise every row is a burst charged
-  at least burst_min_bytes (seeds/000's dValue >= 128B). An Nd2Nz load of nd_num batches is nd_num regions.
+  at least burst_min_bytes (docs/bmm_branches.md §6.1.4's dValue >= 128B). An Nd2Nz load of nd_num batches is nd_num regions.
 * all cores' GM traffic (reads that miss L2, and writes) shares one chip-wide channel of gm_bytes_per_cycle;
   reads of a region already read or written (same tensor, batch, rectangle) hit L2 and share the L2 channel
   (when the live set fits L2). A core's transfers are paced by its share of those channels.

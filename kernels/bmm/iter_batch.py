@@ -1,4 +1,4 @@
-"""IterBatch (seeds/000): batches split over cores, each batch one ordinary matmul tiled per the L1 case.
+"""IterBatch (docs/bmm_branches.md §6): batches split over cores, each batch one ordinary matmul tiled per the L1 case.
 
 Core c takes batches c, c + C, c + 2C, ... (C = cores used) and runs each as BaseM x BaseN output tiles
 through the shared cube pipeline (block.mmad_tile), M tiles outer, N tiles inner. What stays in L1 is the
@@ -166,7 +166,7 @@ def params_for(t, p, chip) -> tuple[dict, int]:
              HOLD_STAGES=t.l1_buffers, STAGES=max(2, t.stream_buffers))
     _fit_l1(q, p, t, chip.buffers["L1"], chip.min_tile_bytes, hold=hold_a or hold_b, stream=not (hold_a and hold_b))
     if hold_a and hold_b and q["HOLD_STAGES"] == 2:
-        # (b) with L1 to spare: up to 4 batch slots (the 4 buffers of seed ASW 4, "余量充足时开 4 buffer"), so
+        # (b) with L1 to spare: up to 4 batch slots (the 4 buffers of docs/bmm_branches.md §8.2.4, "余量充足时开 4 buffer"), so
         # small batches, whose loads are latency bound, keep more batches in flight
         for more in range(min(4, t.batches_per_core), 2, -1):
             if _l1_bytes(dict(q, HOLD_STAGES=more), p.isz, al, p.bias) <= chip.buffers["L1"]:

@@ -1,4 +1,4 @@
-"""MergeBatch (seeds/000): b batches merged into one [b*M̄, K] @ [K, b*N̄] MMAD; the block diagonal is the output.
+"""MergeBatch (docs/bmm_branches.md §5): b batches merged into one [b*M̄, K] @ [K, b*N̄] MMAD; the block diagonal is the output.
 
 Each core takes `batches_per_core` consecutive batches (core c: [c*bpc, (c+1)*bpc)) and walks them in
 groups of b. For one group:
@@ -12,7 +12,7 @@ groups of b. For one group:
     FIX:   only the diagonal blocks c[i*M̄:(i+1)*M̄, i*N̄:(i+1)*N̄] -> out[batch i] (clipped to M x N)
 
 The off-diagonal blocks (batch i's A times batch j's B) are computed and dropped: (b-1)/b of the cube
-work is wasted, which is the point of the branch — its home ground is bandwidth bound (seed condition 5).
+work is wasted, which is the point of the branch — its home ground is bandwidth bound (docs/bmm_branches.md §5.1.5).
 
 Choices where the seed leaves room:
 * L1: the tiling's l1_buffers copies of b_L1 batches are run as a ring of slots of b batches (one group

@@ -1,13 +1,13 @@
-"""plan(): seeds/000's BMM branch decision — reduce the problem, buy B, then M/N, then K — with explain().
+"""plan(): docs/bmm_branches.md §3.6's BMM branch decision — reduce the problem, buy B, then M/N, then K — with explain().
 
 Decision order (issue 6): Special (K = 0; K = 1 when the AIV path's conditions hold; empty output), then
 ToMatmul (BatchA = 1 or BatchB = 1: compared by T_total with the BMM branch this order picks on the broadcast
 problem), then MergeBatch / IterBatch (and ASW_Basic, whose home ground P >= C overlaps theirs: T_total), then
 ASW_Basic, then StreamK; when no home ground holds, ASW_Basic on fewer cores (seed: 降核).
-The entry conditions decide which branches are candidates; where home grounds overlap, seeds/000 gives the
+The entry conditions decide which branches are candidates; where home grounds overlap, docs/bmm_branches.md §3.7 gives the
 overlap to the end-to-end latency model (主场之间存在重叠区 ... 由 T_total 仲裁), and every overlap is treated so.
 
-Readings of seeds/000 where it is ambiguous (details in the functions named):
+Readings of docs/bmm_branches.md where it is ambiguous (details in the functions named):
 - b_core is floor(B/C) in thresholds (MergeBatch 1 and 3, IterBatch 1) and ceil(B/C), the batches the
   busiest core runs, in IterBatch's L1 cases (a)-(e) (conditions.iter_l1).
 - "BatchA = BatchB" means no broadcasting (BatchA = BatchB = B); on ToMatmul's broadcast comparison a
@@ -269,7 +269,7 @@ class Plan:
         return _explain(self)
 
 
-# seeds/000's price of parallelism: reduce the problem (ToMatmul), then B (free), then M/N (cheap), then K
+# docs/bmm_branches.md §3.5's price of parallelism: reduce the problem (ToMatmul), then B (free), then M/N (cheap), then K
 PRICE = {"to_matmul": 0, "merge_batch": 1, "iter_batch": 1, "asw_basic": 2, "stream_k": 3}
 OVERRIDE = 0.2      # a branch outside its home ground must be estimated this much faster (module docstring)
 
@@ -327,7 +327,7 @@ def _buy(p: Problem, chip: Chip, expanded: bool, reduce: str, lines: list[str]
     lines.append(f"5. buy K (expensive): StreamK {held(sc)}")
     if sc.home:
         return "stream_k", stream_tiling(p, chip, reduce), checks
-    lines.append("   no home ground holds: ASW_Basic on fewer cores (seed ASW 1: 降核, idle cores accepted)")
+    lines.append("   no home ground holds: ASW_Basic on fewer cores (docs/bmm_branches.md §8.2.1: 降核, idle cores accepted)")
     return "asw_basic", asw_tiling(p, chip), checks
 
 
@@ -498,7 +498,7 @@ def _explain(plan: Plan) -> str:
            f"{c.gm_bandwidth_gbs:g} GB/s, R = {c.R:g}, min_TileSize = {c.min_tile_bytes} B, "
            f"min_DatamountPerCore = {c.min_datamount_per_core} B, minCoreNum = {c.min_core_num}, "
            f"b0 = {c.merge_b0}, k_thr = {c.k_thr_bytes} B, dValue = {c.dvalue_bytes} B, theta = "
-           f"{c.streamk_theta:g}", "", "Entry conditions (seeds/000), branch by branch:"]
+           f"{c.streamk_theta:g}", "", "Entry conditions (docs/bmm_branches.md), branch by branch:"]
     shown = {bc.branch for bc in plan.conditions}
     for bc in plan.conditions:
         out.append(f"[{bc.branch}] {SEED_NAMES[bc.branch]}: home ground {'holds' if bc.home else 'does not hold'}")

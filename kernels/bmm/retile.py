@@ -92,7 +92,7 @@ def _check(t: Tiling, changes: dict, chip: Chip, p: Problem, batches: Optional[d
     count = (batches or {"A": p.batch_a, "B": p.batch_b}).get(side, 1) if side else 1
     if count != 1:
         raise PlanError(f"{kind}.full_load = {side!r}: only a side without batches is loaded into L1 once "
-                        f"(seeds/000: 单边无 batch); {side} has {count} batches")
+                        f"(docs/bmm_branches.md §8.2.5: 单边无 batch); {side} has {count} batches")
     new = {f: changes.get(f, getattr(t, f, None)) for f in ("base_k", "k_l1", "cores_used")}
     if new["base_k"] and new["k_l1"] and new["k_l1"] % new["base_k"]:
         raise PlanError(f"{kind}: k_l1 = {new['k_l1']} must be a multiple of base_k = {new['base_k']} (one L1 slot "
@@ -106,7 +106,7 @@ def _check_result(t: Tiling, p: Problem, chip: Chip) -> None:
     Special's AIVs within the chip."""
     kind = type(t).__name__
     if isinstance(t, MergeBatchTiling) and t.b_l1 % t.b:
-        raise PlanError(f"{kind}: b_l1 = {t.b_l1} must be a multiple of b = {t.b} (seeds/000 step 3); set b_l1 too")
+        raise PlanError(f"{kind}: b_l1 = {t.b_l1} must be a multiple of b = {t.b} (docs/bmm_branches.md §5.2.3); set b_l1 too")
     if isinstance(t, StreamKTiling) and ((t.m_cnt - 1) * t.single_m >= p.M or (t.n_cnt - 1) * t.single_n >= p.N):
         raise PlanError(f"{kind}: m_cnt x n_cnt = {t.m_cnt} x {t.n_cnt} leaves an output block empty (blocks of "
                         f"{t.single_m} x {t.single_n}, aligned, on M = {p.M}, N = {p.N}); use fewer")

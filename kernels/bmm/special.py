@@ -1,4 +1,4 @@
-"""Special (seeds/000 特殊分支): K = 0 and K = 1 on the AIVs (the vector path), no cube.
+"""Special (docs/bmm_branches.md §9): K = 0 and K = 1 on the AIVs (the vector path), no cube.
 
 * K = 0 ("fill"): C = bias (broadcast down the rows) or 0. Each AIV fills one UB tile — zeros by
   `duplicate`, or the bias row broadcast onto a zero tile by `expand_add(dim=0)` (rebuilt only when

@@ -1,4 +1,4 @@
-"""StreamK (seeds/000): K split between cores when B x M x N cannot fill them, partial sums reduced after.
+"""StreamK (docs/bmm_branches.md §7): K split between cores when B x M x N cannot fill them, partial sums reduced after.
 
     out[*batch, M, N] = a[*a_batch, M, K] @ b[*b_batch, K, N] (+ bias[*bias_batch, 1, N])
 

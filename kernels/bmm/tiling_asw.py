@@ -11,9 +11,9 @@ from .cost import RESOLUTION, estimate
 from .tiling_cube import cube_candidates
 from .tilings import AswTiling, ToMatmulTiling
 
-FULL_LOAD_ROUNDS = 4  # seed ASW 5: the other side loops >= 4 rounds per core before a side is held in L1
+FULL_LOAD_ROUNDS = 4  # docs/bmm_branches.md §8.2.5: the other side loops >= 4 rounds per core before a side is held in L1
 # Base tiles whose estimates differ by less than cost.RESOLUTION are ranked by padding, then cores in use, then
-# size (seed ASW 4: divide M, N; 1/M^t + 1/N^t small). Against a 1% band over benchmarks/bmm_planner.py's suite:
+# size (docs/bmm_branches.md §8.2.4: divide M, N; 1/M^t + 1/N^t small). Against a 1% band over benchmarks/bmm_planner.py's suite:
 # ToMatmul as chosen 77.7% -> 82.5% of roofline, ASW_Basic forced 82.7% -> 85.3% (medians); simulated times 1.3%
 # and 0.6% lower (geometric means).
 
@@ -118,7 +118,7 @@ def asw_tiling(p: Problem, chip: Chip, *, batch: int | None = None, m: int | Non
 # ---- ToMatmul -----------------------------------------------------------------------------------------
 
 def to_matmul_folds(p: Problem) -> tuple[str, ...]:
-    """The folds seeds/000 offers for this problem, in order of preference."""
+    """The folds docs/bmm_branches.md §4.2 offers for this problem, in order of preference."""
     if p.batch_a == 1 and p.batch_b == 1:
         return ("plain",)
     if p.batch_b == 1:
@@ -155,7 +155,7 @@ def to_matmul_tiling(p: Problem, chip: Chip, fold: str) -> ToMatmulTiling:
     asw = asw_tiling(p, chip, batch=batch, m=m, n=n, full_load="")
     notes = [how]
     if fold == "a_resident":
-        # seeds/000 prefers A held in every core's L1 (it fits twice, beside B's double buffer): taken when it
+        # docs/bmm_branches.md §4.2 prefers A held in every core's L1 (it fits twice, beside B's double buffer): taken when it
         # reads less than streaming -- each core's tiles would stream tasks_per_core * base_m rows of A, more
         # than A's M rows -- and is not slower by T_total beyond RESOLUTION (a held slab lands whole before the
         # first tile, all cores reading it at once; with one tile per core, or M split into tiles, each core

@@ -110,7 +110,7 @@ def iter_tiling(p: Problem, chip: Chip, l1: IterL1) -> IterBatchTiling:
 
     (a)/(b): the seed's L0 pseudo-code; both sides whole in L1 (l1_buffers copies). (c)/(d)/(e): the seed
     gives the entry condition and Step but no L0 rule ("同理，按各自容量预算计算 Step 与分块"): the split side
-    streams through L1 once per output tile, so the tiles are the ASW core tiling (seed ASW 4: L0C double
+    streams through L1 once per output tile, so the tiles are the ASW core tiling (docs/bmm_branches.md §8.2.4: L0C double
     buffer, large tiles so that 1/M^t + 1/N^t is small: every extra tile row re-reads the streamed side) of
     one batch on one core, in the L1 the resident side leaves.
     """
@@ -184,7 +184,7 @@ def merge_tiling(p: Problem, chip: Chip) -> MergeBatchTiling:
         raise PlanError(f"merge_batch: one batch's [M̄, N̄] fp32 tile double-buffered needs {need} B > L0C "
                         f"{chip.buffers['L0C']} B" if b_i < 1 else
                         f"merge_batch: bias row N̄*4B = {np_ * ACC_BYTES} B > BT {chip.buffers['BT']} B")
-    # seed condition 1: "2 组起步才能构成组间乒乓流水" -- at least two groups per core (b < batches per core)
+    # docs/bmm_branches.md §5.1.1: "2 组起步才能构成组间乒乓流水" -- at least two groups per core (b < batches per core)
     # wherever the core has the 2*b0 batches the home ground gives it
     b_grp = bpc - 1 if bpc >= 2 * b0 else bpc
     b_max = max(1, min(b_i, b_ii, b_core, b_grp, b_bt))

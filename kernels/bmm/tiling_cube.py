@@ -1,4 +1,4 @@
-"""The base-tile search the cube branches share (seed ASW 4): baseM x baseN x baseK that fit L0A/L0B/L0C
+"""The base-tile search the cube branches share (docs/bmm_branches.md §8.2.4): baseM x baseN x baseK that fit L0A/L0B/L0C
 double buffered, the L1 K depth k_L1 and the L1 buffer count, ranked by a quick cube-vs-move key."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .tilings import bias_l1_bytes
 
 
 def _base_k(bm: int, bn: int, kp: int, p: Problem, chip: Chip) -> int:
-    """baseK from L0A/L0B with double buffering, inner axis aligned to 256B, else 128B, else k0 (seed ASW 4)."""
+    """baseK from L0A/L0B with double buffering, inner axis aligned to 256B, else 128B, else k0 (docs/bmm_branches.md §8.2.4)."""
     raw = min(chip.buffers["L0A"] // (2 * bm * p.isz), chip.buffers["L0B"] // (2 * bn * p.isz))
     for a in (2 * chip.dvalue_bytes // p.isz, chip.dvalue_bytes // p.isz, p.k_align):
         if raw >= a and a % p.k_align == 0:
@@ -25,7 +25,7 @@ def _balanced(k: int, cap: int, step: int) -> int:
 
 def _k_l1(rows: int, bk: int, kp: int, budget: int, p: Problem) -> tuple[int, int, int]:
     """(base_k, k_L1, buffers): the deepest K multiple of bk whose double buffer of `rows` (A rows + B cols)
-    fits the L1 budget; 4 buffers when they fit too (seed ASW 4: "余量充足时开 4 buffer")."""
+    fits the L1 budget; 4 buffers when they fit too (docs/bmm_branches.md §8.2.4: "余量充足时开 4 buffer")."""
     while bk >= p.k_align:
         s = budget // (2 * rows * bk * p.isz) if rows else cdiv(kp, bk)
         if s >= 1:
@@ -42,9 +42,9 @@ def cube_candidates(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, 
     """Every (key, (base_m, base_n, base_k, k_l1, l1_buffers)) whose tiles fit L0A/L0B/L0C (double buffered)
     and L1; key: a quick figure of merit, rounds x max(cube, move) per tile, then padding, then size.
 
-    seed ASW 4: M^t N^t 4B DB <= L0C; 1/M^t + 1/N^t small (cube bound); divide M, N (few tail tiles).
+    docs/bmm_branches.md §8.2.4: M^t N^t 4B DB <= L0C; 1/M^t + 1/N^t small (cube bound); divide M, N (few tail tiles).
     a_in_l1 / b_in_l1: that side is held whole in L1 (hold_copies copies), not streamed; held_twice: the held
-    slab must fit L1 twice (the L1 full load's rule, seed ASW 5: MK*dtype*2 <= L1). sharing: cores loading
+    slab must fit L1 twice (the L1 full load's rule, docs/bmm_branches.md §8.2.5: MK*dtype*2 <= L1). sharing: cores loading
     at the same time (default min(tasks, cores)). The bias row's two L1 slots are reserved.
     """
     al, isz = p.mn_align, p.isz

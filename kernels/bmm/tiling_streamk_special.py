@@ -77,9 +77,9 @@ def _stream_of(p: Problem, chip: Chip, mc: int, nc: int, g: int, g_max: int, bpb
     n = stream_counts(p, chip, mc, nc, g, reduce)
     sm, sn, sck, units = n["single_m"], n["single_n"], n["single_core_k"], n["units"]
     bm, bn, bk, k_l1, nbuf = cube_tiles(sm, sn, sck, 1, p, chip, cores=1)
-    if fallback:    # seeds/000: then "该 case 不宜 StreamK"; a forced or overriding plan splits K in two anyway
+    if fallback:    # docs/bmm_branches.md §7.2.4: then "该 case 不宜 StreamK"; a forced or overriding plan splits K in two anyway
         cap = (f"grid_K: no power of two in 2..blocksPerBatch = floor({C}/{p.batch}) = {bpb} meets condition 2 "
-               f"(seeds/000: not a StreamK case); this plan (forced, or the override's) takes the smallest split, 2")
+               f"(docs/bmm_branches.md §7.2.4: not a StreamK case); this plan (forced, or the override's) takes the smallest split, 2")
     elif theta:
         cap = (f"grid_K: largest power of two <= blocksPerBatch = floor({C}/{p.batch}) = {bpb} with K/grid_K >= "
                f"{chip.streamk_min_k_per_core} and K >= grid_K^2*theta: {g_max}")

@@ -1,4 +1,4 @@
-"""Each BMM branch's tiling (seeds/000 "实现方案") as a frozen dataclass a kernel can run, and its buffer footprint.
+"""Each BMM branch's tiling (docs/bmm_branches.md "实现方案") as a frozen dataclass a kernel can run, and its buffer footprint.
 
 Conventions every tiling follows: base_m/base_n are multiples of 16 (32 for int8), base_k and every L1 K
 depth a multiple of max(16, k0); the last tile along any axis may be a tail (min with the real size).
@@ -125,7 +125,7 @@ class MergeBatchTiling:
 class IterBatchTiling:
     """IterBatch: each core runs whole batches one after another as ordinary matmuls."""
 
-    case: str = doc("L1 case of seeds/000 IterBatch 3: a, b, c, d or e")
+    case: str = doc("L1 case of docs/bmm_branches.md §6.1.3: a, b, c, d or e")
     resident: str = doc("'AB' both whole in L1; 'A'/'B' that side whole; '' both split along K")
     step: int = doc("Step: segments the split side is loaded in (1 for a/b)")
     m_l1: int = doc("rows of A per L1 load (M̄ unless B is resident and A is split along M)")
@@ -139,7 +139,7 @@ class IterBatchTiling:
                               "the kernel runs max(2, this) when L1 has room")
     l0_buffers: int = doc("L0A/L0B copies")
     l0c_buffers: int = doc("L0C copies")
-    unit_flag: bool = doc("Fixpipe uses unit_flag (seed case c asks for it; every case uses it: an L0C slot is "
+    unit_flag: bool = doc("Fixpipe uses unit_flag (docs/bmm_branches.md §6.2.3 asks for it; every case uses it: an L0C slot is "
                           "free once Fixpipe has read it, not once the write has landed in GM)")
     batches_per_core: int = doc("ceil(B / C): core c takes batches c, c + C, c + 2C, ...")
     cores_used: int = doc("min(B, C)")

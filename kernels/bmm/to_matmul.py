@@ -1,4 +1,4 @@
-"""ToMatmul (seeds/000 可转 Matmul): a BMM with a batch-1 side, run as a matmul.
+"""ToMatmul (docs/bmm_branches.md §4): a BMM with a batch-1 side, run as a matmul.
 
 What the kernel does for each fold of `ToMatmulTiling` (tile sizes always from `tiling.matmul`, turned
 into static parameters by kernels/matmul.py's `plan_matmul`):

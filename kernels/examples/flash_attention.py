@@ -1,4 +1,4 @@
-"""Flash Attention forward for ONE block of queries: seeds/001's cube -> vector -> cube pattern.
+"""Flash Attention forward for ONE block of queries: docs/cube_phase.md §5.3's cube -> vector -> cube pattern.
 
 Shapes (GM, row-major):
     q   [M, D]   fp16 or bf16   queries of this block
@@ -6,14 +6,14 @@ Shapes (GM, row-major):
                                 with order=[1, 0] into k_l1, a ZN [D, BN] Mat tile: the NZ bytes of the block
                                 as stored (a plain Nd2Nz), and the move to L0B reads them as K^T, so no K^T
                                 copy is needed. This is the route every chip has; an NZ [D, BN] k_l1 would make
-                                the load a Dn2Nz (the 950 only, seeds/004 4.4), and the kernel needs the 950
+                                the load a Dn2Nz (the 950 only, docs/fractal_formats.md §4.4), and the kernel needs the 950
                                 anyway for its L0C->UB and UB->L1 paths
     v   [N, D]   same dtype     values
     out [M, D]   same dtype     softmax(SCALE * q @ k.T) @ v
 
 Static params: M, N, D (checked against the tensors), BN (KV block, N % BN == 0), DK (the QK
 matmul's K chunk: D is accumulated in D // DK steps with AccPhase.Partial ... Final; default D),
-SCALE (default 1 / sqrt(D)), MODE (0 = correct; 1 and 2 are seeds/001's misuse cases, see below).
+SCALE (default 1 / sqrt(D)), MODE (0 = correct; 1 and 2 are docs/cube_phase.md §6's misuse cases, see below).
 
 Per KV block j (one block of the online softmax, Milakov & Gimelshein / FlashAttention-2):
     cube    s_l0c  = q_l0a @ k_l0b                       AccPhase.Partial ... Final (unit_flag), under
@@ -36,9 +36,9 @@ Capacity: L0A holds q and p, M (D + BN) x 2 B <= 64 KB (e.g. M = D = BN = 128); 
 (M/2) (5 BN + 6 D) x 4 B. Everything is single-buffered: cube and vector take turns within a KV block.
 
 MODE (deliberate misuse, for tests):
-    1  the S move carries no phase after the phased QK matmul (seeds/001 case 2): no software sync
+    1  the S move carries no phase after the phased QK matmul (docs/cube_phase.md §6.2): no software sync
        on the M<->FIX edge and no unit_flag wait either -> RaceError on L0C tile 's_l0c'.
-    2  every L0C->UB move uses STPhase.Partial, never Final (seeds/001 case 3): unit_flag stays 1, so
+    2  every L0C->UB move uses STPhase.Partial, never Final (docs/cube_phase.md §6.3): unit_flag stays 1, so
        the next KV block's AccPhase.Final matmul waits forever -> DeadlockError (with >= 2 KV blocks).
 """
 from __future__ import annotations

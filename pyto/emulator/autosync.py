@@ -1,9 +1,9 @@
-"""Auto-sync (DESIGN section 4): the software synchronisation the framework inserts.
+"""Auto-sync (docs/design.md §4.2): the software synchronisation the framework inserts.
 
 For every tile (and GM tensor within one program): a read after a write on another pipe waits for
 that write; a write waits for earlier reads and writes on other pipes. On the M<->FIX edge of an
 L0C tile no software sync is formed when either side carries a phase: the hardware unit_flag
-decides (seeds/001). sync_all and bar_all order everything before against everything after; mutex tokens are mutex.py's.
+decides (docs/cube_phase.md §3). sync_all and bar_all order everything before against everything after; mutex tokens are mutex.py's.
 
 A program's order may include another core's instructions (cross-core moves, see crosscore.py):
 they take part in the tracking, and the dependencies found for them are added to theirs.

@@ -1,4 +1,4 @@
-"""Mutex tokens (DESIGN section 4, model (1)): the dependencies PyPTO-Pro's buffer-id locks give, per program.
+"""Mutex tokens (docs/design.md §4.4, model (1)): the dependencies PyPTO-Pro's buffer-id locks give, per program.
 
 PyPTO-Pro lowers auto_mutex to a `get_buf(pipe, id)` before each op on a tile-group slot with mutex ids and a
 `rls_buf(pipe, id)` after it (`_call_parser._emit_auto_mutex`); `pl.system.mutex_lock` / `mutex_unlock` are the same

@@ -1,4 +1,4 @@
-"""Tiles that overlap in a buffer (DESIGN section 4, "Addresses"): the checked pass follows their bytes.
+"""Tiles that overlap in a buffer (docs/design.md §4.5, "Addresses"): the checked pass follows their bytes.
 
 pyto keeps a tile's data as its logical matrix (one array per store), which is exact as long as no read sees bytes
 another store wrote. Stores whose byte ranges overlap another's are marked `shared` when placed
@@ -12,7 +12,7 @@ another store wrote. Stores whose byte ranges overlap another's are marked `shar
   and lines (started in order is happens-before order here: two accesses it could misorder are a race, found
   first).
 
-A view's bytes follow its store's layout (seeds/004): ND rows (padded to 32 B), NZ columns of fractals (each a
+A view's bytes follow its store's layout (docs/fractal_formats.md §3): ND rows (padded to 32 B), NZ columns of fractals (each a
 contiguous run of padded-rows x 32 B), ZZ rows of fractals, ZN (L0B) rows of K0 x 16 fractals; L0C's NZ has
 16 x 16 fractals.
 """

@@ -99,7 +99,7 @@ def race_error(obj, acc: Access, e: tuple, ins: Instr, write: bool, note: str = 
     if (isinstance(obj, TileStore) and obj.buf is Buf.L0C and m_fix and any(p is not None for p in phases)
             and not all(p is not None for p in phases)):
         lines.append("  hint: one side carries a phase and the other does not; with a phase no software "
-                     "sync is inserted on the M<->FIX edge, so both sides need AccPhase/STPhase (seeds/001)")
+                     "sync is inserted on the M<->FIX edge, so both sides need AccPhase/STPhase (docs/cube_phase.md §4.1)")
     else:
         lines.append("  fix: " + _fix(first, second, aiv_only))
         if kind == "WAR" and first.core != second.core:

@@ -2,7 +2,7 @@
 into a message that says what each blocked pipe waits for and where.
 
 Each pipe of each core is a capacity-1 resource running its instructions in program order; waits
-are auto-sync dependencies, unit_flag blocks (seeds/001), expert flags and sync_all.
+are auto-sync dependencies, unit_flag blocks (docs/cube_phase.md §7), expert flags and sync_all.
 """
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def _region_blocks(a: dict, r: int):
 
 def _unit_flag_left(enc: Encoded, flags, begin, end) -> str:
     """A launch that ran to the end with an L0C unit_flag at 1: a matmul's AccPhase.Final result that no
-    STPhase.Final read; the next matmul on that buffer waits for 0 forever (seeds/001: the last write of an L0C
+    STPhase.Final read; the next matmul on that buffer waits for 0 forever (docs/cube_phase.md §4.2: the last write of an L0C
     buffer uses AccPhase.Final, the last read STPhase.Final). The last instruction that set it, named, or ''."""
     left = flags[:enc.n_flags] != 0
     if not left.any():
@@ -103,7 +103,7 @@ def _unit_flag_left(enc: Encoded, flags, begin, end) -> str:
     text = (f"{enc.locs[enc.loc_i[i]]}: {enc.names[enc.name_i[i]]} with AccPhase.Final on {enc.cores[enc.core_i[i]]} "
             f"leaves unit_flag({enc.region_names[a['uf_rid'][i]]}) at 1 when the kernel ends: no store/move with "
             f"STPhase.Final read that result after it, and the next matmul on this L0C would wait for 0 forever "
-            f"(seeds/001: the last read of an L0C buffer uses STPhase.Final)")
+            f"(docs/cube_phase.md §4.2: the last read of an L0C buffer uses STPhase.Final)")
     # a Final read later in program order that ran before this matmul: the flag was still 1 from an earlier Final
     # result that only STPhase.Partial reads took, so it read that one
     blocks = np.zeros_like(left)
@@ -119,7 +119,7 @@ def _unit_flag_left(enc: Encoded, flags, begin, end) -> str:
 
 
 def _cross_core_overflow(enc: Encoded, begin, end, chip: Chip) -> str:
-    """REFERENCE: a cross-core flag counts its sets; more than chip.cross_core_flag_max of them waiting
+    """docs/chips.md §5: a cross-core flag counts its sets; more than chip.cross_core_flag_max of them waiting
     unconsumed hangs the chip. The first set that makes one too many, named, or ''."""
     for sets, waits in _queues(enc, cross_core=True):
         sets, waits = sets[end[sets] > 0], waits[end[waits] > 0]

@@ -1,7 +1,7 @@
 """The scheduler's event loop over flat arrays, compiled with numba (STYLE 7: SimPy's heap, made fast).
 
 Each pipe runs its instructions in program order, one at a time. An instruction starts when its
-pipe is free and its waits hold: auto-sync dependencies (completion), unit_flag blocks (seeds/001),
+pipe is free and its waits hold: auto-sync dependencies (completion), unit_flag blocks (docs/cube_phase.md §7),
 expert flags, sync_all. It holds its pipe for `occ` cycles (longer if the shared GM/L2 channel is
 busy) and completes `lat` cycles after leaving it. The channels are booked first come, first served in the
 order transfers start (one that waits a flag latency past its issue books then, not at issue). At equal times completions come first, so a pipe

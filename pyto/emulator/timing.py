@@ -1,13 +1,13 @@
-"""Instruction costs in cycles from the chip table (DESIGN section 5).
+"""Instruction costs in cycles from the chip table (docs/design.md §5).
 
 COSTS maps each Op to its static cost (occupancy of its pipe, latency after leaving it, bytes it
 moves over the chip-wide GM and L2 channels); a test checks the table covers all of Op. The event
 loop (simulate.py) adds the dynamic part: waiting for the shared GM/L2 channels and for sync.
 Transfers occupy their pipe for bytes / per-core path bandwidth, each contiguous burst charged at
-least `burst_min_bytes` (seeds/000: dValue >= 128B), GM transfers plus a per-instruction setup
-(`dma_setup_cycles`: tiles under seeds/000's 16KB min_TileSize lose efficiency); an MMAD costs its
+least `burst_min_bytes` (docs/bmm_branches.md §6.1.4: dValue >= 128B), GM transfers plus a per-instruction setup
+(`dma_setup_cycles`: tiles under docs/bmm_branches.md §2's 16KB min_TileSize lose efficiency); an MMAD costs its
 fractal steps plus a head; a vector op a head plus its largest operand's bytes (in the widest dtype it
-touches) at the V pipe's byte rate (seeds/000: 256 B per cycle).
+touches) at the V pipe's byte rate (docs/bmm_branches.md §9.3: 256 B per cycle).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`import pyto.language as pl`: PyPTO-Pro's kernel language (`import pypto_pro.language as pl`), executable on
-pyto's emulator (DESIGN section 3). After `pyto.alias_pypto_pro()`, `import pypto_pro.language as pl` is this
+pyto's emulator (docs/design.md §3). After `pyto.alias_pypto_pro()`, `import pypto_pro.language as pl` is this
 module.
 
 The names, by kind (PyPTO-Pro's docs/zh/pypto_pro/api/SIMD-API/ has a page per name):

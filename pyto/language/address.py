@@ -1,4 +1,4 @@
-"""Where tiles sit: one address map per on-chip buffer of a block (DESIGN section 4, "Addresses").
+"""Where tiles sit: one address map per on-chip buffer of a block (docs/design.md §4.5, "Addresses").
 
 A tile's bytes are [addr, addr + size) in its buffer. `pl.make_tile` says where; `pl.alloc` (pyto's extension)
 takes the first free aligned range. Ranges may overlap (PyPTO-Pro reuses addresses): the map charges the union

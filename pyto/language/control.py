@@ -92,7 +92,7 @@ def get_subblock_num() -> int:
 
 
 def has_dn2nz() -> bool:
-    """pyto's extension: whether this launch's chip converts a DN operand to Nz on the way GM -> L1 (seeds/004 4.4:
+    """pyto's extension: whether this launch's chip converts a DN operand to Nz on the way GM -> L1 (docs/fractal_formats.md §4.4:
     the Ascend 950PR/950DT only; chip table key formats.dn2nz), so an NZ Mat tile may be loaded with order=[1, 0].
     Where it does not, declare the Mat tile ZN (the operand as stored) and let the move into Left/Right transpose.
     A trace-time constant, as the chip is (Ascend C kernels test the core's arch likewise)."""

@@ -86,7 +86,7 @@ def matmul(dst_tile: Tile, lhs_tile: Tile, rhs_tile: Tile, *args, phase: Optiona
     lhs [M, K] and rhs [K, N] share a dtype (fp16, bf16, fp32 or int8); dst [M, N] is the accumulation type (fp32,
     int32 for int8). A fourth positional argument is a [1, N] Bias tile of that type: it initialises Acc (so it goes
     with a K loop's first block only); PyPTO-Pro rejects it as the keyword bias_tile=, and so does pyto. `phase`:
-    pl.AccPhase.Partial / Final for the unit_flag hand-over to Fixpipe (seeds/001, phase.md)."""
+    pl.AccPhase.Partial / Final for the unit_flag hand-over to Fixpipe (docs/cube_phase.md §2.1, phase.md)."""
     loc = caller_loc()
     current()
     if "bias_tile" in kwargs:

@@ -11,7 +11,7 @@ call checks its arguments and records exactly one Instr.
 `order` on a load picks the tensor's two axes the tile covers; descending order transposes (load.md "Cube侧转置场景").
 What the hardware does physically follows from the tile's layout: a ZN Mat tile is the NZ bytes of the transposed
 matrix, so `load(mat_zn, b_t, offs, order=[1, 0])` is a plain Nd2Nz of the stored matrix, and an NZ Mat tile loaded
-with order=[1, 0] is a Dn2Nz (seeds/004 4.4, the 950 only).
+with order=[1, 0] is a Dn2Nz (docs/fractal_formats.md §4.4, the 950 only).
 
 pyto's extensions: `nd_num` / `nd_axis` on a GM load (Nd2Nz's ndNum: several matrices of consecutive batches in
 one instruction, as MergeBatch fetches them). A GM region running past the tensor's edge is clipped and the rest of
@@ -127,7 +127,7 @@ def _bursts(gm: GMTensor, vr: int, vc: int) -> tuple:
 
 def _fractal_bytes(store, rows: int, cols: int) -> int:
     """Bytes an L1 -> L0A/L0B move carries for a rows x cols tile: whole fractals of the destination's grid
-    (seeds/004: L0A/L0B hold and the cube fetches whole fractals; an edge tile's padding moves too)."""
+    (docs/fractal_formats.md §4.1: L0A/L0B hold and the cube fetches whole fractals; an edge tile's padding moves too)."""
     g0, g1 = store.grid
     return -(-rows // g0) * g0 * (-(-cols // g1) * g1) * store.dtype.itemsize
 
@@ -168,7 +168,7 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
     holds the tensor's block transposed: a DN operand). `nd_num` / `nd_axis` (pyto's extension): nd_num matrices
     of consecutive batches into nd_num equal parts of the tile along its axis nd_axis.
 
-    A transposing load into an NZ Mat tile is a Dn2Nz (DN -> Nz on the way, seeds/004 4.4), which only the Ascend
+    A transposing load into an NZ Mat tile is a Dn2Nz (DN -> Nz on the way, docs/fractal_formats.md §4.4), which only the Ascend
     950PR/950DT has (chip key formats.dn2nz, `pl.has_dn2nz()`); elsewhere declare the Mat tile ZN (its bytes are
     the NZ of the matrix as stored, so the load is a plain Nd2Nz) and let the move to Left/Right transpose."""
     tr = current()   # outside a kernel: KernelError before anything else
@@ -206,7 +206,7 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
     if transpose and dst.store.buf is _L1 and not tr.chip.dn2nz:
         raise UnsupportedError(
             f"{loc}: pl.load({dst!r}, {src!r}, order=...) transposes into an NZ Mat tile: a Dn2Nz load (DN -> Nz "
-            f"on the way GM -> L1), which chip {tr.chip.name} does not have (seeds/004 4.4: Ascend 950PR/950DT only; "
+            f"on the way GM -> L1), which chip {tr.chip.name} does not have (docs/fractal_formats.md §4.4: Ascend 950PR/950DT only; "
             f"chip table key formats.dn2nz); declare the Mat tile layout=pl.ZN (the operand as stored) and let "
             f"pl.move into Left/Right transpose it")
     to = _GM_TO[dst.store.buf]
@@ -260,7 +260,7 @@ def store(dst_tensor: GMTensor, src_tile: Tile, offsets: Optional[Sequence[int]]
     """Acc (L0C) -> GM on FIX (Fixpipe: Nz -> ND, fp32 -> the tensor's dtype, round to nearest even), or Vec (UB)
     -> GM on MTE3 (store.md). `offsets`: where the tile's [0, 0] lands (one int per axis); rows and columns past the
     tensor's edge are not written. `phase`: pl.STPhase.Partial / Final for the unit_flag hand-over out of L0C
-    (seeds/001); `atomic=pl.AtomicType.AtomicAdd`: add into GM (split-K across cores); `relu_pre_mode=
+    (docs/cube_phase.md §2.2); `atomic=pl.AtomicType.AtomicAdd`: add into GM (split-K across cores); `relu_pre_mode=
     pl.ReluPreMode.NormalRelu` (out of Acc): Fixpipe's ReLU before the conversion. `order` must be ascending."""
     tr = current()
     loc = caller_loc()
@@ -344,7 +344,7 @@ def _extract(src: Tile, dst: Tile, offset, loc: Loc) -> Tile:
 def _to_l0(dst: Tile, src: Tile, loc: Loc) -> None:
     """Mat -> Left / Right / Bias on MTE1 (L1 -> L0A/L0B/BT). A transposed Mat view (ZN) into Left is
     LoadDataWithTranspose: its view must be whole transpose squares (int8 32 x 32, fp16/bf16 16 x 16, fp32
-    16 x 16 in the L0A view's M x K; AlignmentError otherwise, seeds/002's mL0 32-byte rule for a K-major int8 A).
+    16 x 16 in the L0A view's M x K; AlignmentError otherwise, docs/tile_shapes.md §6.1's mL0 32-byte rule for a K-major int8 A).
     Into Right, a ZN Mat view is the Zn fractals themselves (no hardware transpose)."""
     tr = current()
     s, d = src.store, dst.store

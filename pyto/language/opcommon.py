@@ -1,5 +1,5 @@
 """What every op of the language shares: argument checks that name the kernel line, enum normalisation, and
-`emit`, which records the op's Instr with the mutex ids auto_mutex takes for it (DESIGN section 4, model (1))."""
+`emit`, which records the op's Instr with the mutex ids auto_mutex takes for it (docs/design.md §4.4, model (1))."""
 from __future__ import annotations
 
 from typing import Optional

@@ -1,6 +1,6 @@
 """`pl.system`: PyPTO-Pro's synchronisation (docs/zh/pypto_pro/api/SIMD-API/operation/synchronization/), each call
 one instruction on the pipe it names, on the core its section runs on (outside sections: the core whose pipes they
-are). What each orders is DESIGN section 4's; the emulator turns it into waits in the scheduler and happens-before
+are). What each orders is docs/design.md §4's; the emulator turns it into waits in the scheduler and happens-before
 edges in the race checker.
 
     sync_src / sync_dst        a flag from one pipe to another of the same core (event ids 0..chip.event_ids-1)

@@ -44,7 +44,7 @@ def _ceil(x: int, a: int) -> int:
 
 
 def grid_of(buf: Buf, dtype: DType) -> tuple:
-    """The fractal grid of a store: (row step, col step) its views must sit on (seeds/004)."""
+    """The fractal grid of a store: (row step, col step) its views must sit on (docs/fractal_formats.md §4.1)."""
     c0 = 32 // dtype.itemsize
     if buf is Buf.L0C:
         return (16, 16)
@@ -56,7 +56,7 @@ def grid_of(buf: Buf, dtype: DType) -> tuple:
 
 
 def padded_of(buf: Buf, shape: tuple, dtype: DType) -> tuple:
-    """Stored shape: seeds/002's CeilAlign(16) (32 for int8) on fractal buffers; ND rows of 32B on UB/BT/FB."""
+    """Stored shape: docs/tile_shapes.md §6.4's CeilAlign(16) (32 for int8) on fractal buffers; ND rows of 32B on UB/BT/FB."""
     rows, cols = shape
     if buf in (Buf.UB, Buf.BT, Buf.FB):
         return (rows, _ceil(cols, 32 // dtype.itemsize))
@@ -326,7 +326,7 @@ def _resolve_layout(tr, buf: Buf, layout, loc) -> str:
                          f"{default} on {tr.chip.name})")
     if buf is Buf.L0A and lay != default:
         raise UnsupportedError(f"{loc}: {buf!r} tiles are {default} on {tr.chip.name} (pyto models one L0A format per "
-                               f"chip, seeds/004), not {lay}")
+                               f"chip, docs/fractal_formats.md §4), not {lay}")
     return lay
 
 
@@ -462,7 +462,7 @@ def make_tile_group(*, type: TileType, addrs, mutex_ids=None, depth: Optional[in
                     fwd_ids=None, bwd_ids=None) -> TileGroup:
     """`depth` tiles of one TileType used in turn (PyPTO-Pro's make_tile_group). `addrs`: one base address (slot i
     at base + i x elements x dtype bytes) or a list, one per slot. `mutex_ids`: per slot an id 0..31 (or a list of
-    them); under auto_mutex each op on a slot takes its ids on its pipe (DESIGN section 4); None or [] (then
+    them); under auto_mutex each op on a slot takes its ids on its pipe (docs/design.md §4.4); None or [] (then
     `depth` is required): no framework sync. `fwd_ids`/`bwd_ids` feed PyPTO-Pro's pipeline= transform, which pyto
     does not build: they are checked and otherwise unused."""
     tr = current()
@@ -499,8 +499,8 @@ def make_tile_group(*, type: TileType, addrs, mutex_ids=None, depth: Optional[in
 
 def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout=None, buffers: int = 1, name: Optional[str] = None):
     """pyto's extension: a tile (or a group of `buffers` tiles) at the next free aligned address of `buffer`, each
-    charged at its padded size (seeds/002's CeilAlign), synchronised by pyto's dependency auto-sync (DESIGN
-    section 4). A group's cursor is PyPTO-Pro's (the first next() gives slot 0). `layout`: the buffer's default,
+    charged at its padded size (docs/tile_shapes.md §6.4's CeilAlign), synchronised by pyto's dependency auto-sync (docs/design.md
+    §4.4). A group's cursor is PyPTO-Pro's (the first next() gives slot 0). `layout`: the buffer's default,
     or ZN for an L1 tile held transposed (a DN operand as it is stored), or ND for a single row in L1 (a bias row
     staged on its way to the Bias table, charged as one 32 B-aligned row: pyto's extension, PyPTO-Pro's Mat tiles are
     fractal). `name`: the tile's name in errors and traces (default: the variable the kernel line assigns)."""

@@ -63,7 +63,7 @@ L1, L0A, L0B, L0C, UB, BT, FB = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.UB, Buf.B
 
 
 class TensorLayout(str, enum.Enum):
-    """A tile's (or GM tensor's) element order (seeds/004): ND row-major, DN column-major, NZ / ZN / ZZ / NN the
+    """A tile's (or GM tensor's) element order (docs/fractal_formats.md §3): ND row-major, DN column-major, NZ / ZN / ZZ / NN the
     fractal formats (the big letter the order of fractals, the small one the order inside a fractal). A str enum:
     it compares equal to its name."""
 

@@ -15,7 +15,7 @@ from .trace import caller_loc, current
 
 def l0c_to_ub_split(dst: Tile, src: Tile, mode: Optional[AccToVecMode], loc: Loc) -> tuple:
     """Which part of `src` each AIV receives: (rect for AIV0 or None, rect for AIV1 or None), src coords.
-    The dual modes halve M (SplitM) or N (SplitN) between the AIVs: M must be even (DESIGN), and N/2 must sit
+    The dual modes halve M (SplitM) or N (SplitN) between the AIVs: M must be even (docs/design.md §3), and N/2 must sit
     on L0C's 16-column fractal grid (a half may not cut a fractal)."""
     if not isinstance(mode, AccToVecMode):
         raise KernelError(f"{loc}: an L0C->UB move needs acc_to_vec_mode=pl.AccToVecMode.<mode>, got {mode!r}")
@@ -136,7 +136,7 @@ def _reduce(kind: str, dst: Tile, src: Tile, tmp: Tile, dim: int, loc: Loc) -> N
                          f"[{src.shape[0]}, 1] {src.dtype} tile, got {list(dst.shape)} {dst.dtype}")
     if tmp.dtype is not src.dtype or tmp.shape[0] * tmp.shape[1] < src.shape[0] * src.shape[1]:
         raise ShapeError(f"{loc}: pl.{kind}(dim=1) needs a scratch tile of at least the source's "
-                         f"{src.shape[0] * src.shape[1]} {src.dtype} elements (seeds/001 uses one shaped like the "
+                         f"{src.shape[0] * src.shape[1]} {src.dtype} elements (docs/cube_phase.md §5.3 uses one shaped like the "
                          f"source), got {tmp!r} {list(tmp.shape)} {tmp.dtype}")
     for name, t in (("source", src), ("destination", dst)):
         if t.store is tmp.store and rect_overlaps(t.rect, tmp.rect):
