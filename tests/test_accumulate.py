@@ -126,13 +126,10 @@ def test_per_mmad_bit_for_bit_on_a_multi_block_pingpong_with_fp16_output():
     assert_close(per, _exact(a, b), matmul_bound(a, b, np.float16))
 
 
-def test_the_rounding_order_shows():
-    """A large first product (64 x 64 = 4096 at k = 0), then 2016 products of 2^-13, each below half of 4096's
-    fp32 ulp (2^-11) but summing to 2^-8 per 32-wide MMAD. Per MMAD, every chunk's sum is exact and so is 4096 +
-    j * 2^-8: the exact result. One fp32 matmul over the whole K loop adds the small products to the running sum
-    one at a time (BLAS kernels sum along K in sequence, at least within a K block) and loses those of the
-    block that starts with 4096."""
-    K, TK = 2048, 32
+def _order_sensitive(K: int = 2048, TK: int = 32):
+    """Operands of k_loop where the order of fp32 roundings shows: a large first product (64 x 64 = 4096 at
+    k = 0), then products of 2^-13, each below half of 4096's fp32 ulp (2^-11) but summing to 2^-8 per TK = 32
+    wide MMAD. Returns (a, b, bias, out) and the per_mmad and fused results."""
     a = np.zeros((16, K), np.float16)
     b = np.zeros((K, 16), np.float16)
     a[:, 0], b[0, :] = 64, 64
@@ -141,6 +138,17 @@ def test_the_rounding_order_shows():
     out = np.zeros((16, 16), np.float32)
     per = _run(k_loop, a, b, bias, out, accumulate="per_mmad", TK=TK, BIAS=False)
     fused = _run(k_loop, a, b, bias, out, TK=TK, BIAS=False)
+    return (a, b, bias, out), per, fused
+
+
+def test_the_rounding_order_shows():
+    """A large first product (64 x 64 = 4096 at k = 0), then 2016 products of 2^-13, each below half of 4096's
+    fp32 ulp (2^-11) but summing to 2^-8 per 32-wide MMAD. Per MMAD, every chunk's sum is exact and so is 4096 +
+    j * 2^-8: the exact result. One fp32 matmul over the whole K loop adds the small products to the running sum
+    one at a time (BLAS kernels sum along K in sequence, at least within a K block) and loses those of the
+    block that starts with 4096."""
+    K, TK = 2048, 32
+    (a, b, bias, out), per, fused = _order_sensitive(K, TK)
     exact = 4096 + (K // TK - 1) * 2.0 ** -8
     assert np.all(per == np.float32(exact)) and np.array_equal(per, stepwise(a, b, None, TK))
     assert np.all(fused < per)
@@ -161,14 +169,7 @@ def test_int8_accumulates_exactly_in_either_order():
 def test_compiled_launches_take_the_option_at_each_call():
     """A pyto.compile'd kernel follows the run_options in force when it is called, whenever it was compiled."""
     K, TK = 2048, 32
-    a = np.zeros((16, K), np.float16)
-    b = np.zeros((K, 16), np.float16)
-    a[:, 0], b[0, :] = 64, 64
-    a[:, TK:], b[TK:, :] = 2.0 ** -6, 2.0 ** -7
-    bias = np.zeros((1, 16), np.float16)
-    out = np.zeros((16, 16), np.float32)
-    per = _run(k_loop, a, b, bias, out, accumulate="per_mmad", TK=TK, BIAS=False)
-    fused = _run(k_loop, a, b, bias, out, TK=TK, BIAS=False)
+    (a, b, bias, out), per, fused = _order_sensitive(K, TK)
     compiled = pyto.compile(k_loop, a, b, bias, out, TK=TK, BIAS=False)
     for mode, expect in (("per_mmad", per), (None, fused), ("per_mmad", per), ("fused", fused)):
         out[...] = 0

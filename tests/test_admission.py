@@ -233,6 +233,15 @@ def _bf16(shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(ml_dtypes.bfloat16)
 
 
+
+def _traced_peak(fn, *args):
+    """fn(*args) and the peak of Python-allocated memory (numpy's arrays included) during the call."""
+    tracemalloc.start()
+    try:
+        return fn(*args), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
 def test_a_broadcast_operand_runs_under_a_limit_its_copy_would_break(monkeypatch):
     """A = np.broadcast_to of a [1, M, K] to [B, M, K]: staged once and read through the view (its copy, staged
     and widened, would take ~190 MiB); the contiguous copy of it is refused under the same limit."""
@@ -244,12 +253,7 @@ def test_a_broadcast_operand_runs_under_a_limit_its_copy_would_break(monkeypatch
     as_copy = host_bytes(p, pyto.spec(a.shape, "bf16"), pyto.spec(b.shape, "bf16")).total
     assert as_copy - as_view > 2 * a.size * 2
     monkeypatch.setenv(admission.ENV, str((as_view + as_copy) // 2))
-    tracemalloc.start()
-    try:
-        c = bmm(a, b)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    c, peak = _traced_peak(bmm, a, b)
     assert peak < a.size * a.itemsize / 2, peak          # not even the operand's bf16 bytes once
     assert check(c, a, b) == ""
     with pytest.raises(pyto.CapacityError, match="host memory"):
@@ -261,12 +265,7 @@ def test_numpy_matmul_broadcasting_and_mixed_stride_0_batches_are_read_through_v
     not merge (stride 0 beside a strided one) is indexed per batch (memory._Batched), with the right result."""
     B, M, K, N = 256, 256, 512, 16
     a1, b = _bf16((M, K)), _bf16((B, K, N), 1)
-    tracemalloc.start()
-    try:
-        c = bmm(a1, b)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    c, peak = _traced_peak(bmm, a1, b)
     assert peak < B * M * K * 2 / 2, peak
     assert check(c, a1, b) == ""
     x = _bf16((3, 1, 64, 128), 2)
