@@ -26,7 +26,8 @@ DTYPES = ["fp16", "bf16", "fp32", "int8"]
 def _run(a_shape, b_shape, dt="fp16", bias_shape=None, *, ta=False, tb=False, seed=0, fold=None):
     """Force to_matmul on logical shapes a [.., M, K], b [.., K, N]; check vs numpy; return (c, rep, plan)."""
     a, b, bias = random_inputs(stored(a_shape, ta), stored(b_shape, tb), dt, bias_shape, seed=seed)
-    p = plan(a.shape, b.shape, dt, CHIP, bias=bias is not None, transpose_a=ta, transpose_b=tb, branch="to_matmul")
+    p = plan(a.shape, b.shape, dt, CHIP, bias=False if bias is None else tuple(bias.shape), transpose_a=ta,
+             transpose_b=tb, branch="to_matmul")
     if fold is not None:
         assert p.tiling.fold == fold, p.tiling
     c, rep = bmm(a, b, bias, branch="to_matmul", transpose_a=ta, transpose_b=tb, report=True)
@@ -43,6 +44,22 @@ def test_fold_m_is_a_free_view_through_the_matmul_kernel(dt):
     _, rep, p = _run((3, 37, 70), (70, 45), dt, (45,), fold="fold_m")
     assert rep.kernel == "matmul_kernel"          # [B*M, K] @ [K, N]: kernels/matmul.py on reshaped arrays
     assert p.tiling.free
+
+
+@pytest.mark.parametrize("a_shape,b_shape,bias_shape,ta,fold,view", [
+    ((3, 40, 60), (60, 50), (50,), False, "fold_m", True),
+    ((3, 40, 60), (1, 60, 50), (3, 1, 50), False, "fold_m", False),    # a bias per batch: no [B*M, K] view
+    ((3, 40, 60), (60, 50), None, True, "fold_m", False),              # DN A: batch and M not adjacent
+    ((40, 60), (60, 50), None, False, "plain", True),
+    ((40, 60), (5, 60, 50), None, False, "a_resident", False),
+])
+def test_the_plan_counts_the_cores_the_kernel_runs(a_shape, b_shape, bias_shape, ta, fold, view):
+    """The tiling the plan explains is the one that runs: its cores_used is the launch's block count, and its
+    fold is free exactly where the kernel runs a [B*M, K] view."""
+    _, rep, p = _run(a_shape, b_shape, "fp16", bias_shape, ta=ta, fold=fold)
+    assert p.tiling.matmul.cores_used == rep.blocks, (p.tiling.matmul, rep.blocks)
+    assert (rep.kernel == "matmul_kernel") == view
+    assert p.tiling.free == (view or fold == "a_resident")
 
 
 @pytest.mark.parametrize("dt", DTYPES)

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -343,3 +344,14 @@ def test_planner_never_divides_by_a_zero_tile_on_small_legal_tables():
                     plan(sa, sb, dt, chip=chip, branch=branch, bias=bool(rng.integers(2)))
                 except pyto.PlanError:
                     pass
+
+
+def test_no_cube_tile_fitting_l1_names_what_l1_holds():
+    """The cube tiling's refusal names L1's size and which sides it would hold whole (or none)."""
+    base = pyto.load_chip("ascend950pr")
+    chip = dataclasses.replace(base, buffers=dict(base.buffers, L1=1024))
+    with pytest.raises(pyto.PlanError) as e:
+        plan((4, 256, 256), (4, 256, 256), "fp16", chip=chip, branch="asw_basic")
+    msg = str(e.value)
+    assert re.search(r"no cube tile of \d+x\d+x\d+ fits L1 1024 B \((no side held whole in L1|[AB]( and B)? held "
+                     r"whole in L1 x \d)\)", msg), msg

@@ -351,10 +351,13 @@ def _decide(p: Problem, chip: Chip, reduce: str) -> tuple[str, Tiling, tuple[Bra
         lines.append(f"2. ToMatmul holds and its fold '{t_mm.fold}' is free; its home ground overlaps those of the BMM "
                      "branches on the broadcast problem (batch-1 side expanded to B), so T_total decides")
     else:
-        lines.append(f"2. ToMatmul holds but fold '{t_mm.fold}' is not free: the seed's fold would move "
-                     f"{t_mm.rearrange_bytes + t_mm.scatter_bytes} B to rearrange (pyto's kernel runs it as the "
-                     "broadcast problem instead, without that pass); the seed compares it with the BMM branches on "
-                     "the broadcast problem (batch-1 side expanded to B)")
+        moved = t_mm.rearrange_bytes + t_mm.scatter_bytes
+        cost = (f"the seed's fold would move {moved} B to rearrange (pyto's kernel runs it as the broadcast problem "
+                "instead, without that pass)" if moved else
+                "the bias differs between batches, so A's rows do not fold under one bias row (pyto's kernel runs "
+                "the batches apart, sharing B)")
+        lines.append(f"2. ToMatmul holds but fold '{t_mm.fold}' is not free: {cost}; the seed compares it with the BMM "
+                     "branches on the broadcast problem (batch-1 side expanded to B)")
     b, t, rest = _buy(p, chip, True, reduce, lines)
     b, t = _pick([("to_matmul", t_mm), (b, t)], p, chip, lines, "ToMatmul vs BMM")
     return b, t, _ordered(sp, tm, rest), lines

@@ -133,9 +133,15 @@ def to_matmul_tiling(p: Problem, chip: Chip, fold: str) -> ToMatmulTiling:
     B, M, N, K, isz = p.batch, p.M, p.N, p.K, p.isz
     if fold == "plain":
         mm = (1, M, N, 0, 0, "no batch: a plain matmul")
+    elif fold == "fold_m" and not p.transpose_a and p.bias_rows == 1:
+        mm = (1, B * M, N, 0, 0, "BatchB = 1: A [B, M, K] viewed as [B*M, K]")
     elif fold == "fold_m":
-        mm = (1, B * M, N, 2 * B * M * K * isz if p.transpose_a else 0, 0,
-              "BatchB = 1: A [B, M, K] viewed as [B*M, K]" + (" after rewriting DN A as ND" if p.transpose_a else ""))
+        # not a free view: the seed rewrites a DN A as ND first; the kernel (to_matmul.py) runs the batched walk
+        # instead, B shared by every batch (re-read through L2): its tiles are B batches of [M, K] @ [K, N]
+        why = "A is DN (batch and M not adjacent)" if p.transpose_a else \
+            f"the bias differs between batches ({p.bias_rows} rows)"
+        mm = (B, M, N, 2 * B * M * K * isz if p.transpose_a else 0, 0,
+              f"BatchB = 1, but {why}: no [B*M, K] view; run as B batches sharing B (re-reads hit L2)")
     elif fold == "a_resident":
         if p.Mp * p.Kp * isz > chip.buffers["L1"]:
             raise PlanError(f"to_matmul a_resident: M̄K̄*dtype = {p.Mp * p.Kp * isz} B > L1 {chip.buffers['L1']} B")

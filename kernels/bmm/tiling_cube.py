@@ -82,8 +82,9 @@ def cube_candidates(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, 
             key = (cdiv(tasks, cores) * max(cube, move), cdiv(m, bm) * bm * cdiv(n, bn) * bn, -bm * bn)
             out.append((key, (bm, bn, bk, k_l1, nbuf)))
     if not out:
-        raise PlanError(f"no cube tile of {m}x{n}x{k} fits L1 {chip.buffers['L1']} B (held sides: "
-                        f"{'A' if a_in_l1 else ''}{'B' if b_in_l1 else ''} x {hold_copies}) / L0A / L0B / L0C on "
+        held = " and ".join(s for s, on in (("A", a_in_l1), ("B", b_in_l1)) if on)
+        held = f"{held} held whole in L1 x {hold_copies}" if held else "no side held whole in L1"
+        raise PlanError(f"no cube tile of {m}x{n}x{k} fits L1 {chip.buffers['L1']} B ({held}) / L0A / L0B / L0C on "
                         f"{chip.name}")
     return sorted(out)
 

@@ -199,7 +199,8 @@ class ToMatmulTiling:
 
     fold: str = doc("'plain' (no batch), 'fold_m' (A viewed [B*M, K]), 'a_resident' (A held in every core's "
                     "L1, cores share B's batches), 'fold_n' (B rearranged [K, B*N], output scattered)")
-    mm_batch: int = doc("batches of the underlying matmul (B for a_resident and fold_n, else 1)")
+    mm_batch: int = doc("batches of the underlying matmul (B for a_resident, fold_n and a fold_m that is no view, "
+                        "else 1)")
     mm_m: int = doc("rows of the underlying matmul")
     mm_n: int = doc("columns of the underlying matmul")
     mm_k: int = doc("K of the underlying matmul")
@@ -211,7 +212,10 @@ class ToMatmulTiling:
 
     @property
     def free(self) -> bool:
-        return self.rearrange_bytes == 0 and self.scatter_bytes == 0
+        """The fold costs nothing: no bytes rearranged or scattered, and a fold_m is a [B*M, K] view (a bias that
+        differs between batches keeps the batches apart)."""
+        return self.rearrange_bytes == 0 and self.scatter_bytes == 0 and not (self.fold == "fold_m"
+                                                                              and self.mm_batch > 1)
 
     def buffer_bytes(self, p: Problem) -> dict[str, int]:
         return self.matmul.buffer_bytes(p)
