@@ -100,5 +100,17 @@ def access(t: Tile) -> Access:
     return t.access
 
 
+def region(t: Tile) -> Access:
+    """The Access an op on `t` records: the part of the tile it computes on or moves (its valid region once tiles
+    carry valid shapes; the whole tile until then). Every op takes its operands' regions through here."""
+    return t.access
+
+
+def extent(t: Tile) -> tuple:
+    """(rows, cols) an op on `t` covers, in the tile's own terms: the shape of `region(t)`."""
+    return t.shape
+
+
 __all__ = ["need_tile", "need_path", "phase_of", "relu_of", "atomic_of", "no_scale", "mutex_ids", "emit", "access",
+           "region", "extent",
            "AccPhase", "STPhase"]
