@@ -25,7 +25,8 @@ from .control import (const, get_block_idx, get_block_num, get_subblock_idx, get
                       range, section_cube, section_vector, workspace)
 from .cube import matmul, matmul_acc
 from .jit import DYNAMIC, STATIC, JitKernel, Ptr, Tensor, TilingKeyField, jit
-from .movement import insert, load, load_tile, move, store, store_tile
+from .movement import load, load_tile, store, store_tile
+from .onchip import insert, move
 from .tile import Tile, TileGroup, TileType, alloc, make_tile, make_tile_group
 from .trace import Kernel, kernel
 from .types import *  # noqa: F401,F403 - the names PyPTO-Pro's kernels are written with
