@@ -81,11 +81,12 @@ class Op(enum.IntEnum):
     SYNC_ALL = 14
     MUTEX_LOCK = 15     # pl.system.mutex_lock: take a buffer-id token on a pipe
     MUTEX_UNLOCK = 16   # pl.system.mutex_unlock: give it back
+    VFILLPAD = 17   # pl.fillpad: copy a tile's valid region, the pad value around it (V)
 
 
 MOVE_OPS = frozenset({Op.LOAD, Op.STORE, Op.MOVE})
 CUBE_OPS = frozenset({Op.MMAD})
-VECTOR_OPS = frozenset({Op.VBINARY, Op.VSCALAR, Op.VUNARY, Op.VCAST, Op.VDUP, Op.VREDUCE, Op.VEXPAND})
+VECTOR_OPS = frozenset({Op.VBINARY, Op.VSCALAR, Op.VUNARY, Op.VCAST, Op.VDUP, Op.VREDUCE, Op.VEXPAND, Op.VFILLPAD})
 SYNC_OPS = frozenset({Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL, Op.MUTEX_LOCK, Op.MUTEX_UNLOCK})
 assert MOVE_OPS | CUBE_OPS | VECTOR_OPS | SYNC_OPS == set(Op)
 

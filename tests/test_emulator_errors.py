@@ -76,13 +76,18 @@ def test_view_on_grid_and_out_of_bounds():
 
 
 @pl.kernel
-def oob_load(a, b, out, *, R):
+def oob_load(a, b, out, *, R, VALID=None):
     t = pl.alloc(pl.L1, [16, 16], pl.DT_FP16)
+    if VALID:
+        pl.set_validshape(t, VALID)
     pl.load(t, a, [R, 0])
 
 
-def test_gm_offset_out_of_bounds_and_edge_clipping():
-    pyto.run(oob_load, *_mm_inputs(), R=31)          # partial edge tile: clipped, zero-padded
+def test_gm_offset_out_of_bounds_and_edge_tile():
+    with pytest.raises(pyto.OutOfBoundsError, match=r"valid region \[16, 16\] .* runs past the edge of GM tensor "
+                                                    r"'a'.*rows 31:47.*set_validshape\(tile, \[1, 16\]\)"):
+        pyto.run(oob_load, *_mm_inputs(), R=31)      # a partial edge tile is no longer clipped
+    pyto.run(oob_load, *_mm_inputs(), R=31, VALID=[1, 16])    # its valid shape inside the tensor: loads
     with pytest.raises(pyto.OutOfBoundsError, match="outside GM tensor 'a'"):
         pyto.run(oob_load, *_mm_inputs(), R=32)
 
@@ -178,7 +183,7 @@ def _python_error(a, t):
     (lambda a, t: pl.workspace([True, 16], pl.DT_FP32), pyto.ShapeError, "workspace shape"),
     (lambda a, t: t[5], pyto.KernelError, "indexed by a slot number"),
     (lambda a, t: t[0:16, :], pyto.KernelError, "take a tile"),
-    (lambda a, t: a[0], pyto.KernelError, "not indexed in a kernel"),
+    (lambda a, t: a[0], pyto.KernelError, "index one element with 2 indices"),
     (_assign_gm_shape, pyto.KernelError, "read-only in a kernel"),
     (lambda a, t: pl.load(t[0], a, [0, 0], order="yes"), pyto.KernelError, "pl.load order must list two axes"),
     (_python_error, pyto.KernelError, "raised TypeError"),
@@ -672,17 +677,17 @@ def load_then_scale_unsynced(x, out):
     with pl.section_vector():
         r = pl.get_block_idx() * 16
         pl.load(t, x, [r, 0])
-        pl.muls(t, t, 2.0)
+        pl.mul(t, t, 2.0)
         pl.store(out, t, [r, 0])
 
 
 def test_an_in_place_op_racing_a_write_is_a_raw():
-    """muls(t, t) unordered after a load into t: its read is the telling half (README's example said RAW, the
-    report said WAW: the schedule ran the muls first and its write, covering its read, was all the history kept)."""
+    """mul(t, t) unordered after a load into t: its read is the telling half (README's example said RAW, the
+    report said WAW: the schedule ran the mul first and its write, covering its read, was all the history kept)."""
     x = np.ones((32, 64), np.float32)
     msg = str(assert_race(load_then_scale_unsynced, x, np.zeros_like(x), blocks=2, auto_sync=False))
     assert re.search(r"RAW hazard detected at UB: UB tile 't'\[0:16, 0:64\]\n  PIPE_MTE2 \(AIV 0\) "
-                     r"write: [^\n]*pl\.load\(t, x[^\n]*\n  PIPE_V \(AIV 0\) read: [^\n]*pl\.muls", msg), msg
+                     r"write: [^\n]*pl\.load\(t, x[^\n]*\n  PIPE_V \(AIV 0\) read: [^\n]*pl\.mul", msg), msg
 
 
 @pl.kernel

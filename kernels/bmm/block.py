@@ -26,9 +26,11 @@ final MMAD has finished and the next tile's first MMAD into that slot waits only
 has drained, with no scalar set_flag/wait_flag pair per tile. `use_unit_flag=False` falls back to the
 framework's software sync (no phases) — same results, for comparison.
 
-Edge tiles: GM loads clip and zero-fill, so a tail tile needs nothing special; the L0 and L0C views are
-trimmed to the tile's rows/columns (rounded up to the fractal grid) so MMAD and Fixpipe do not pay for
-the padding, and the last K step is trimmed the same way.
+Edge tiles: the L0 and L0C views are trimmed to the tile's rows/columns (rounded up to the fractal grid) so
+MMAD and Fixpipe do not pay for the padding, and the last K step is trimmed the same way. Each view's valid
+shape is the tile's real extent (pl.set_validshape): `at_edge` gives a GM load's or store's view the part inside
+the tensor (pyto refuses a GM access past the edge), and mmad_l1 gives the L0A/L0B views and their L1 sources
+the real [M, K] / [K, N] of each step, which the MMAD computes; the padding around them is never read.
 
 DN operands (transpose_a: A stored [K, M]; transpose_b: B stored [N, K]) are loaded with order=[1, 0] and
 take one of two routes, chosen in one place, `l1_as_stored`: on a chip with Dn2Nz (the 950) their L1 tiles are
@@ -70,11 +72,41 @@ def m_trim(itemsize: int, a_stored: bool) -> int:
     return max(16, 32 // itemsize) if a_stored else 16
 
 
+def at_edge(view, tensor, offsets: Sequence[int], *, transpose: bool = False):
+    """`view` with its valid shape set to its part inside `tensor` when its [0, 0] sits at `offsets` (a tail tile),
+    or to the whole view (a ring slot keeps a valid shape until set again); `transpose`: the tensor holds the
+    view's block transposed (a DN operand). Returns the view."""
+    rows, cols = view.shape
+    if transpose:
+        rows, cols = cols, rows
+    vr = min(rows, tensor.shape[-2] - offsets[-2])
+    vc = min(cols, tensor.shape[-1] - offsets[-1])
+    want = [vc, vr] if transpose else [vr, vc]
+    if view.valid is not None or want != list(view.shape):
+        pl.set_validshape(view, want)
+    return view
+
+
+def with_valid(view, rows: int, cols: int):
+    """`view` with valid shape [rows, cols] (set only where it differs from what the view has). Returns it."""
+    if [rows, cols] != list(view.valid_shape):
+        pl.set_validshape(view, [rows, cols])
+    return view
+
+
 def load_l1(view, src, offsets: Sequence[int], *, transpose: bool, nd_num: int = 1, nd_axis: int = 0) -> None:
     """GM -> L1 into `view` (an operand's L1 tile or view, in the matmul's terms: A [M, K], B [K, N]) from `src` at
     `offsets` (GM's own coordinates); transpose: `src` is DN, read with order=[1, 0]. A ZN view (the operand held as
     stored) takes it as a plain Nd2Nz, an NZ one as a Dn2Nz (pl.load's docstring). nd_num / nd_axis as pl.load's,
     nd_axis in the matmul's terms."""
+    if nd_num == 1:
+        at_edge(view, src, offsets, transpose=transpose)
+    else:                   # each part's extent inside the tensor (pl.load: nd_num parts take the valid shape each)
+        rows, cols = view.shape
+        part = view[0:rows // nd_num, :] if nd_axis == 0 else view[:, 0:cols // nd_num]
+        want = list(at_edge(part, src, offsets, transpose=transpose).valid_shape)
+        if view.valid is not None or want != list(part.shape):
+            pl.set_validshape(view, want)
     pl.load(view, src, list(offsets), order=[-1, -2] if transpose else None, nd_num=nd_num, nd_axis=nd_axis)
 
 
@@ -231,10 +263,14 @@ def _issue(loads_a: list, a, transpose_a: bool, loads_b: list, b, transpose_b: b
 # ---- one output tile -----------------------------------------------------------------------------
 def _bias_bt(bufs: Buffers, bias, bias_off: Sequence[int], nt: int):
     """GM bias row -> L1 -> BT (converted to fp32); the BT view for an nt-column tile."""
-    bias_l1 = bufs.bias_l1.next()
+    bias_l1 = at_edge(bufs.bias_l1.next(), bias, bias_off)
     pl.load(bias_l1, bias, list(bias_off))
-    bias_bt = bufs.bias_bt[0:1, 0:nt]
-    pl.move(bias_bt, bias_l1[0:1, 0:nt])
+    cols = bias_l1.valid_shape[1]
+    bias_bt, row = bufs.bias_bt[0:1, 0:nt], bias_l1[0:1, 0:nt]
+    if cols < nt:
+        pl.set_validshape(bias_bt, [1, cols])
+        pl.set_validshape(row, [1, cols])
+    pl.move(bias_bt, row)
     return bias_bt
 
 
@@ -291,6 +327,8 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
     mt = min(base_m, _ceil(rows, bufs.m_align))
     nt = min(base_n, _ceil(cols, bufs.align))
     c_l0c = bufs.c_l0c.next()[0:mt, 0:nt]
+    if (rows, cols) != (mt, nt):
+        pl.set_validshape(c_l0c, [rows, cols])      # what the MMADs compute and the store moves
     bias_bt = None
     if bias is not None:
         bias_off = [0] * (bias.ndim - 1) + [b_off[-1]] if bias_off is None else bias_off
@@ -336,13 +374,21 @@ def mmad_l1(bufs: Buffers, c_l0c, a1, b1, k_len: int, *, step: int, steps: int, 
     updated step count.
     """
     mt, nt = c_l0c.shape
+    vm, vn = c_l0c.valid_shape          # the tile's real rows and columns
     base_k = base_k or bufs.base_k
     for kk in pl.range(0, k_len, base_k):
         kt = min(base_k, _ceil(k_len - kk, bufs.align))
-        a_l0a = bufs.a_l0a.next()[0:mt, 0:kt]
-        pl.move(a_l0a, a1[0:mt, kk:kk + kt])
-        b_l0b = bufs.b_l0b.next()[0:kt, 0:nt]
-        pl.move(b_l0b, b1[kk:kk + kt, 0:nt])
+        kv = min(base_k, k_len - kk)     # the step's real K
+        a_l0a, a_src = bufs.a_l0a.next()[0:mt, 0:kt], a1[0:mt, kk:kk + kt]
+        b_l0b, b_src = bufs.b_l0b.next()[0:kt, 0:nt], b1[kk:kk + kt, 0:nt]
+        if (vm, kv) != (mt, kt) or a_src.valid is not None:
+            pl.set_validshape(a_l0a, [vm, kv])
+            pl.set_validshape(a_src, [vm, kv])
+        if (kv, vn) != (kt, nt) or b_src.valid is not None:
+            pl.set_validshape(b_l0b, [kv, vn])
+            pl.set_validshape(b_src, [kv, vn])
+        pl.move(a_l0a, a_src)
+        pl.move(b_l0b, b_src)
         phase = None
         if use_unit_flag:
             phase = pl.AccPhase.Final if step == steps - 1 else pl.AccPhase.Partial
@@ -359,7 +405,8 @@ def mmad_l1(bufs: Buffers, c_l0c, a1, b1, k_len: int, *, step: int, steps: int, 
 
 
 def store_tile(out, c_l0c, c_off: Sequence[int], *, use_unit_flag: bool = True, atomic: bool = False) -> None:
-    """Fixpipe the tile's L0C view to out at c_off (clipped at the edge); STPhase.Final frees the slot, and the
+    """Fixpipe the tile's L0C view (its valid region: accumulate sets it to the tile's real extent) to out at
+    c_off; STPhase.Final frees the slot, and the
     K split's layout transform goes off after it (set_mm_layout_transform.md). atomic: add into out."""
     pl.store(out, c_l0c, list(c_off), phase=pl.STPhase.Final if use_unit_flag else None,
              atomic=pl.AtomicType.AtomicAdd if atomic else None)

@@ -7,9 +7,10 @@ groups of b. For one group:
            batch i's B [k_L1, N] -> cols [i*N̄, (i+1)*N̄) of the merged L1 tile   [k_L1, b*N̄]
            (one Nd2Nz instruction per operand for the whole group, ndNum = b, as the hardware fetches
            consecutive batches: one DMA setup instead of b; a broadcast operand, whose batches are not
-           consecutive, takes one GM load per batch; the load zero-fills the rows/cols past M/N)
+           consecutive, takes one GM load per batch; each load moves the M x k / k x N inside the tensor, its
+           valid shape; the rows/cols past M/N keep what they held, and feed only the dropped products)
     MTE1 + M: the merged tiles through L0A/L0B, MMAD [b*M̄, b*N̄] in L0C  (block.mmad_l1)
-    FIX:   only the diagonal blocks c[i*M̄:(i+1)*M̄, i*N̄:(i+1)*N̄] -> out[batch i] (clipped to M x N)
+    FIX:   only the diagonal blocks c[i*M̄:(i+1)*M̄, i*N̄:(i+1)*N̄] -> out[batch i] (their valid M x N)
 
 The off-diagonal blocks (batch i's A times batch j's B) are computed and dropped: (b-1)/b of the cube
 work is wasted, which is the point of the branch — its home ground is bandwidth bound (docs/bmm_branches.md §5.1.5).
@@ -39,7 +40,7 @@ from pyto.errors import PlanError
 from pyto.tiling import bias_row_bytes
 
 from .asw_basic import l1_pieces_for
-from .block import alloc_buffers, alloc_l1, load_l1, mmad_l1
+from .block import alloc_buffers, alloc_l1, at_edge, load_l1, mmad_l1, with_valid
 from .conditions import ACC_BYTES
 from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel
 
@@ -76,8 +77,11 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
         last = min(prod(batch), first + BPC)
         for g0 in pl.range(first, last, B_L0):
             ng = min(B_L0, last - g0)
-            c_l0c = bufs.c_l0c.next()[0:ng * M_PAD, 0:ng * N_PAD]
-            bias_bt = _bias_row(bufs, bias, batch, g0, ng, N_PAD) if BIAS else None
+            # valid up to the last batch's real M x N: what the MMADs compute (a batch's rows/cols past M/N inside
+            # the merged tile only feed dropped products) and no bias column past the last batch's N is read
+            c_l0c = with_valid(bufs.c_l0c.next()[0:ng * M_PAD, 0:ng * N_PAD], (ng - 1) * M_PAD + M,
+                               (ng - 1) * N_PAD + N)
+            bias_bt = _bias_row(bufs, bias, batch, g0, ng, N_PAD, N) if BIAS else None
             step = 0
             for k1 in pl.range(0, K, K_L1):
                 a_slot, b_slot = a_l1.next(), b_l1.next()
@@ -105,17 +109,20 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
                                step=step, steps=steps, bias_bt=bias_bt if k1 == 0 else None, use_unit_flag=False)
             for i in pl.range(ng):                          # the block diagonal out; cross terms dropped
                 c_ii = c_l0c[i * M_PAD:(i + 1) * M_PAD, i * N_PAD:(i + 1) * N_PAD]
-                pl.store(out, c_ii, batch_offsets(g0 + i, batch, batch) + [0, 0])
+                offs = batch_offsets(g0 + i, batch, batch) + [0, 0]
+                pl.store(out, at_edge(c_ii, out, offs), offs)
 
 
-def _bias_row(bufs, bias, batch: tuple, g: int, ng: int, n_pad: int):
-    """BT row [1, ng*N̄]: batch g+i's bias row in columns [i*N̄, (i+1)*N̄) (zeros past N)."""
+def _bias_row(bufs, bias, batch: tuple, g: int, ng: int, n_pad: int, n: int):
+    """BT row [1, ng*N̄]: batch g+i's bias row in columns [i*N̄, i*N̄ + N), valid up to the last batch's N (the
+    columns between batches keep what they held: they reach only dropped products)."""
     bias_l1 = bufs.bias_l1.next()
     for i in pl.range(ng):
         off = batch_offsets(g + i, batch, bias.shape[:-2])
-        pl.load(bias_l1[0:1, i * n_pad:(i + 1) * n_pad], bias, off + [0, 0])
-    bias_bt = bufs.bias_bt[0:1, 0:ng * n_pad]
-    pl.move(bias_bt, bias_l1[0:1, 0:ng * n_pad])
+        pl.load(at_edge(bias_l1[0:1, i * n_pad:(i + 1) * n_pad], bias, off + [0, 0]), bias, off + [0, 0])
+    valid = (ng - 1) * n_pad + n
+    bias_bt = with_valid(bufs.bias_bt[0:1, 0:ng * n_pad], 1, valid)
+    pl.move(bias_bt, with_valid(bias_l1[0:1, 0:ng * n_pad], 1, valid))
     return bias_bt
 
 

@@ -3,7 +3,7 @@ arrays it touches, so that computing another set of inputs is only the copies an
 CompiledKernel calls it per input set).
 
 The cube path's ops are defined here (HANDLERS: LOAD, STORE, MMAD, as copies and products between resolved
-views); MOVE and the vector ops by datapath.EFFECTS; sync ops have no data effect. An MMAD's accumulation
+views), and pl.fillpad (VFILLPAD); MOVE and the vector ops by datapath.EFFECTS; sync ops have no data effect. An MMAD's accumulation
 follows one of ACCUMULATE, chosen per call (pyto.run_options(accumulate=...)):
 
 * "fused" (the default): the products a K loop queues on one L0C view are summed by one fp32 matmul of depth
@@ -26,7 +26,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..dtypes import DType
-from ..ir import SYNC_OPS, Buf, GMTensor, Instr, Op
+from ..ir import SYNC_OPS, Access, Buf, GMTensor, Instr, Op
 from .datapath import EFFECTS, convert, is_floating
 from .memory import Memory, add_into, region_view
 from .origins import Origins
@@ -74,8 +74,9 @@ class _Binder:
         return len(self.steps) - 1
 
     def _load(self, ins: Instr) -> None:
-        """GM -> L1/UB: the valid region, copied (a destination it does not cover is zeroed first: the fractal
-        padding and the clipped edge); L1 -> L0A/L0B/BT: a copy of the view, transposed when asked."""
+        """GM -> L1/UB: the destination's valid region (its Access), copied; nothing else of the tile is written
+        (stale bytes stay, pl.load's tail rule); nd_num parts: each its part. L1 -> L0A/L0B/BT: a copy of the
+        view, transposed when asked."""
         mem, origins = self.mem, self.origins
         dst, a = ins.dsts[0], ins.attrs
         if "batch" not in a:          # tile -> tile: L1 -> L0A/L0B/BT
@@ -99,24 +100,23 @@ class _Binder:
             tensor = ins.srcs[0].obj
             region = (parts[0][0], a["r0"], a["r0"] + a["vr"], a["c0"], a["c0"] + a["vc"], t)
             step = self._copy(lambda: partial(np.copyto, mem.bound(dst), _gm_block(mem, tensor, region)))
-            if dst.obj.buf is Buf.L1 and tensor in mem.tensors:
+            if dst.obj.buf is Buf.L1 and tensor in mem.tensors and a.get("whole", True):
                 origins.gm_copy(dst, tensor, region, step)
             else:
                 origins.wrote(dst, step)
             return
         origins.wrote(dst)
         out = mem.bound(dst)
-        pieces = []                   # (view of the destination, GM block)
+        pieces = []                   # (view of the destination, GM block): nd_num parts, each covered whole
         for src, (batch, rect) in zip(ins.srcs, parts):
             block = _gm_block(mem, src.obj, (batch, a["r0"], a["r0"] + a["vr"], a["c0"], a["c0"] + a["vc"], t))
             r, c = rect[0] - d[0], rect[2] - d[2]
             pieces.append((out[r:r + block.shape[0], c:c + block.shape[1]], block))
 
-        def load_clipped() -> None:
-            out[...] = 0
+        def load_parts() -> None:
             for view, block in pieces:
                 view[...] = block
-        self.steps.append(load_clipped)
+        self.steps.append(load_parts)
 
     def _store(self, ins: Instr) -> None:
         """L0C -> GM (Fixpipe: ReLU if asked, conversion to the tensor's dtype, round to nearest even) or UB -> GM
@@ -179,28 +179,79 @@ class _Binder:
             self.origins.read(acc)
         self.origins.wrote(dst)
         out = mem.bound(dst)
+        qdst, a_tail, b_tail = dst, a, b      # what the fused step queues
+        if (a.shape[0], a.shape[1], b.shape[1]) != (at["m"], at["k"], at["n"]):
+            # a tail MMAD (valid M/K/N smaller than its tiles): the fused step multiplies the valid operands
+            # zero-padded to the tiles' shapes and queues the product on the tiles' L0C rectangle (zero past the
+            # valid rows and columns, so the stale values there stay), which is the arithmetic, and so the bits,
+            # of the same MMAD over zero-padded tiles; the per-MMAD twin computes the valid region alone
+            r0, _, c0, _ = dst.rect
+            qdst = Access(dst.obj, (r0, r0 + at["m"], c0, c0 + at["n"]))
+            a_tail = np.zeros((at["m"], at["k"]), a.dtype)
+            b_tail = np.zeros((at["k"], at["n"]), b.dtype)
+            a_in, b_in = a_tail[:a.shape[0], :a.shape[1]], b_tail[:b.shape[0], :b.shape[1]]
+            a_src, b_src = a, b
+            sa = sb = None
+            pad = self._pad_step(a_in, a_src, b_in, b_src)
+        else:
+            pad = None
         bias = mem.bound(ins.srcs[2]) if at["bias"] else 0
         store, pending, queue = dst.obj, mem.pending, mem.queue_product
         key = id(store)
+        qa, qb = a_tail, b_tail
         if at["accumulate"]:
             def mmad_acc() -> None:
-                if not queue(dst, a, b, wide, False, sa, sb):
+                if pad is not None:
+                    pad()
+                if not queue(qdst, qa, qb, wide, False, sa, sb):
                     if key in pending:
                         mem.flush(store)
-                    queue(dst, a, b, wide, True, sa, sb)
+                    queue(qdst, qa, qb, wide, True, sa, sb)
             step = mmad_acc
         else:
             def mmad() -> None:
                 if key in pending:
                     mem.flush(store)
                 out[...] = bias
-                queue(dst, a, b, wide, True, sa, sb)
+                if pad is not None:
+                    pad()
+                queue(qdst, qa, qb, wide, True, sa, sb)
             step = mmad
         self.steps.append(step)
         self.twins[step] = (out, a, b, bias, at["accumulate"], wide)
 
 
-HANDLERS = {Op.LOAD: _Binder._load, Op.STORE: _Binder._store, Op.MMAD: _Binder._mmad}   # the ops defined here
+    def _fillpad(self, ins: Instr) -> None:
+        """pl.fillpad: out[0:vr, 0:vc] = src's valid region (its bits, when the dtypes differ in name only), the pad
+        value over the rest of out (INPLACE: the region is out's own and stays)."""
+        mem, a = self.mem, ins.attrs
+        src, dst = ins.srcs[0], ins.dsts[0]
+        self.origins.read(src)
+        self.origins.wrote(dst)
+        out, block = mem.bound(dst), mem.bound(src)
+        vr, vc, value, inplace = a["vr"], a["vc"], a["value"], a["inplace"]
+        if block.dtype != out.dtype:
+            block = block.view(out.dtype)
+
+        def fillpad() -> None:
+            if not inplace:
+                out[:vr, :vc] = block
+            out[vr:, :] = value
+            out[:vr, vc:] = value
+        self.steps.append(fillpad)
+
+
+    @staticmethod
+    def _pad_step(a_in: np.ndarray, a_src: np.ndarray, b_in: np.ndarray, b_src: np.ndarray) -> Callable[[], None]:
+        """Copy a tail MMAD's valid operands into the corners of its zero-padded buffers."""
+        def pad() -> None:
+            np.copyto(a_in, a_src)
+            np.copyto(b_in, b_src)
+        return pad
+
+
+HANDLERS = {Op.LOAD: _Binder._load, Op.STORE: _Binder._store, Op.MMAD: _Binder._mmad,   # the ops defined here
+            Op.VFILLPAD: _Binder._fillpad}
 _L0AB = (Buf.L0A, Buf.L0B)
 
 

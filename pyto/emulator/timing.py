@@ -66,7 +66,7 @@ def _scalar(chip: Chip, ins: Instr) -> Cost:
 COSTS = {
     Op.LOAD: _transfer, Op.STORE: _transfer, Op.MOVE: _transfer, Op.MMAD: _mmad,
     Op.VBINARY: _vector, Op.VSCALAR: _vector, Op.VUNARY: _vector, Op.VCAST: _vector, Op.VDUP: _vector,
-    Op.VREDUCE: _vector, Op.VEXPAND: _vector,
+    Op.VREDUCE: _vector, Op.VEXPAND: _vector, Op.VFILLPAD: _vector,
     Op.SET_FLAG: _scalar, Op.WAIT_FLAG: _scalar, Op.BARRIER: _scalar, Op.SYNC_ALL: _scalar, Op.MUTEX_LOCK: _scalar,
     Op.MUTEX_UNLOCK: _scalar,
 }

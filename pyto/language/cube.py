@@ -6,6 +6,16 @@ K-split rules (matmul_acc.md: "缺一会精度错，已上板验证", missing an
 `fractal=1024` and `pl.system.set_mm_layout_transform(enabled=True)` in force; pyto raises KernelError naming the
 rule, since the board would silently compute something else. The switch must be turned off again before the
 kernel ends.
+
+Tails (matmul.md: the Acc tile takes a tail through valid_shape=[-1, -1] + set_validshape): an MMAD computes
+M = the Left tile's valid rows, K = its valid columns (which must be the Right tile's valid rows) and N = the
+Right tile's valid columns, as PTO-ISA's TMATMUL reads them (GetValidRow/GetValidCol of the operands), into the
+Acc tile's [0:M, 0:N]; nothing outside the operands' valid regions is read and nothing else of the Acc tile is
+written (a bias is read over its first N columns). The operand tiles' shapes must still chain ([M, K] x [K, N]
+-> [M, N] as declared). pyto charges the MMAD for the declared tiles' fractals (timing.mmad_cycles of their
+shapes), not the valid ones: the cube costs what the tiles it names cover, which is what pyto's BMM kernels
+trim their views to (the fractal grid of the tile's real extent) and what its cost model plans with; a kernel that
+computes a small valid region in a large tile is charged the large tile.
 """
 from __future__ import annotations
 
@@ -14,7 +24,7 @@ from typing import Optional
 from ..dtypes import DType
 from ..errors import KernelError, ShapeError
 from ..ir import AccPhase, Buf, Loc, Op, Pipe, Role
-from .opcommon import emit, need_tile, phase_of
+from .opcommon import emit, need_tile, phase_of, region
 from .tile import ACC_FRACTAL, Tile
 from .trace import caller_loc, current
 
@@ -62,22 +72,32 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
         raise ShapeError(f"{loc}: the cube takes fp16, bf16, fp32 or int8 operands, not int32")
     if dst.store.dtype is not dt.acc:
         raise ShapeError(f"{loc}: {a.dtype} operands accumulate in {a.dtype.acc}, but {dst!r} is {dst.dtype}")
-    srcs = [a.access, b.access]
+    va, vb = a.valid, b.valid
+    if va is None and vb is None:          # no tails: the whole tiles
+        srcs, out = [a.access, b.access], dst.access
+        vn = n
+    else:
+        vm, vk = (m, k) if va is None else va
+        vk2, vn = (k, n) if vb is None else vb
+        if vk != vk2:
+            raise ShapeError(f"{loc}: {name}'s valid K differs: {a!r} has valid shape [{vm}, {vk}], {b!r} "
+                             f"[{vk2}, {vn}]; set both to the K the step covers (pl.set_validshape)")
+        srcs, out = [region(a), region(b)], dst.region_of(vm, vn)
     tiles = [dst, a, b]
     if bias is not None:
         need_tile(bias, f"{name} bias", (Buf.BT,), loc)
         if bias.shape != (1, n) or bias.dtype is not dst.dtype:
             raise ShapeError(f"{loc}: bias must be [1, {n}] {dst.dtype} (the accumulator's type), got "
                              f"{list(bias.shape)} {bias.dtype}")
-        srcs.append(bias.access)
+        srcs.append(bias.region_of(1, vn))
         tiles.append(bias)
     if accumulate:
-        srcs.append(dst.access)
+        srcs.append(out)
         if phase is not None:
             _ksplit_rules(dst, name, loc)
     attrs = {"m": m, "n": n, "k": k, "phase": phase, "accumulate": accumulate, "bias": bias is not None,
              "dtype": dt}
-    emit(_MMAD, Pipe.M, Role.AIC, tuple(srcs), (dst.access,), attrs, loc, name, tuple(tiles), phase is not None, tr)
+    emit(_MMAD, Pipe.M, Role.AIC, tuple(srcs), (out,), attrs, loc, name, tuple(tiles), phase is not None, tr)
 
 
 def matmul(dst_tile: Tile, lhs_tile: Tile, rhs_tile: Tile, *args, phase: Optional[AccPhase] = None, **kwargs) -> None:

@@ -10,8 +10,12 @@ matrix, so `load(mat_zn, b_t, offs, order=[1, 0])` is a plain Nd2Nz of the store
 with order=[1, 0] is a Dn2Nz (docs/fractal_formats.md §4.4, the 950 only).
 
 pyto's extensions: `nd_num` / `nd_axis` on a GM load (Nd2Nz's ndNum: several matrices of consecutive batches in
-one instruction, as MergeBatch fetches them). A GM region running past the tensor's edge is clipped and the rest of
-the tile zero-filled (tails and valid_shape are the vector-side issue's).
+one instruction, as MergeBatch fetches them).
+
+Tails (set_validshape.md, tail_block_handling.md): a load moves the destination's valid region, a store the
+source's, and every other byte of the tile keeps what it held. A valid region that runs past the tensor's edge is
+an OutOfBoundsError naming the tile, the region and the edge: a tail tile sets its valid shape to the part inside
+(pl.set_validshape) before it moves, as PyPTO-Pro's kernels do; nothing is clipped or zero-filled.
 """
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ from typing import Optional, Sequence
 from ..dtypes import FIXPIPE_OUT
 from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, Buf, GMTensor, Loc, Op, Pipe, Role, STPhase
-from .opcommon import atomic_of, emit, need_path, need_tile, no_scale, phase_of, relu_of
+from .opcommon import atomic_of, emit, extent, need_path, need_tile, no_scale, phase_of, relu_of
+from .opcommon import region as region_of
 from .tile import Tile, as_int
 from .trace import caller_loc, current
 
@@ -30,9 +35,11 @@ _GM_TO = {Buf.L1: (("GM", "L1"), "GM->L1", Role.AIC), Buf.UB: (("GM", "UB"), "GM
 _CUBE_SIDE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.BT, Buf.L0C)     # a move into / out of these is the AIC's
 
 
-def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc: Loc):
-    """Validate offsets into `gm`; return (Access, batch index, r0, c0, valid rows, valid cols) in GM coords for a
-    rows x cols block of the tile's store (its transpose in GM when `transpose`)."""
+def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc: Loc, tile: Optional[Tile] = None,
+               op: str = "pl.load"):
+    """Validate offsets into `gm`; return (Access, batch index, r0, c0, rows, cols) in GM coords for a rows x cols
+    block of the tile's store (its transpose in GM when `transpose`): the valid region, which must lie inside the
+    tensor (OutOfBoundsError naming `tile` otherwise)."""
     nd = len(gm.shape)
     if nd == 2 and type(offsets) in (list, tuple) and len(offsets) == 2 \
             and type(offsets[0]) is int and type(offsets[1]) is int:
@@ -57,9 +64,22 @@ def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc
     R, C = gm.shape[-2], gm.shape[-1]
     if not (0 <= r0 < R and 0 <= c0 < C):
         raise OutOfBoundsError(f"{loc}: offset [{r0}, {c0}] outside {gm!r} (rows {R}, cols {C})")
-    vr = gr if gr <= R - r0 else R - r0      # min(gr, R - r0), without two builtin calls per GM access
-    vc = gc if gc <= C - c0 else C - c0
-    return Access(gm, (r0, r0 + vr, c0, c0 + vc), batch), batch, r0, c0, vr, vc
+    if gr > R - r0 or gc > C - c0:
+        raise OutOfBoundsError(_past_edge(gm, tile, op, r0, c0, gr, gc, transpose, loc))
+    return Access(gm, (r0, r0 + gr, c0, c0 + gc), batch), batch, r0, c0, gr, gc
+
+
+def _past_edge(gm: GMTensor, tile: Optional[Tile], op: str, r0: int, c0: int, gr: int, gc: int, transpose: bool,
+               loc: Loc) -> str:
+    """The message of a GM access whose valid region runs past the tensor's edge (module docstring)."""
+    R, C = gm.shape[-2], gm.shape[-1]
+    inside = [min(gr, R - r0), min(gc, C - c0)]
+    if transpose:
+        inside = inside[::-1]
+    what = "the region" if tile is None else f"the valid region {list(tile.valid_shape)} of {tile!r}"
+    return (f"{loc}: {op} of {what} at offset [{r0}, {c0}] runs past the edge of {gm!r}: rows {r0}:{r0 + gr}, "
+            f"cols {c0}:{c0 + gc} of a [{R}, {C}] matrix; a tail tile sets its valid shape to the part inside, "
+            f"pl.set_validshape(tile, {inside}), before it moves (set_validshape.md); pyto does not clip")
 
 
 def _reversed(order, gm: GMTensor, loc: Loc, op: str, store: bool = False) -> bool:
@@ -121,26 +141,29 @@ def _bursts(gm: GMTensor, vr: int, vc: int) -> tuple:
 
 
 # ---- GM -> Mat / Vec ------------------------------------------------------------------------------------------
-def _emit_gm_load(dst: Tile, src: GMTensor, accs: tuple, parts: Sequence[Tile], region: tuple, transpose: bool,
-                  to: tuple, loc: Loc, tr=None) -> None:
-    """Record a GM -> L1/UB load of len(parts) matrices (accs: their GM regions, parts: their views of
-    dst), each `region` = (r0, c0, valid rows, valid cols) at its batch; `to`: an entry of _GM_TO."""
+def _emit_gm_load(dst: Tile, dacc: Access, src: GMTensor, accs: tuple, parts: Sequence[Tile], region: tuple,
+                  transpose: bool, to: tuple, loc: Loc, tr=None) -> None:
+    """Record a GM -> L1/UB load of len(parts) matrices into `dacc` (the destination's valid region; accs: their GM
+    regions, parts: their views of the destination), each `region` = (r0, c0, rows, cols) at its batch; `to`: an
+    entry of _GM_TO."""
     r0, c0, vr, vc = region
     n = len(parts)
     burst, nburst = _bursts(src, vr, vc)
     attrs = {"batch": accs[0].batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
-             "bytes": n * vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst * n, "path": to[0]}
+             "bytes": n * vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst * n, "path": to[0],
+             "whole": dacc is dst.access and dst.valid is None}      # the load fills the whole tile (datapass)
     if n > 1:
         attrs["parts"] = tuple((a.batch, p.rect) for a, p in zip(accs, parts))
-    emit(_LOAD, _MTE2, to[2], accs, (dst.access,), attrs, loc, "pl.load", (dst,), tr=tr)
+    emit(_LOAD, _MTE2, to[2], accs, (dacc,), attrs, loc, "pl.load", (dst,), tr=tr)
 
 
 def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] = None, *, order=None,
          nd_num: int = 1, nd_axis: int = 0) -> None:
-    """GM -> Mat (L1, Nd2Nz) or Vec (UB), on MTE2 (load.md). `offsets`: absolute element offsets, one per tensor
-    axis (default all 0). `order`: the tensor's two axes the tile covers, descending to transpose (the tile then
+    """GM -> Mat (L1, Nd2Nz) or Vec (UB), on MTE2 (load.md): the destination's valid region, which must lie inside
+    the tensor (module docstring). `offsets`: absolute element offsets, one per tensor axis (default all 0). `order`: the tensor's two axes the tile covers, descending to transpose (the tile then
     holds the tensor's block transposed: a DN operand). `nd_num` / `nd_axis` (pyto's extension): nd_num matrices
-    of consecutive batches into nd_num equal parts of the tile along its axis nd_axis.
+    of consecutive batches into nd_num equal parts of the tile along its axis nd_axis; the tile's valid shape, if
+    set, is each part's (the rest of each part is left as it was).
 
     A transposing load into an NZ Mat tile is a Dn2Nz (DN -> Nz on the way, docs/fractal_formats.md §4.4), which only the Ascend
     950PR/950DT has (chip key formats.dn2nz, `pl.has_dn2nz()`); elsewhere declare the Mat tile ZN (its bytes are
@@ -161,9 +184,11 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
             d = dst.store
             to = _GM_TO.get(d.buf)
             if to is not None and src.dtype is d.dtype and to[1] in tr.chip.paths:
-                q0, q1, p0, p1 = dst.rect
-                region = _gm_region(src, [0] * src.ndim if offsets is None else offsets, q1 - q0, p1 - p0, False, loc)
-                _emit_gm_load(dst, src, (region[0],), (dst,), region[2:], False, to, loc, tr)
+                dacc = dst.access if dst.valid is None else dst.region_of(*dst.valid)
+                q0, q1, p0, p1 = dacc.rect
+                region = _gm_region(src, [0] * src.ndim if offsets is None else offsets, q1 - q0, p1 - p0, False, loc,
+                                    dst)
+                _emit_gm_load(dst, dacc, src, (region[0],), (dst,), region[2:], False, to, loc, tr)
                 return
     need_tile(dst, "pl.load destination", (Buf.L1, Buf.UB), loc)
     src = src_tensor
@@ -190,18 +215,26 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
     if offsets is None:
         offsets = [0] * src.ndim
     if nd_num == 1:
-        q0, q1, p0, p1 = dst.rect
-        region = _gm_region(src, offsets, q1 - q0, p1 - p0, transpose, loc)
-        _emit_gm_load(dst, src, (region[0],), (dst,), region[2:], transpose, to, loc)
+        dacc = region_of(dst)
+        q0, q1, p0, p1 = dacc.rect
+        region = _gm_region(src, offsets, q1 - q0, p1 - p0, transpose, loc, dst)
+        _emit_gm_load(dst, dacc, src, (region[0],), (dst,), region[2:], transpose, to, loc)
         return
     parts = _nd_parts(dst, nd_num, (1 - nd_axis) if dst.t and nd_axis in (0, 1) else nd_axis, loc)
+    r0, r1, c0, c1 = parts[0].rect
+    rows, cols = r1 - r0, c1 - c0           # each part's extent: the part, or the valid shape (per part)
+    if dst.valid is not None:
+        vr, vc = dst.valid[::-1] if dst.t else dst.valid
+        if vr > rows or vc > cols:
+            raise ShapeError(f"{loc}: pl.load with nd_num={nd_num} takes {dst!r}'s valid shape "
+                             f"{list(dst.valid_shape)} as each part's, but a part is [{rows}, {cols}]")
+        rows, cols = vr, vc
     accs, region = [], None
     for j, part in enumerate(parts):
         offs = offsets if j == 0 else _next_batch(src, offsets, j, loc)
-        r0, r1, c0, c1 = part.rect
-        region = _gm_region(src, offs, r1 - r0, c1 - c0, transpose, loc)
+        region = _gm_region(src, offs, rows, cols, transpose, loc, part)
         accs.append(region[0])
-    _emit_gm_load(dst, src, tuple(accs), parts, region[2:], transpose, to, loc)
+    _emit_gm_load(dst, dst.access, src, tuple(accs), parts, region[2:], transpose, to, loc)
 
 
 def _tile_offsets(tile: Tile, tensor: GMTensor, tile_offsets, transpose: bool, loc: Loc, op: str) -> list:
@@ -232,8 +265,8 @@ def load_tile(dst_tile: Tile, src_tensor: GMTensor, tile_offsets: Sequence[int],
 def store(dst_tensor: GMTensor, src_tile: Tile, offsets: Optional[Sequence[int]] = None, *, relu_pre_mode=None,
           scale=None, order=None, atomic=None, phase: Optional[STPhase] = None) -> None:
     """Acc (L0C) -> GM on FIX (Fixpipe: Nz -> ND, fp32 -> the tensor's dtype, round to nearest even), or Vec (UB)
-    -> GM on MTE3 (store.md). `offsets`: where the tile's [0, 0] lands (one int per axis); rows and columns past the
-    tensor's edge are not written. `phase`: pl.STPhase.Partial / Final for the unit_flag hand-over out of L0C
+    -> GM on MTE3 (store.md). `offsets`: where the tile's [0, 0] lands (one int per axis); the tile's valid region is
+    written, and must lie inside the tensor (module docstring). `phase`: pl.STPhase.Partial / Final for the unit_flag hand-over out of L0C
     (docs/cube_phase.md §2.2); `atomic=pl.AtomicType.AtomicAdd`: add into GM (split-K across cores); `relu_pre_mode=
     pl.ReluPreMode.NormalRelu` (out of Acc): Fixpipe's ReLU before the conversion. `order` must be ascending."""
     tr = current()
@@ -271,12 +304,13 @@ def store(dst_tensor: GMTensor, src_tile: Tile, offsets: Optional[Sequence[int]]
         pipe, role = Pipe.MTE3, Role.AIV0
     if offsets is None:
         offsets = [0] * dst.ndim
-    acc, batch, r0, c0, vr, vc = _gm_region(dst, offsets, *src.shape, False, loc)
+    sacc = region_of(src)
+    acc, batch, r0, c0, vr, vc = _gm_region(dst, offsets, *extent(src), False, loc, src, "pl.store")
     burst, nburst = _bursts(dst, vr, vc)
     attrs = {"batch": batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "phase": phase, "atomic": atomic,
              "bytes": vr * vc * dst.dtype.itemsize, "burst": burst, "nburst": nburst,
              "path": (src.buffer.name, "GM"), "relu": relu}
-    emit(Op.STORE, pipe, role, (src.access,), (acc,), attrs, loc, "pl.store", (src,), phase is not None)
+    emit(Op.STORE, pipe, role, (sacc,), (acc,), attrs, loc, "pl.store", (src,), phase is not None)
 
 
 def store_tile(dst_tensor: GMTensor, src_tile: Tile, tile_offsets: Sequence[int], *, relu_pre_mode=None,

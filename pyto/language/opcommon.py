@@ -101,14 +101,16 @@ def access(t: Tile) -> Access:
 
 
 def region(t: Tile) -> Access:
-    """The Access an op on `t` records: the part of the tile it computes on or moves (its valid region once tiles
-    carry valid shapes; the whole tile until then). Every op takes its operands' regions through here."""
-    return t.access
+    """The Access an op on `t` records: the tile's valid region (its [0:rows, 0:cols] corner for a valid shape set
+    by TileType valid_shape, pl.set_validshape or a clamped view; the whole tile otherwise), one Access object per
+    tile and extent (Tile.region_of). Every op takes its operands' regions through here."""
+    return t.access if t.valid is None else t.region_of(*t.valid)
 
 
 def extent(t: Tile) -> tuple:
-    """(rows, cols) an op on `t` covers, in the tile's own terms: the shape of `region(t)`."""
-    return t.shape
+    """(rows, cols) an op on `t` covers, in the tile's own terms: the shape of `region(t)` (its valid shape)."""
+    v = t.valid
+    return t.shape if v is None else v
 
 
 __all__ = ["need_tile", "need_path", "phase_of", "relu_of", "atomic_of", "no_scale", "mutex_ids", "emit", "access",

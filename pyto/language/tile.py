@@ -23,7 +23,7 @@ from ..dtypes import DType, as_dtype
 from ..errors import AlignmentError, CapacityError, KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, Buf, Loc, TileStore
 from .trace import caller_loc, current
-from .types import TensorLayout, Unbuilt
+from .types import TensorLayout, TilePad, Unbuilt
 
 _NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.(?:alloc|make_tile_group|make_tile)\b")
 #: the layout each memory space takes when a TileType names none (TileType.md's table for A5; Left: the chip's)
@@ -99,8 +99,15 @@ class TileType:
     """A tile's specification (PyPTO-Pro's TileType): shape, dtype, memory space, layout and the tail attributes.
     It allocates nothing: `pl.make_tile` / `pl.make_tile_group` place it. `layout=None` takes the space's default
     (Mat NZ, Left the chip's L0A format, Right ZN, Acc NZ, Vec ND); an Acc FP32/INT32 tile's `fractal` defaults
-    to 1024. `valid_shape`, `pad` and `compact` are recorded; a static valid_shape smaller than the shape (a tail
-    tile) is not built yet (UnsupportedError at make_tile)."""
+    to 1024.
+
+    Tails: `valid_shape` [rows, cols] is a static valid shape (the tile's valid region from the start, which
+    pl.set_validshape may not change); None or [-1, -1] is dynamic: the whole tile until pl.set_validshape sets it.
+    `pad` (pl.TilePad) is the value pl.fillpad writes outside the valid region; nothing else reads it (a pad
+    without fillpad leaves the stale bytes, as on hardware). `compact` (CompactMode.md: 0/None, 1 normal,
+    2 row_plus_one) is recorded and has no effect in pyto: it says how the hardware packs a tail tile's fractals
+    in its bytes, and pyto holds a tile's elements by position, not at byte addresses, so no value a kernel can
+    read depends on it (row_plus_one's extra row is already in the shape the kernel declares)."""
 
     __slots__ = ("shape", "dtype", "target_memory", "valid_shape", "layout", "fractal", "pad", "compact")
 
@@ -126,7 +133,9 @@ class TileType:
                                  f"layout table)")
             layout = TensorLayout[lay]
         self.layout = layout
-        if valid_shape is not None and list(valid_shape) != [-1, -1]:
+        if valid_shape is not None and list(valid_shape) == [-1, -1]:
+            valid_shape = None                # dynamic: the whole tile until pl.set_validshape
+        if valid_shape is not None:
             valid_shape = _shape2(valid_shape, "TileType valid_shape", loc)
             if any(v > s for v, s in zip(valid_shape, self.shape)):
                 raise ShapeError(f"{loc}: valid_shape {list(valid_shape)} is larger than the tile's shape "
@@ -152,13 +161,46 @@ class Tile:
     """A rectangle of a store. `tile[r0:r1, c0:c1]` gives a view on the fractal grid (PyPTO-Pro's sub-view).
 
     `t`: the tile is the store read transposed (see the module docstring); `rect` is always in the store's
-    coordinates, `shape` and slices in the tile's own. `mutex`: the mutex ids of its tile-group slot (auto_mutex)."""
+    coordinates, `shape` and slices in the tile's own. `mutex`: the mutex ids of its tile-group slot (auto_mutex).
 
-    __slots__ = ("store", "rect", "access", "t", "mutex")
+    Tails (TileType.md, set_validshape.md, subview.md): `valid` is the valid shape (rows, cols) in the tile's own
+    terms, None for the whole tile; it is the Tile object's state, as PyPTO-Pro's tile descriptor's: set_validshape
+    changes it until set again (across loop iterations too), and a view takes its parent's clamped to the view.
+    Ops take the valid region through `opcommon.region` (`region_of`); `pad` is the TileType's TilePad (fillpad's
+    value), `fixed` a static TileType valid_shape (set_validshape refuses to change it)."""
 
-    def __init__(self, store: TileStore, rect: tuple, t: bool = False, mutex: tuple = ()):
+    __slots__ = ("store", "rect", "access", "t", "mutex", "valid", "pad", "fixed", "_regions")
+
+    def __init__(self, store: TileStore, rect: tuple, t: bool = False, mutex: tuple = (), valid: Optional[tuple] = None,
+                 pad=None, fixed: bool = False):
         self.store, self.rect, self.t, self.mutex = store, rect, t, mutex
         self.access = Access(store, rect)    # what an instruction on this tile records (one per tile, shared)
+        self.valid, self.pad, self.fixed = valid, pad, fixed
+        self._regions = None                 # (rows, cols) -> Access of that corner, made on first use
+
+    @property
+    def valid_shape(self) -> tuple:
+        """(rows, cols) of the valid region (PyPTO-Pro's GetValidRow/GetValidCol): the whole tile until set."""
+        return self.shape if self.valid is None else self.valid
+
+    def region_of(self, rows: int, cols: int) -> Access:
+        """The Access of the tile's [0:rows, 0:cols] corner (own terms), one object per tile and extent: an op on
+        the valid region records it (`opcommon.region`), and the encoders key on its identity and rectangle."""
+        r0, r1, c0, c1 = self.rect
+        if self.t:
+            rows, cols = cols, rows
+        if rows == r1 - r0 and cols == c1 - c0:
+            return self.access
+        regs = self._regions
+        if regs is None:
+            regs = self._regions = {}
+        acc = regs.get((rows, cols))
+        if acc is None:
+            acc = regs[(rows, cols)] = Access(self.store, (r0, r0 + rows, c0, c0 + cols))
+        return acc
+
+    def _set_valid(self, valid: Optional[tuple]) -> None:
+        self.valid = None if valid is None or tuple(valid) == self.shape else tuple(valid)
 
     @property
     def shape(self) -> tuple:
@@ -200,8 +242,10 @@ class Tile:
                 sr, sc = idx
             except (TypeError, ValueError):
                 return self._slow_view(idx)
-            view = Tile(self.store, self.rect, False, self.mutex)._view((sc, sr))
-            return Tile(view.store, view.rect, True, self.mutex)
+            flip = None if self.valid is None else self.valid[::-1]
+            view = Tile(self.store, self.rect, False, self.mutex, flip, self.pad)._view((sc, sr))
+            return Tile(view.store, view.rect, True, self.mutex, None if view.valid is None else view.valid[::-1],
+                        self.pad)
         return self._view(idx)
 
     def _view(self, idx) -> "Tile":
@@ -215,11 +259,11 @@ class Tile:
             g0, g1 = self.store.grid
             e0, e1 = self.store.shape
             n = (r0 + a0, r0 + b0, c0 + a1, c0 + b1)
-            if (sr.step is None and sc.step is None and type(a0) is int and type(b0) is int
+            if (self.valid is None and sr.step is None and sc.step is None and type(a0) is int and type(b0) is int
                     and type(a1) is int and type(b1) is int and 0 <= a0 < b0 <= r1 - r0 and 0 <= a1 < b1 <= c1 - c0
                     and not n[0] % g0 and not n[2] % g1 and (not n[1] % g0 or n[1] == e0)
                     and (not n[3] % g1 or n[3] == e1)):
-                return Tile(self.store, n, False, self.mutex)
+                return Tile(self.store, n, False, self.mutex, None, self.pad)
         except (TypeError, ValueError, AttributeError):
             pass
         return self._slow_view(idx)
@@ -230,9 +274,10 @@ class Tile:
             raise KernelError(f"{caller_loc()}: tiles are sliced as tile[r0:r1, c0:c1], got {idx!r}")
         if self.t:
             idx = (idx[1], idx[0])
+        valid = self.valid_shape[::-1] if self.t else self.valid_shape       # in the store's terms
         r0, r1, c0, c1 = self.rect
-        new = []
-        for s, lo, hi in ((idx[0], r0, r1), (idx[1], c0, c1)):
+        new, vals = [], []
+        for s, lo, hi, v in ((idx[0], r0, r1, valid[0]), (idx[1], c0, c1, valid[1])):
             if s.step not in (None, 1):
                 raise KernelError(f"{caller_loc()}: tile slices take no step, got {s.step}")
             a = 0 if s.start is None else as_int(s.start)
@@ -242,19 +287,32 @@ class Tile:
             if a < 0 or b > hi - lo or a >= b:
                 raise OutOfBoundsError(f"{caller_loc()}: view [{a}:{b}] outside {self!r} of extent "
                                        f"{hi - lo} on that axis")
-            new.append((lo + a, lo + b))
-        (nr0, nr1), (nc0, nc1) = new
+            new.append([lo + a, lo + b])
+            vals.append((b if b < v else v) - a)     # subview.md: the parent's valid shape clamped to the view
         g = self.store.grid
         full = self.store.shape
-        for name, lo, hi, step, edge in (("row", nr0, nr1, g[0], full[0]), ("column", nc0, nc1, g[1], full[1])):
-            if lo % step or (hi % step and hi != edge):
+        for i, (name, step, edge) in enumerate((("row", g[0], full[0]), ("column", g[1], full[1]))):
+            lo, hi = new[i]
+            if hi % step and hi != edge and not lo % step and self.store.buf is Buf.UB:
+                # a Vec view ending inside a 32 B block runs on to the block's end; its valid shape is the slice
+                # (subview.md: the sub-tile keeps the parent's row stride, its extent is set as its valid shape)
+                new[i][1] = min(_ceil(hi, step), edge)
+            elif lo % step or (hi % step and hi != edge):
                 bad = lo if lo % step else hi
                 if self.t:
                     name = "column" if name == "row" else "row"
                 raise AlignmentError(f"{caller_loc()}: view of {self.store!r}: {name} offset {bad} is off the "
                                      f"fractal grid (multiples of {step} for {self.store.buf.name} "
                                      f"{self.layout.value} {self.dtype})")
-        return Tile(self.store, (nr0, nr1, nc0, nc1), self.t, self.mutex)
+        if vals[0] <= 0 or vals[1] <= 0:
+            own = self.valid_shape
+            raise ShapeError(f"{caller_loc()}: the view {list(idx[::-1] if self.t else idx)} of {self!r} lies outside "
+                             f"its valid shape {list(own)} (subview.md clamps a view to its parent's valid shape; "
+                             f"nothing would be left)")
+        (nr0, nr1), (nc0, nc1) = new
+        view = Tile(self.store, (nr0, nr1, nc0, nc1), self.t, self.mutex, None, self.pad)
+        view._set_valid(tuple(vals[::-1]) if self.t else tuple(vals))
+        return view
 
     def __repr__(self) -> str:
         r0, r1, c0, c1 = self.rect
@@ -349,7 +407,7 @@ def _stores(tr, key, buf: Buf, shape: tuple, dt: DType, layout: str, name: str, 
     """This processor's store of `key` in this block (a UB tile has one per AIV; a cube buffer one, on the AIC),
     made and registered in the block's address map on first use."""
     launch = tr.launch
-    grid = grid_of(Buf.UB if (buf is Buf.L1 and layout == "ND") else buf, dt)
+    grid = grid_of(Buf.UB if (buf is Buf.L1 and layout == "ND") else Buf.L1 if _nz_in_ub(buf, layout) else buf, dt)
 
     def make(prog: int) -> TileStore:
         return TileStore(buf, shape, padded, dt, layout, grid, name, key, prog, loc, nbytes, addr, autosync,
@@ -363,9 +421,17 @@ def _stores(tr, key, buf: Buf, shape: tuple, dt: DType, layout: str, name: str, 
     return mine
 
 
+def _nz_in_ub(buf: Buf, layout: str) -> bool:
+    """An NZ Vec tile (insert.md's source): 16-row x 32-byte fractals in UB, on L1's fractal grid, each column of
+    fractals padded rows x 32 B contiguous (emulator/overlap.py lays its bytes out so)."""
+    return buf is Buf.UB and layout == "NZ"
+
+
 def _padded_bytes(buf: Buf, shape: tuple, layout: str, dt: DType) -> tuple:
     nd_row = buf is Buf.L1 and layout == "ND"
     padded = padded_of(Buf.UB if nd_row else buf, shape, dt)     # an ND row in L1: as UB rows are stored
+    if _nz_in_ub(buf, layout):
+        padded = (_ceil(shape[0], 16), padded[1])                 # whole 16-row fractals
     return padded, padded[0] * padded[1] * dt.itemsize
 
 
@@ -376,9 +442,6 @@ def _spec(tr, tt: TileType, loc) -> tuple:
     buf = tt.target_memory
     dt = dtype_at(tt.dtype, loc)
     _check_dtype(buf, dt, loc)
-    if tt.valid_shape is not None and tuple(tt.valid_shape) not in ((-1, -1), tt.shape):
-        raise UnsupportedError(f"{loc}: a static valid_shape {list(tt.valid_shape)} smaller than the tile "
-                               f"{list(tt.shape)} (a tail tile) is not built in pyto yet")
     lay, shape, t = _canonical(buf, tt.shape, _resolve_layout(tr, buf, tt.layout, loc))
     if lay == "ND" and buf is Buf.L1 and shape[0] != 1:
         raise ShapeError(f"{loc}: an ND Mat (L1) tile is a single row (pyto's bias row for the Bias table), got "
@@ -414,7 +477,14 @@ def _at(tr, tt: TileType, addr: int, size: Optional[int], name: str, loc: Loc, m
     store = _stores(tr, key, buf, shape, dt, lay, name, loc, addr, nbytes, padded, False, fractal)
     if buf is Buf.UB:
         tr.launch.mark_vector(loc)
-    return Tile(store, (0, shape[0], 0, shape[1]), t, mutex)
+    tile = Tile(store, (0, shape[0], 0, shape[1]), t, mutex, None, _pad_of(tt.pad), tt.valid_shape is not None)
+    tile._set_valid(tt.valid_shape)
+    return tile
+
+
+def _pad_of(pad):
+    """A TileType's pad as a tile holds it: None for no pad (None or TilePad.null), else the TilePad."""
+    return None if pad is None or int(pad) == 0 else TilePad(int(pad))
 
 
 def make_tile(tile_type: TileType, *, addr: int, size: Optional[int] = None) -> Tile:
@@ -497,15 +567,19 @@ def make_tile_group(*, type: TileType, addrs, mutex_ids=None, depth: Optional[in
     return TileGroup(tiles)
 
 
-def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout=None, buffers: int = 1, name: Optional[str] = None):
+def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout=None, buffers: int = 1, name: Optional[str] = None,
+          pad=None):
     """pyto's extension: a tile (or a group of `buffers` tiles) at the next free aligned address of `buffer`, each
     charged at its padded size (docs/tile_shapes.md §6.4's CeilAlign), synchronised by pyto's dependency auto-sync (docs/design.md
     §4.4). A group's cursor is PyPTO-Pro's (the first next() gives slot 0). `layout`: the buffer's default,
     or ZN for an L1 tile held transposed (a DN operand as it is stored), or ND for a single row in L1 (a bias row
     staged on its way to the Bias table, charged as one 32 B-aligned row: pyto's extension, PyPTO-Pro's Mat tiles are
-    fractal). `name`: the tile's name in errors and traces (default: the variable the kernel line assigns)."""
+    fractal). `name`: the tile's name in errors and traces (default: the variable the kernel line assigns). `pad`: the
+    TileType's pad (pl.TilePad, for pl.fillpad). A pl.alloc tile's valid shape is dynamic (pl.set_validshape)."""
     tr = current()
     loc = caller_loc()
+    if pad is not None and (as_int(pad) is None or not 0 <= int(pad) <= 3):
+        raise ShapeError(f"{loc}: pad must be a pl.TilePad, got {pad!r}")
     if not isinstance(buffer, Buf) or buffer is Buf.GM:
         raise KernelError(f"{loc}: pl.alloc needs an on-chip buffer (pl.L1, pl.L0A, ..., pl.UB), got {buffer!r}")
     shape = _shape2(shape, "tile shape", loc)
@@ -542,5 +616,5 @@ def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout=None, buffers: int
         nm = f"{name}[{i}]" if buffers > 1 else name
         store = _stores(tr, key0 + i, buffer, sshape, dt, lay, nm, loc, base + i * nbytes, nbytes, padded, True,
                         fractal)
-        tiles.append(Tile(store, (0, sshape[0], 0, sshape[1]), t))
+        tiles.append(Tile(store, (0, sshape[0], 0, sshape[1]), t, (), None, _pad_of(pad)))
     return TileGroup(tiles) if buffers > 1 else tiles[0]
