@@ -78,7 +78,7 @@ def half_overwritten_l1(a, b, out, *, X):
     with pl.section_vector():
         if pl.get_subblock_idx() == 0:
             pl.load(x_ub, a, [0, 0])
-            pl.muls(x_ub, x_ub, X)
+            pl.mul(x_ub, x_ub, X)
             pl.move(a_l1[0:16, :], x_ub)
     with pl.section_cube():
         pl.move(a_l0, a_l1)

@@ -22,7 +22,7 @@ def read_then_overwrite(x, out):
     with pl.section_vector():
         r = pl.get_block_idx() * 16    # an AIV-only kernel: each AIV is a block
         pl.load(t, x, [r, 0])          # MTE2 reads x
-        pl.duplicate(z, 0.0)
+        pl.expands(z, 0.0)
         pl.store(x, z, [r, 0])         # MTE3 overwrites x: auto-sync waits for the load (GM WAR)
         pl.store(out, t, [r, 0])
 

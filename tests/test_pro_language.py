@@ -25,7 +25,7 @@ def scaled_copy(x: pl.Tensor[[pl.DYNAMIC, 64], pl.DT_FP32], out: pl.Tensor[[pl.D
         for r in pl.range(pl.get_block_idx() * 8, rows, pl.get_block_num() * 8):
             pl.load(t, x, [r, 0])
             pl.system.bar_all()
-            pl.muls(u, t, scale)
+            pl.mul(u, t, scale)
             pl.system.bar_all()
             pl.store(out, u, [r, 0])
             pl.system.bar_all()
@@ -108,7 +108,7 @@ def tiled_copy(x: pl.Tensor[[16, 64], pl.DT_FP32], out: pl.Tensor[[16, 64], pl.D
     with pl.section_vector():
         pl.load(t, x, [0, 0])
         pl.system.bar_all()
-        pl.muls(t, t, tiling.scale)
+        pl.mul(t, t, tiling.scale)
         pl.system.bar_all()
         pl.store(out, t, [0, 0])
 
@@ -239,9 +239,9 @@ def test_an_endless_loop_on_either_side_ends_in_a_capacity_error(side):
         with getattr(pl, f"section_{side}")():
             while True:
                 if side == "vector":
-                    pl.adds(t, t, 1.0)
+                    pl.add(t, t, 1.0)
                 else:
                     pl.system.bar_m()
     with pyto.run_options(max_block_instructions=20_000):
-        with pytest.raises(pyto.CapacityError, match=r"test_pro_language\.py:\d+ .*(pl\.adds|bar_m).*more than 20,000 "):
+        with pytest.raises(pyto.CapacityError, match=r"test_pro_language\.py:\d+ .*(pl\.add|bar_m).*more than 20,000 "):
             endless(np.zeros((16, 64), np.float32))

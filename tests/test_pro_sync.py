@@ -32,7 +32,7 @@ def _handover(wait: bool = True, mode=pl.CrossCoreSyncMode.INTRA_BLOCK):
         with pl.section_vector():
             if wait:
                 pl.system.wait_cross_core(pipe=pl.PipeType.V, event_id=3, sync_mode=mode)
-            pl.adds(out, half, 1.0)
+            pl.add(out, half, 1.0)
             pl.system.bar_all()
             pl.store(c, out, [pl.get_subblock_idx() * (M // 2), 0])
     return handover
@@ -337,11 +337,11 @@ def _reload(read_between: bool, barrier: bool):
             x, y = t.current(), o.current()
             pl.load(x, a, [0, 0])
             if read_between:
-                pl.adds(y, x, 0.0)
+                pl.add(y, x, 0.0)
             if barrier:
                 pl.system.bar_mte2()
             pl.load(x, a, [32, 0])
-            pl.adds(y, x, 1.0)
+            pl.add(y, x, 1.0)
             pl.store(out, y, [0, 0])
     return k
 

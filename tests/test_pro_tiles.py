@@ -224,7 +224,7 @@ def racing_overlap(a: pl.Tensor[[32, 64], pl.DT_FP32], out: pl.Tensor[[32, 64], 
     y = pl.make_tile(vec([16, 64]), addr=0x1000)          # the second half of x
     with pl.section_vector():
         pl.load(x, a, [0, 0])
-        pl.duplicate(y, 1.0)
+        pl.expands(y, 1.0)
         pl.system.bar_all()
         pl.store(out, x, [0, 0])
 
@@ -243,7 +243,7 @@ def test_disjoint_tiles_around_a_rewritten_one_do_not_clobber():
         x = pl.make_tile(vec([32, 64]), addr=0x0)
         y = pl.make_tile(vec([16, 64]), addr=0x1000)
         with pl.section_vector():
-            pl.duplicate(y, 3.0)
+            pl.expands(y, 3.0)
             pl.system.bar_all()
             pl.load(x, a, [0, 0])
             pl.system.bar_all()
@@ -328,7 +328,7 @@ def test_overlap_verdicts_follow_the_byte_ranges(a_blk, a_rows, b_blk, b_rows):
         with pl.section_vector():
             pl.load(x, a, [0, 0])
             pl.system.bar_all()
-            pl.duplicate(y, -1.0)
+            pl.expands(y, -1.0)
             pl.system.bar_all()
             pl.store(out, x, [0, 0])
     a = RNG.random((8, 64), np.float32)

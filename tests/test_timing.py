@@ -108,18 +108,19 @@ def test_one_transfer_costs_what_the_formula_says(R, C, W):
 
 @pl.kernel
 def one_vector_op(x, out, *, OP: int):
-    """A [64, 256] source in UB, then one V op on it: a row sum ([64, 1] out), adds, or a cast to fp32."""
+    """A [64, 256] source in UB, then one V op on it: a row sum ([64, 1] DN out), an add of a scalar, or a cast to
+    fp32."""
     t = pl.alloc(pl.UB, [64, 256], x.dtype)
     u = pl.alloc(pl.UB, [64, 256], x.dtype)
-    s = pl.alloc(pl.UB, [64, 1], x.dtype)
+    s = pl.alloc(pl.UB, [64, 1], x.dtype, layout=pl.DN)
     w = pl.alloc(pl.UB, [64, 256], pl.DT_FP32)
     with pl.section_vector():
         if pl.get_subblock_idx() == 0:
             pl.load(t, x)
             if OP == 0:
-                pl.sum(s, t, u, dim=1)
+                pl.sum(s, t, u, dim=0)
             elif OP == 1:
-                pl.adds(u, t, 1.0)
+                pl.add(u, t, 1.0)
             else:
                 pl.cast(w, t)
 

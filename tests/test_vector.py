@@ -179,9 +179,11 @@ def scaled_add(x, y, out, *, ALPHA: float, TILE: int):
         n_aiv = pl.get_block_num()
         aiv = pl.get_block_idx()
         for r in pl.range(aiv * TILE, B, n_aiv * TILE):
+            for t in (x_ub, y_ub):                      # the last tile: only the rows inside B
+                pl.set_validshape(t, [min(TILE, B - r), N])
             pl.load(x_ub, x, [r, 0])
             pl.load(y_ub, y, [r, 0])
-            pl.muls(x_ub, x_ub, ALPHA)
+            pl.mul(x_ub, x_ub, ALPHA)
             pl.add(x_ub, x_ub, y_ub)
             pl.store(out, x_ub, [r, 0])
 
@@ -189,7 +191,7 @@ def scaled_add(x, y, out, *, ALPHA: float, TILE: int):
 @pytest.mark.parametrize("dt", [np.float32, np.float16], ids=["fp32", "fp16"])
 def test_vector_only_scaled_add_matches_numpy_and_reports_pipes(dt):
     rng = np.random.default_rng(5)
-    B, N, blocks = 100, 72, 6                     # 6 AIVs; 100 rows: the last tile is clipped on GM
+    B, N, blocks = 100, 72, 6                     # 6 AIVs; 100 rows: the last tile's valid shape is its 4 rows
     x = rng.standard_normal((B, N)).astype(dt)
     y = rng.standard_normal((B, N)).astype(dt)
     out = np.zeros_like(x)
@@ -335,7 +337,7 @@ def ub_fill(x, out, *, ROWS: int, COLS: int, EXTRA: int, BUFFERS: int):
     if EXTRA:
         pl.alloc(pl.UB, [1, EXTRA], pl.DT_FP32)
     with pl.section_vector():
-        pl.duplicate(big.current()[0:1, 0:8], 1.0)
+        pl.expands(big.current()[0:1, 0:8], 1.0)
 
 
 def _ub_run(chip, **kw):
@@ -454,196 +456,6 @@ def test_a2_has_no_l0c_to_ub_nor_ub_to_l1():
     pyto.run(ub_to_l1, x, x.copy(), blocks=2)   # the same kernel is fine on 950
 
 
-# =====================================================================================================
-# Every vector op against numpy: compute in fp32, round on write
-# =====================================================================================================
-VDTYPES = {"fp16": np.float16, "bf16": BF16, "fp32": np.float32}
-PL_DT = {"fp16": pl.DT_FP16, "bf16": pl.DT_BF16, "fp32": pl.DT_FP32}
-R_V, C_V = 16, 40          # 8 rows per AIV; 40 columns is not a multiple of the 32 B UB row
-V_AIVS = 2                 # the vector-op kernels are AIV-only: blocks=V_AIVS launches two AIVs, half the rows each
-
-
-def _vec_kernel(kind: str, arity: str):
-    """A kernel applying one vector op on each AIV's half of the rows: out = op(a[, b]). It is AIV-only, so it is
-    launched with blocks=V_AIVS (each AIV a block of its own) and splits the rows by get_block_idx()."""
-    fn = getattr(pl, kind if kind not in ("rmax", "rsum") else {"rmax": "maximum", "rsum": "sum"}[kind])
-
-    @pl.kernel
-    def vec_op(a, b, out, *, SCALAR: float):
-        R, C = a.shape
-        h = R // 2
-        dt = a.dtype
-        a_ub = pl.alloc(pl.UB, [h, C], dt)
-        b_ub = pl.alloc(pl.UB, [h, C], dt)
-        col_ub = pl.alloc(pl.UB, [h, 1], dt)
-        o_ub = pl.alloc(pl.UB, [h, out.shape[1]], out.dtype)
-        with pl.section_vector():
-            r0 = pl.get_block_idx() * h
-            pl.load(a_ub, a, [r0, 0])
-            if arity == "binary":
-                pl.load(b_ub, b, [r0, 0])
-                fn(o_ub, a_ub, b_ub)
-            elif arity == "scalar":
-                fn(o_ub, a_ub, SCALAR)
-            elif arity == "unary":
-                fn(o_ub, a_ub)
-            elif arity == "reduce":
-                fn(o_ub, a_ub, b_ub, dim=1)
-            elif arity == "expand":
-                pl.load(col_ub, b, [r0, 0])
-                fn(o_ub, a_ub, col_ub, dim=1)
-            elif arity == "dup":
-                pl.duplicate(o_ub, SCALAR)
-            pl.store(out, o_ub, [r0, 0])
-    return vec_op
-
-
-SC = -0.375                  # exactly representable in fp16, bf16 and fp32
-VOPS = {  # name: (arity, float64 reference, tolerance in ulps)
-    "add": ("binary", np.add, 1), "sub": ("binary", np.subtract, 1), "mul": ("binary", np.multiply, 1),
-    "div": ("binary", np.divide, 1), "maximum": ("binary", np.maximum, 0), "minimum": ("binary", np.minimum, 0),
-    "adds": ("scalar", lambda a: a + SC, 1), "muls": ("scalar", lambda a: a * SC, 1),
-    # exp / ln: numpy's float32 SIMD exp and log are within 2.52 and 3.83 ulps (NumPy 1.18 release notes), on
-    # top of the final rounding; fp16/bf16 round the fp32 result once more, which dominates
-    "exp": ("unary", np.exp, 3), "abs": ("unary", np.abs, 0), "sqrt": ("unary", lambda a: np.sqrt(np.abs(a)), 1),
-    "relu": ("unary", lambda a: np.maximum(a, 0), 0), "copy": ("unary", lambda a: a, 0),
-    "ln": ("unary", np.log, 4), "reciprocal": ("unary", lambda a: 1 / a, 1), "rsqrt": ("unary", lambda a: 1 / np.sqrt(a), 2),
-    "rmax": ("reduce", lambda a: a.max(axis=1, keepdims=True), 0),
-    "rsum": ("reduce", lambda a: a.sum(axis=1, keepdims=True), 1),
-    "expand_sub": ("expand", np.subtract, 1), "expand_mul": ("expand", np.multiply, 1),
-    "expand_div": ("expand", np.divide, 1),
-    "duplicate": ("dup", None, 0),
-}
-_KERNELS = {name: _vec_kernel(name, arity) for name, (arity, _, _) in VOPS.items()}
-
-
-@pytest.mark.parametrize("dname", list(VDTYPES))
-@pytest.mark.parametrize("op", list(VOPS))
-def test_vector_op_matches_numpy(op, dname):
-    dt = VDTYPES[dname]
-    arity, ref_fn, ulps = VOPS[op]
-    rng = np.random.default_rng(zlib.crc32(f"{op}-{dname}".encode()))    # not hash(): it changes per process
-    lo, hi = (-4.0, 4.0) if op == "exp" else (-3.0, 3.0)
-    a = rng.uniform(lo, hi, (R_V, C_V))
-    if op == "sqrt":
-        a = np.abs(a)
-    elif op in ("ln", "rsqrt"):
-        a = np.abs(a) + 0.125        # away from 0, where they are infinite
-    elif op == "reciprocal":
-        a = np.sign(a) * (np.abs(a) + 0.25)
-    a = a.astype(dt)
-    # divisors and the other operand: magnitudes in [0.5, 3], random sign
-    b_full = (rng.uniform(0.5, 3.0, (R_V, C_V)) * rng.choice([-1, 1], (R_V, C_V))).astype(dt)
-    out_cols = 1 if arity == "reduce" else C_V
-    out = np.zeros((R_V, out_cols), dt)
-    if arity == "expand":
-        b = b_full[:, :1].copy()
-    else:
-        b = b_full
-    pyto.run(_KERNELS[op], a, b, out, blocks=V_AIVS, SCALAR=SC if op != "duplicate" else 0.1)
-    a64, b64 = f64(a), f64(b)
-    if arity in ("binary", "expand"):
-        exact = ref_fn(a64, b64)
-    elif arity == "dup":
-        exact = np.full(out.shape, 0.1)
-    else:
-        exact = ref_fn(a64)
-    ref = exact.astype(dt)                                       # float64, rounded once to the dtype
-    got = f64(out)
-    err = np.abs(got - f64(ref))
-    tol = ulps * ulp(np.maximum(np.abs(got), np.abs(f64(ref))), dt)
-    if op == "rsum":
-        # fp32 accumulation of C_V terms before the final rounding: + gamma_C sum |a|
-        tol = tol + gamma(C_V) * np.abs(a64).sum(axis=1, keepdims=True)
-    bad = err > tol
-    assert not bad.any(), (f"pl.{op} {dname}: {int(bad.sum())} elements off; worst got "
-                           f"{got[bad][0]!r} vs {f64(ref)[bad][0]!r}")
-    if ulps == 0:
-        assert np.array_equal(got, f64(ref))
-
-
-I32_OPS = {  # int32 arithmetic wraps modulo 2^32, as the vector unit's int32 adds and muls do
-    "add": lambda a, b, s: a + b, "sub": lambda a, b, s: a - b, "mul": lambda a, b, s: a * b,
-    "maximum": lambda a, b, s: np.maximum(a, b), "minimum": lambda a, b, s: np.minimum(a, b),
-    "adds": lambda a, b, s: a + s, "muls": lambda a, b, s: a * s, "abs": lambda a, b, s: np.abs(a),
-    "relu": lambda a, b, s: np.maximum(a, 0), "duplicate": lambda a, b, s: np.full_like(a, s),
-}
-
-
-@pytest.mark.parametrize("op", list(I32_OPS))
-def test_int32_vector_op_is_exact(op):
-    """int32 tiles compute in int32, scalars included: 2^24 + 1 does not pass through fp32."""
-    rng = np.random.default_rng(7)
-    a = rng.integers(-2 ** 31, 2 ** 31, (R_V, C_V), dtype=np.int64).astype(np.int32)
-    b = rng.integers(-2 ** 31, 2 ** 31, (R_V, C_V), dtype=np.int64).astype(np.int32)
-    out = np.zeros((R_V, C_V), np.int32)
-    scalar = 2 ** 24 + 1
-    pyto.run(_KERNELS[op], a, b, out, blocks=V_AIVS, SCALAR=scalar)
-    exact = I32_OPS[op](a.astype(np.int64), b.astype(np.int64), scalar)
-    assert np.array_equal(out, ((exact + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
-
-
-def test_int32_div_rounds_toward_zero():
-    """7 / 2 = 3 and -7 / 2 = -3, as C's integer division (an error-message helper found 4 and -4: the float
-    quotient was rounded to nearest); 0 / 0 = 0, x / 0 saturates (README)."""
-    a = np.tile(np.array([7, -7, 3, -3, 1, 2 ** 31 - 1, 0, 5], np.int32), (R_V, C_V // 8))
-    b = np.tile(np.array([2, 2, 2, 2, 3, 2, 0, 0], np.int32), (R_V, C_V // 8))
-    out = np.zeros_like(a)
-    pyto.run(_KERNELS["div"], a, b, out, blocks=V_AIVS, SCALAR=0)
-    want = np.array([3, -3, 1, -1, 0, 2 ** 30 - 1, 0, 2 ** 31 - 1], np.int32)
-    assert np.array_equal(out[:, :8], np.tile(want, (R_V, 1)))
-
-
-@pytest.mark.parametrize("op,scalar,err", [("adds", 1.5, pyto.KernelError), ("duplicate", 2 ** 31, pyto.KernelError),
-                                           ("sqrt", 0, pyto.UnsupportedError), ("exp", 0, pyto.UnsupportedError),
-                                           ("ln", 0, pyto.UnsupportedError)])
-def test_int32_tiles_reject_what_int32_cannot_do(op, scalar, err):
-    a = np.ones((R_V, C_V), np.int32)
-    with pytest.raises(err, match=r"test_vector\.py:\d+"):
-        pyto.run(_KERNELS[op], a, a, a.copy(), blocks=V_AIVS, SCALAR=scalar)
-
-
-@pl.kernel
-def cast_kernel(x, out):
-    R, C = x.shape
-    x_ub = pl.alloc(pl.UB, [R, C], x.dtype)
-    o_ub = pl.alloc(pl.UB, [R, C], out.dtype)
-    with pl.section_vector():
-        if pl.get_block_idx() == 0:
-            pl.load(x_ub, x)
-            pl.cast(o_ub, x_ub)
-            pl.store(out, o_ub)
-
-
-@pytest.mark.parametrize("dname", ["fp16", "bf16"])
-def test_cast_fp32_rounds_to_nearest_even(dname):
-    dt = VDTYPES[dname]
-    p = FMT[np.dtype(dt)][1]
-    e = 2.0 ** -(p - 1)                      # ulp at 1.0
-    # exact halfway cases: ties go to the even neighbour (mantissa LSB 0)
-    cases = {1 + e / 2: 1.0,                 # between 1 (even) and 1+e (odd) -> 1
-             1 + 3 * e / 2: 1 + 2 * e,       # between 1+e (odd) and 1+2e (even) -> 1+2e
-             -(1 + e / 2): -1.0,
-             -(1 + 3 * e / 2): -(1 + 2 * e),
-             1 + e / 2 + 2.0 ** -20: 1 + e,  # just above halfway -> up (fp32-exact for both dtypes)
-             3.0 + e: 3.0}                   # ulp at 3 is 2e: halfway between 3 (even) and 3+2e
-    x = np.array([list(cases)], np.float32)
-    assert np.array_equal(f64(x)[0], np.array(list(cases)))        # the cases are exact in fp32
-    out = np.zeros(x.shape, dt)
-    pyto.run(cast_kernel, x, out)
-    assert np.array_equal(f64(out)[0], np.array(list(cases.values()))), (f64(out), list(cases.values()))
-    # and a random fp32 tile matches numpy's (RNE) conversion bit for bit
-    rng = np.random.default_rng(11)
-    x = rng.standard_normal((16, 48)).astype(np.float32)
-    out = np.zeros(x.shape, dt)
-    pyto.run(cast_kernel, x, out)
-    assert np.array_equal(out.view(np.uint16), x.astype(dt).view(np.uint16))
-    # widening back to fp32 is exact
-    back = np.zeros(x.shape, np.float32)
-    pyto.run(cast_kernel, out, back)
-    assert np.array_equal(back, f64(out).astype(np.float32))
-
-
 @pl.kernel
 def two_aivs_into_l1(x, out, *, SAME_ROWS: bool):
     """Both AIVs (an AIV-only kernel on blocks=2 AIVs, which share one AI core's L1) move their UB tile into one
@@ -661,182 +473,6 @@ def test_two_aivs_writing_the_same_l1_rows_race():
     pyto.run(two_aivs_into_l1, x, x.copy(), blocks=2, SAME_ROWS=False)
     e = assert_race(two_aivs_into_l1, x, x.copy(), blocks=2, SAME_ROWS=True)
     assert "WAW" in str(e) and "x_l1" in str(e) and "(AIV 0)" in str(e) and "(AIV 1)" in str(e)   # AIV-only: each AIV a block
-
-
-@pl.kernel
-def cast_to_int(x, out):
-    x_ub = pl.alloc(pl.UB, [1, 8], pl.DT_FP32)
-    o_ub = pl.alloc(pl.UB, [1, 8], pl.DT_INT32)
-    with pl.section_vector():
-        if pl.get_block_idx() == 0:
-            pl.load(x_ub, x)
-            pl.cast(o_ub, x_ub)
-            pl.store(out, o_ub)
-
-
-def test_cast_to_int32_rounds_half_to_even_and_saturates():
-    x = np.array([[2.5, 1.5, -2.5, -1.5, 0.7, -0.7, 3e9, -3e9]], np.float32)
-    out = np.zeros((1, 8), np.int32)
-    pyto.run(cast_to_int, x, out)
-    assert out.tolist() == [[2, 2, -2, -2, 1, -1, 2**31 - 1, -2**31]]
-
-
-def test_cast_to_int32_takes_nan_to_zero_without_numpy_warnings():
-    x = np.array([[np.nan, -np.nan, np.inf, -np.inf, 1e30, 0.5, 1.5, -0.5]], np.float32)
-    out = np.zeros((1, 8), np.int32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        pyto.run(cast_to_int, x, out)
-    assert out.tolist() == [[0, 0, 2**31 - 1, -2**31, 2**31 - 1, 0, 2, 0]]
-
-
-OK, BUSY, READ = range(3)
-
-
-@pl.kernel
-def row_sum_scratch(x, out, s_out, *, SCRATCH: int):
-    """Row sums of x (an AIV-only kernel on blocks=2 AIVs, 16 rows each) with `u` as the reduction's scratch.
-    SCRATCH=BUSY: u is the tile MTE3 is still storing (flags by hand, none from MTE3 to V: the reduction overwrites
-    u under the store); READ: the kernel stores u after the reduction (its content is undefined); OK: a free
-    scratch."""
-    R, N = 16, x.shape[1]
-    t, u = pl.alloc(pl.UB, [R, N], pl.DT_FP32), pl.alloc(pl.UB, [R, N], pl.DT_FP32)
-    s = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)
-    with pl.section_vector():
-        r = pl.get_block_idx() * R
-        pl.load(t, x, [r, 0])
-        pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
-        pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
-        pl.muls(u, t, 3.0)
-        pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
-        pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
-        pl.store(out, u, [r, 0])
-        if SCRATCH != BUSY:
-            pl.system.sync_src(set_pipe=pl.PipeType.MTE3, wait_pipe=pl.PipeType.V, event_id=0)
-            pl.system.sync_dst(set_pipe=pl.PipeType.MTE3, wait_pipe=pl.PipeType.V, event_id=0)
-        pl.sum(s, t, u, dim=1)
-        pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=1)
-        pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=1)
-        pl.store(s_out, s, [r, 0])
-        if SCRATCH == READ:
-            pl.store(out, u, [r, 0])
-
-
-def _row_sum_inputs():
-    x = np.random.default_rng(5).random((32, 64)).astype(np.float32)
-    return x, np.zeros_like(x), np.zeros((32, 1), np.float32)
-
-
-def test_a_reduction_writes_its_scratch():
-    """The scratch is the reduction's output as far as sync goes: clobbering a tile in flight is a WAR race
-    (found by a kernel-author review: it passed silently), auto-sync orders it, and it holds garbage after."""
-    x, out, sums = _row_sum_inputs()
-    pyto.run(row_sum_scratch, x, out, sums, blocks=2, SCRATCH=OK, auto_sync=False)
-    assert np.array_equal(out, 3 * x)
-    assert_close(sums[:, 0], f64(x).sum(1), 64 * 2.0 ** -24 * f64(x).sum(1) + 1e-30)
-    e = assert_race(row_sum_scratch, x, out, sums, blocks=2, SCRATCH=BUSY, auto_sync=False)
-    assert "WAR" in str(e) and "'u'" in str(e) and "pl.sum" in str(e)
-    pyto.run(row_sum_scratch, x, out, sums, blocks=2, SCRATCH=BUSY)        # auto-sync adds the MTE3 -> V wait
-    assert np.array_equal(out, 3 * x)
-    pyto.run(row_sum_scratch, x, out, sums, blocks=2, SCRATCH=READ, auto_sync=False)
-    assert np.isnan(out).all()
-
-
-@pl.kernel
-def int_row_sum(x, s_out, u_out):
-    t, u = pl.alloc(pl.UB, [16, 32], x.dtype), pl.alloc(pl.UB, [16, 32], x.dtype)
-    s = pl.alloc(pl.UB, [16, 1], x.dtype)
-    with pl.section_vector():
-        if pl.get_block_idx() == 0:
-            pl.load(t, x)
-            pl.duplicate(u, 3)
-            pl.sum(s, t, u, dim=1)
-            pl.store(s_out, s)
-            pl.store(u_out, u)
-
-
-@pytest.mark.parametrize("dt", [np.int32, np.int8])
-def test_an_int_reduction_scratch_holds_the_integer_minimum(dt):
-    """An int tile cannot hold NaN: its scratch is the dtype's minimum after, not its stale 3s (a helper's find)."""
-    x = np.arange(16 * 32).reshape(16, 32).astype(dt) % 5
-    s_out, u_out = np.zeros((16, 1), dt), np.zeros((16, 32), dt)
-    pyto.run(int_row_sum, x, s_out, u_out)
-    assert np.array_equal(s_out[:, 0], x.astype(np.int64).sum(1).astype(dt))    # int8 wraps, as its adds do
-    assert (u_out == np.iinfo(dt).min).all()
-
-
-@pl.kernel
-def int8_scalar(x, out, *, S: int, OP: int):
-    t = pl.alloc(pl.UB, [1, 32], pl.DT_INT8)
-    with pl.section_vector():
-        if pl.get_block_idx() == 0:
-            pl.load(t, x)
-            if OP == 2:
-                pl.duplicate(t, S)
-            else:
-                (pl.adds, pl.muls)[OP](t, t, S)
-            pl.store(out, t)
-
-
-SCALAR_OPS = ["adds", "muls", "duplicate"]
-
-
-@pytest.mark.parametrize("op", SCALAR_OPS)
-def test_an_int8_scalar_must_be_an_int8(op):
-    """300 on an int8 tile was a raw numpy OverflowError in the data pass (adds) or wrapped to 44 (duplicate)."""
-    x, out = np.ones((1, 32), np.int8), np.zeros((1, 32), np.int8)
-    with pytest.raises(pyto.KernelError, match=r"int8 range \[-128, 127\], got 300") as e:
-        pyto.run(int8_scalar, x, out, S=300, OP=SCALAR_OPS.index(op))
-    assert "test_vector.py" in str(e.value)
-    pyto.run(int8_scalar, x, out, S=-128, OP=SCALAR_OPS.index(op))
-    want = {"adds": x.astype(np.int64) - 128, "muls": x.astype(np.int64) * -128, "duplicate": np.full_like(x, -128)}
-    assert np.array_equal(out, want[op].astype(np.int8))
-
-
-@pl.kernel
-def bad_scratch(x, s_out, *, WHICH: int):
-    t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
-    small, half = pl.alloc(pl.UB, [1, 8], pl.DT_FP32), pl.alloc(pl.UB, [16, 64], pl.DT_FP16)
-    s, w = pl.alloc(pl.UB, [16, 1], pl.DT_FP32), pl.alloc(pl.UB, [16, 65], pl.DT_FP32)
-    with pl.section_vector():
-        pl.load(t, x)
-        if WHICH == 3:
-            pl.sum(w[:, 64:65], t, w, dim=1)
-        else:
-            pl.sum(s, t, (small, half, t)[WHICH], dim=1)
-
-
-@pytest.mark.parametrize("which,text", [(0, "at least the source's 1024 fp32 elements"),    # [1, 8]
-                                        (1, "at least the source's 1024 fp32 elements"),    # fp16
-                                        (2, "overlaps its source"), (3, "overlaps its destination")])
-def test_a_reduction_scratch_must_hold_the_source_apart_from_its_operands(which, text):
-    x = np.ones((16, 64), np.float32)
-    with pytest.raises(pyto.ShapeError, match=rf"test_vector\.py:\d+ .*{text}"):
-        pyto.run(bad_scratch, x, np.zeros((16, 1), np.float32), WHICH=which)
-
-
-@pl.kernel
-def outer_product(col, row, out):
-    """out = col [M, 1] * row [1, N] on one AIV (AIV 0 of the launch): fill 0, add the row down the columns, scale
-    each row."""
-    M, N = out.shape
-    c_ub, r_ub, o_ub = pl.alloc(pl.UB, [M, 1], pl.DT_FP32), pl.alloc(pl.UB, [1, N], pl.DT_FP32), pl.alloc(pl.UB, [M, N], pl.DT_FP32)
-    with pl.section_vector():
-        if pl.get_block_idx() == 0:
-            pl.load(c_ub, col)
-            pl.load(r_ub, row)
-            pl.duplicate(o_ub, 0.0)
-            pl.expand_add(o_ub, o_ub, r_ub, dim=0)
-            pl.expand_mul(o_ub, o_ub, c_ub, dim=1)
-            pl.store(out, o_ub)
-
-
-def test_expand_along_rows_and_columns_gives_an_outer_product():
-    rng = np.random.default_rng(3)
-    col, row = rng.standard_normal((24, 1)).astype(np.float32), rng.standard_normal((1, 40)).astype(np.float32)
-    out = np.zeros((24, 40), np.float32)
-    pyto.run(outer_product, col, row, out)
-    assert np.array_equal(out, (col * row).astype(np.float32))
 
 
 # =====================================================================================================
@@ -908,7 +544,7 @@ def vector_to_cube(a, b, out, *, BOTH: bool):
     with pl.section_vector():
         r0 = pl.get_subblock_idx() * R
         pl.load(x, a, [r0, 0])
-        pl.muls(x, x, 2.0)
+        pl.mul(x, x, 2.0)
         pl.store(ws, x, [r0, 0])
         if BOTH or pl.get_subblock_idx() == 0:
             pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=3)
@@ -943,7 +579,7 @@ def aiv_to_aiv(x, out, *, FLAG: bool, MIX: bool = True):
     with pl.section_vector():
         if pl.get_subblock_idx() == 0:
             pl.load(u, x, [0, 0])
-            pl.adds(u, u, 1.0)
+            pl.add(u, u, 1.0)
             pl.store(ws, u, [0, 0])
             if FLAG:
                 pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=5,
@@ -979,7 +615,7 @@ def too_many_sets(a, out):
         pl.system.wait_cross_core(pipe=pl.PipeType.S, event_id=1)
         for _ in pl.range(16):
             pl.system.wait_cross_core(pipe=pl.PipeType.S, event_id=0)
-        pl.duplicate(c, 1.0)
+        pl.expands(c, 1.0)
         pl.store(out, c, [16 * pl.get_subblock_idx(), 0])
 
 
@@ -1175,7 +811,7 @@ def shifted_in_place(x, out, *, SHIFT: int):
     t = pl.alloc(pl.UB, [16, 64], pl.DT_FP32)
     with pl.section_vector():
         pl.load(t, x, [pl.get_block_idx() * 16, 0])        # AIV-only: blocks=2 AIVs, 16 rows each
-        pl.muls(t[:, SHIFT:SHIFT + 32], t[:, 0:32], 2.0)
+        pl.mul(t[:, SHIFT:SHIFT + 32], t[:, 0:32], 2.0)
         pl.store(out, t, [pl.get_block_idx() * 16, 0])
 
 
@@ -1225,21 +861,21 @@ def no_sync_rows(x, out, *, LEFT_SET: bool):
         pl.load(t, x, [r, 0])
         if LEFT_SET:
             pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
-        pl.muls(m, t, 2.0)
-        pl.adds(m, m, 1.0)
+        pl.mul(m, t, 2.0)
+        pl.add(m, m, 1.0)
         pl.store(out, m, [r, 0])
 
 
 @pytest.mark.parametrize("left_set", [False, True])
 def test_a_race_report_names_the_first_hazard_in_program_order_and_the_fix(left_set):
     """Every pipe starts at cycle 0, so the store met the load first in simulated order; the report names the
-    first unordered read (muls after the load) and the flag pair that orders it, and a sync_src never waited
+    first unordered read (mul after the load) and the flag pair that orders it, and a sync_src never waited
     for (an onboarding helper's kernels: the report pointed at the store and never at the unmatched flag)."""
     x, out = np.ones((32, 64), np.float32), np.zeros((32, 64), np.float32)
     e = assert_race(no_sync_rows, x, out, blocks=2, auto_sync=False, LEFT_SET=left_set)
     msg = str(e)
     assert "RAW" in msg and f"test_vector.py:{_line(no_sync_rows, 'pl.load(t, x')}" in msg, msg
-    assert f"test_vector.py:{_line(no_sync_rows, 'pl.muls(m, t')}" in msg, msg
+    assert f"test_vector.py:{_line(no_sync_rows, 'pl.mul(m, t')}" in msg, msg
     assert ("fix: pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=...) after "
             "test_vector.py:") in msg, msg
     left = _line(no_sync_rows, "pl.system.sync_src(set_pipe=pl.PipeType.MTE2")
@@ -1259,20 +895,3 @@ def test_gm_to_ub_has_no_transposing_path():
     x = np.zeros((16, 16), np.float16)
     with pytest.raises(pyto.UnsupportedError, match=r"test_vector\.py:\d+.*GM->UB is a plain MTE2 copy"):
         pyto.run(ub_transposed_load, x, x.copy())
-
-
-def test_a_float_scalar_is_rounded_once_to_the_tiles_dtype():
-    """An Ascend C scalar argument has the tensor's type: pl.duplicate(fp16, 65519.999) is 65504 (it was inf,
-    rounded through fp32 first), and pl.muls(fp16, 0.1) multiplies by half(0.1) (a numerics helper's cases);
-    a bf16 scalar is rounded once too (1 + 2^-8 + 2^-30 -> 1 + 2^-7, not 1.0)."""
-    x = np.full((R_V, C_V), 3.0, np.float16)
-    out = np.zeros_like(x)
-    pyto.run(_KERNELS["duplicate"], x, x, out, blocks=V_AIVS, SCALAR=65519.999)
-    assert np.all(out == np.float16(65504))
-    pyto.run(_KERNELS["muls"], x, x, out, blocks=V_AIVS, SCALAR=0.1)
-    want = (np.float32(3.0) * np.float32(np.float16(0.1))).astype(np.float16)
-    assert np.all(out == want)
-    xb = np.zeros((R_V, C_V), ml_dtypes.bfloat16)
-    ob = np.zeros_like(xb)
-    pyto.run(_KERNELS["duplicate"], xb, xb, ob, blocks=V_AIVS, SCALAR=1 + 2 ** -8 + 2 ** -30)
-    assert np.all(ob.astype(np.float64) == 1 + 2 ** -7)

@@ -1,18 +1,19 @@
 """Special (docs/bmm_branches.md §9): K = 0 and K = 1 on the AIVs (the vector path), no cube.
 
 * K = 0 ("fill"): C = bias (broadcast down the rows) or 0. Each AIV fills one UB tile — zeros by
-  `duplicate`, or the bias row broadcast onto a zero tile by `expand_add(dim=0)` (rebuilt only when
+  `expands`, or 0 - (-bias) down the rows by `expand_sub(dim=1)` from a zero tile (PyPTO-Pro has no
+  expand_add; the bias row is negated in place first; 0 - (-b) is 0 + b bit for bit; rebuilt only when
   the bias batch or the column block changes) — and stores it to every output tile it owns (MTE3).
 * K = 1 ("outer"): C[b] = A[b][:, 0:1] * B[b][0:1, :] (+ bias). K = 1 makes A's single column and B's
   single row contiguous in GM whatever the transpose flags, so both are read as rows ([*, 1, M] and
   [*, 1, N] views, no data moved). Per UB tile of rows x cols: the A column comes in by one transposed
-  GM->UB load (one burst: the contiguous read plus per-element spread of Ascend's load + Brcb), the B
-  row and bias row by row loads; then, in the compute dtype (fp32; int32 for int8 inputs, so int8 x
-  int8 + int32 bias is exact like numpy's):
-      prod = zeros + b_row  (expand_add, dim=0)     every row = B's row
-      prod = prod * a_col   (expand_mul, dim=1)     row r scaled by A[r]
-      prod = prod + bias    (expand_add, dim=0)     when there is a bias
-      out  = cast(prod)                             fp16/bf16 outputs; fp32 and int32 store prod itself
+  GM->UB load into a [rows, 1] DN column (one burst), the B row and bias row by row loads; then, in the
+  compute dtype (fp32; int32 for int8 inputs, so int8 x int8 + int32 bias is exact like numpy's):
+      prod = ones * b_row   (expand_mul, dim=1)     every row = B's row (1 x b is b exactly)
+      prod = prod * a_col   (expand_mul, dim=0)     row r scaled by A[r]
+      prod = prod - (-bias) (neg, expand_sub dim=1) when there is a bias: PyPTO-Pro has no expand_add, and
+                                                    x - (-b) is x + b bit for bit (int32: mod 2^32 too)
+      out  = cast(prod)                             fp16/bf16 outputs (CAST_RINT); fp32 and int32 store prod
   Tiles are rings of `ub_buffers` so the next tile's loads and the previous tile's store overlap the
   vector work (the framework's auto-sync orders the reuse).
 * an empty output: nothing to run (a launch with no instructions).
@@ -21,8 +22,9 @@ Work split: UB tile u = (batch, row block, column block) goes to AIV u mod aivs.
 (PyPTO-Pro's kind with no cube section): the launch's block_dim counts AIVs, each is a block of its own and
 pl.get_block_idx() is its index.
 
-UB fit: the kernel's own allocations (a [rows, 1] column takes a 32B row per element on UB; the zero
-tile; the product and output rings) can exceed the planner's estimate of a tile's bytes; `fit` then
+UB fit: the kernel's own allocations (the ones tile, the product and output rings; `ub_bytes` still counts
+a [rows, 1] column at a 32B row per element, as the ND column it was: the DN column takes less, so the count
+is an upper bound) can exceed the planner's estimate of a tile's bytes; `fit` then
 lowers the rows (and if need be the columns) of the tiling's tile until they fit, and recounts the tiles
 and AIVs.
 """
@@ -135,10 +137,10 @@ def special_outer_kernel(a, b, bias, out, *, ROWS: int, COLS: int, BUFFERS: int,
     assert a.shape[-2:] == (1, M) and b.shape[-2:] == (1, N), f"a {a.shape}, b {b.shape} vs out {out.shape}"
     dt, odt = a.dtype, out.dtype
     cdt = compute_dtype(dt)
-    zeros_ub = pl.alloc(pl.UB, [ROWS, COLS], cdt)
-    a_ub = pl.alloc(pl.UB, [ROWS, 1], dt, buffers=BUFFERS) if dt is not cdt else None
+    ones_ub = pl.alloc(pl.UB, [ROWS, COLS], cdt)
+    a_ub = pl.alloc(pl.UB, [ROWS, 1], dt, layout=pl.DN, buffers=BUFFERS) if dt is not cdt else None
     b_ub = pl.alloc(pl.UB, [1, COLS], dt, buffers=BUFFERS) if dt is not cdt else None
-    a_col_ub = pl.alloc(pl.UB, [ROWS, 1], cdt, buffers=BUFFERS)
+    a_col_ub = pl.alloc(pl.UB, [ROWS, 1], cdt, layout=pl.DN, buffers=BUFFERS)
     b_row_ub = pl.alloc(pl.UB, [1, COLS], cdt, buffers=BUFFERS)
     bias_ub = pl.alloc(pl.UB, [1, COLS], cdt, buffers=BUFFERS) if BIAS else None
     prod_ub = pl.alloc(pl.UB, [ROWS, COLS], cdt, buffers=BUFFERS)
@@ -146,7 +148,7 @@ def special_outer_kernel(a, b, bias, out, *, ROWS: int, COLS: int, BUFFERS: int,
     with pl.section_vector():
         aiv = pl.get_block_idx()          # an AIV-only kernel: every AIV is a block of its own
         if aiv < AIVS:
-            pl.duplicate(zeros_ub, 0.0)
+            pl.expands(ones_ub, 1)
             for u in pl.range(aiv, prod(batch) * cdiv(M, ROWS) * cdiv(N, COLS), AIVS):
                 flat, r0, c0, r, cv = _tile(u, M, N, ROWS, COLS)
                 a_bat = batch_offsets(flat, batch, tuple(a.shape[:-2]))
@@ -156,24 +158,25 @@ def special_outer_kernel(a, b, bias, out, *, ROWS: int, COLS: int, BUFFERS: int,
                 if a_ub is not None:
                     a_in = a_ub.next()[0:r, 0:1]
                     pl.load(a_in, a, [*a_bat, 0, r0], order=[-1, -2])
-                    pl.cast(a_col, a_in)
+                    pl.cast(a_col, a_in, mode=pl.RoundMode.CAST_RINT)     # widening: exact
                     b_in = b_ub.next()[0:1, 0:cv]
                     pl.load(b_in, b, [*b_bat, 0, c0])
-                    pl.cast(b_row, b_in)
+                    pl.cast(b_row, b_in, mode=pl.RoundMode.CAST_RINT)
                 else:
                     pl.load(a_col, a, [*a_bat, 0, r0], order=[-1, -2])
                     pl.load(b_row, b, [*b_bat, 0, c0])
                 c_ub = prod_ub.next()[0:r, 0:cv]
-                pl.expand_add(c_ub, zeros_ub[0:r, 0:cv], b_row, dim=0)
-                pl.expand_mul(c_ub, c_ub, a_col, dim=1)
+                pl.expand_mul(c_ub, ones_ub[0:r, 0:cv], b_row, dim=1)
+                pl.expand_mul(c_ub, c_ub, a_col, dim=0)
                 if BIAS:
                     bias_row = bias_ub.next()[0:1, 0:cv]
                     pl.load(bias_row, bias, [*batch_offsets(flat, batch, tuple(bias.shape[:-2])), 0, c0])
-                    pl.expand_add(c_ub, c_ub, bias_row, dim=0)
+                    pl.neg(bias_row, bias_row)
+                    pl.expand_sub(c_ub, c_ub, bias_row, dim=1)
                 res = c_ub
                 if out_ub is not None:
                     res = out_ub.next()[0:r, 0:cv]
-                    pl.cast(res, c_ub)
+                    pl.cast(res, c_ub, mode=pl.RoundMode.CAST_RINT)
                 pl.store(out, res, [*batch_offsets(flat, batch, batch), r0, c0])
 
 
@@ -190,7 +193,7 @@ def special_fill_kernel(bias, out, *, ROWS: int, COLS: int, BUFFERS: int, AIVS: 
     with pl.section_vector():
         aiv = pl.get_block_idx()          # an AIV-only kernel: every AIV is a block of its own
         if aiv < AIVS:
-            pl.duplicate(zeros_ub if BIAS else fill_ub, 0.0)
+            pl.expands(zeros_ub if BIAS else fill_ub, 0)
             built = None                            # (bias batch, c0) of the fill tile now in UB
             for u in pl.range(aiv, prod(batch) * cdiv(M, ROWS) * cdiv(N, COLS), AIVS):
                 flat, r0, c0, r, cv = _tile(u, M, N, ROWS, COLS)
@@ -201,9 +204,10 @@ def special_fill_kernel(bias, out, *, ROWS: int, COLS: int, BUFFERS: int, AIVS: 
                         pl.load(bias_row, bias, [*bias_bat, 0, c0])
                         if bias_out_ub is not None:
                             row = bias_out_ub.next()[0:1, 0:cv]
-                            pl.cast(row, bias_row)
+                            pl.cast(row, bias_row, mode=pl.RoundMode.CAST_RINT)
                             bias_row = row
-                        pl.expand_add(fill_ub.next()[:, 0:cv], zeros_ub[:, 0:cv], bias_row, dim=0)
+                        pl.neg(bias_row, bias_row)
+                        pl.expand_sub(fill_ub.next()[:, 0:cv], zeros_ub[:, 0:cv], bias_row, dim=1)
                         built = (tuple(bias_bat), c0)
                 pl.store(out, fill_ub.current()[0:r, 0:cv], [*batch_offsets(flat, batch, batch), r0, c0])
 

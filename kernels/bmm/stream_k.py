@@ -115,7 +115,7 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
     if ATOMIC:       # the target starts at zero: every AIV zeroes its share of [B, M, N]
         with pl.section_vector():
             aiv, naiv = pl.get_block_idx(), pl.get_block_num() * pl.get_subblock_num()
-            pl.duplicate(zero_ub, 0.0)
+            pl.expands(zero_ub, 0)
             for f, _, _, r0, c0, rows, cols in chunks(nb, 1, 1, M, N, M, N, RED_ROWS, RED_COLS)[aiv::naiv]:
                 t_off = [f] if cast_out else batch_offsets(f, out_b, out_b)
                 pl.store(target, zero_ub[0:rows, 0:ceil_align(cols, VEC_ALIGN)], [*t_off, r0, c0])
@@ -156,7 +156,7 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
                 sum_v = part_ub.next()[0:rows, 0:w]
                 pl.load(sum_v, target, [f, r0, c0])
                 out_v = out_ub.next()[0:rows, 0:w]
-                pl.cast(out_v, sum_v)
+                pl.cast(out_v, sum_v, mode=pl.RoundMode.CAST_RINT)
                 pl.store(out, out_v, [*batch_offsets(f, out_b, out_b), r0, c0])
             return
         items = chunks(nb, M_CNT, N_CNT, SINGLE_M, SINGLE_N, M, N, RED_ROWS, RED_COLS)
@@ -175,11 +175,12 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
             if BIAS:
                 bias_v = bias_ub.next()[0:1, 0:w]
                 pl.load(bias_v, bias, [*batch_offsets(f, out_b, bias_b), 0, n_abs])
-                pl.expand_add(sum_v, sum_v, bias_v, dim=0)
+                pl.neg(bias_v, bias_v)                  # no expand_add in PyPTO-Pro: x - (-b) is x + b
+                pl.expand_sub(sum_v, sum_v, bias_v, dim=1)
             res = sum_v
             if cast_out:
                 res = out_ub.next()[0:rows, 0:w]
-                pl.cast(res, sum_v)
+                pl.cast(res, sum_v, mode=pl.RoundMode.CAST_RINT)
             pl.store(out, res, [*batch_offsets(f, out_b, out_b), m_abs, n_abs])
 
 

@@ -80,11 +80,12 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
     s_ub = pl.alloc(pl.UB, [R, BN], pl.DT_FP32)            # scores, then p in fp32
     tmp_ub = pl.alloc(pl.UB, [R, BN], pl.DT_FP32)          # scratch of the row reductions
     p_ub = pl.alloc(pl.UB, [R, BN], dt)                 # p in the input dtype, for the PV matmul
-    m_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)             # running row max
-    m_new_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)
-    alpha_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)         # exp(m_old - m_new)
-    l_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)             # running row sum
-    rowsum_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32)
+    # per-row columns: [R, 1] DN tiles (a row reduction's output, sum.md: layout=pl.DN)
+    m_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32, layout=pl.DN)       # running row max
+    m_new_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32, layout=pl.DN)
+    alpha_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32, layout=pl.DN)   # exp(m_old - m_new)
+    l_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32, layout=pl.DN)       # running row sum
+    rowsum_ub = pl.alloc(pl.UB, [R, 1], pl.DT_FP32, layout=pl.DN)
     pv_ub = pl.alloc(pl.UB, [R, D], pl.DT_FP32)            # P V of this block (this AIV's rows)
     o_ub = pl.alloc(pl.UB, [R, D], pl.DT_FP32)             # running output, unnormalised
     out_ub = pl.alloc(pl.UB, [R, D], dt)
@@ -93,9 +94,9 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
         pl.load(q_l1, q, [0, 0])
         pl.move(q_l0a, q_l1)
     with pl.section_vector():
-        pl.duplicate(m_ub, -math.inf)
-        pl.duplicate(l_ub, 0.0)
-        pl.duplicate(o_ub, 0.0)
+        pl.expands(m_ub, -math.inf)
+        pl.expands(l_ub, 0.0)
+        pl.expands(o_ub, 0.0)
 
     for j in pl.range(0, N, BN):
         # S = Q K^T, accumulated over D in DK chunks; the hardware unit_flag hands it to Fixpipe.
@@ -117,18 +118,18 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
 
         # online softmax on this AIV's R rows
         with pl.section_vector():
-            pl.muls(s_ub, s_ub, SCALE)
-            pl.maximum(m_new_ub, s_ub, tmp_ub, dim=1)               # rowmax of this block
+            pl.mul(s_ub, s_ub, SCALE)
+            pl.maximum(m_new_ub, s_ub, tmp_ub, dim=0)               # rowmax of this block
             pl.maximum(m_new_ub, m_new_ub, m_ub)                    # m_new = max(m, rowmax)
             pl.sub(alpha_ub, m_ub, m_new_ub)
             pl.exp(alpha_ub, alpha_ub)                              # alpha = exp(m - m_new)
-            pl.expand_sub(s_ub, s_ub, m_new_ub, dim=1)
+            pl.expand_sub(s_ub, s_ub, m_new_ub, dim=0)
             pl.exp(s_ub, s_ub)                                      # p = exp(s - m_new), in fp32
-            pl.sum(rowsum_ub, s_ub, tmp_ub, dim=1)
+            pl.sum(rowsum_ub, s_ub, tmp_ub, dim=0)
             pl.mul(l_ub, l_ub, alpha_ub)
             pl.add(l_ub, l_ub, rowsum_ub)                           # l = alpha * l + rowsum(p)
-            pl.copy(m_ub, m_new_ub)                                 # m = m_new
-            pl.cast(p_ub, s_ub)                                     # p rounded to the input dtype
+            pl.move(m_ub, m_new_ub)                                 # m = m_new (Vec -> Vec)
+            pl.cast(p_ub, s_ub, mode=pl.RoundMode.CAST_RINT)        # p rounded to the input dtype
             r0 = pl.get_subblock_idx() * R
             pl.move(p_l1[r0:r0 + R, :], p_ub)                       # UB->L1: this AIV's rows of P
 
@@ -141,10 +142,10 @@ def flash_attention(q, k, v, out, *, M: int, N: int, D: int, BN: int, DK: int = 
             pl.move(pv_ub, o_l0c, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM, phase=st_phase)
 
         with pl.section_vector():
-            pl.expand_mul(o_ub, o_ub, alpha_ub, dim=1)
+            pl.expand_mul(o_ub, o_ub, alpha_ub, dim=0)
             pl.add(o_ub, o_ub, pv_ub)                               # o = alpha * o + P V
 
     with pl.section_vector():
-        pl.expand_div(o_ub, o_ub, l_ub, dim=1)
-        pl.cast(out_ub, o_ub)
+        pl.expand_div(o_ub, o_ub, l_ub, dim=0)
+        pl.cast(out_ub, o_ub, mode=pl.RoundMode.CAST_RINT)
         pl.store(out, out_ub, [pl.get_subblock_idx() * R, 0])

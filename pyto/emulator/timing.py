@@ -7,7 +7,8 @@ Transfers occupy their pipe for bytes / per-core path bandwidth, each contiguous
 least `burst_min_bytes` (docs/bmm_branches.md §6.1.4: dValue >= 128B), GM transfers plus a per-instruction setup
 (`dma_setup_cycles`: tiles under docs/bmm_branches.md §2's 16KB min_TileSize lose efficiency); an MMAD costs its
 fractal steps plus a head; a vector op a head plus its largest operand's bytes (in the widest dtype it
-touches) at the V pipe's byte rate (docs/bmm_branches.md §9.3: 256 B per cycle).
+touches) at the V pipe's byte rate (docs/bmm_branches.md §9.3: 256 B per cycle), once per PTO instruction it
+lowers to.
 """
 from __future__ import annotations
 
@@ -55,8 +56,13 @@ def _mmad(chip: Chip, ins: Instr) -> Cost:
 
 
 def _vector(chip: Chip, ins: Instr) -> Cost:
-    nbytes = ins.attrs["elems"] * ins.attrs["width"]     # elements of the largest operand, widest dtype
-    return Cost(chip.vector_head_cycles + nbytes / chip.vector_bytes_per_cycle, 0.0, 0.0, 0.0)
+    """A head plus the largest operand's elements in the widest dtype at the V pipe's byte rate (a compare's
+    mask, an expand's column, a reduction's result are smaller than the source they are charged by), once per PTO
+    instruction the call is lowered to (`passes`: add_relu is TADD then TRELU)."""
+    a = ins.attrs
+    nbytes = a["elems"] * a["width"]     # elements of the largest operand, widest dtype
+    return Cost(a.get("passes", 1) * (chip.vector_head_cycles + nbytes / chip.vector_bytes_per_cycle), 0.0, 0.0, 0.0)
+
 
 
 def _scalar(chip: Chip, ins: Instr) -> Cost:
@@ -90,6 +96,6 @@ def _scalar_key(a: dict) -> tuple:
 COST_KEYS = {
     Op.LOAD: _transfer_key, Op.STORE: _transfer_key, Op.MOVE: _transfer_key,
     Op.MMAD: lambda a: (a["m"], a["n"], a["k"], a["dtype"]),
-    **{op: (lambda a: (a["elems"], a["width"])) for op, f in COSTS.items() if f is _vector},
+    **{op: (lambda a: (a["elems"], a["width"], a.get("passes", 1))) for op, f in COSTS.items() if f is _vector},
     **{op: _scalar_key for op, f in COSTS.items() if f is _scalar},
 }

@@ -30,11 +30,12 @@ class Unbuilt:
         return f"pl.{self.name}"
 
 
-# ---- data types (DataType.md): pyto's five, the rest named ---------------------------------------------
+# ---- data types (DataType.md): pyto's six (UINT8 for the compare ops' bit-packed masks), the rest named -------
 DT_FP16, DT_BF16, DT_FP32, DT_INT8, DT_INT32 = DType.fp16, DType.bf16, DType.fp32, DType.int8, DType.int32
+DT_UINT8 = DType.uint8
 _UNBUILT_DTYPES = {
     "DT_BOOL": "bool", "DT_INT4": "4-bit int", "DT_INT16": "16-bit int", "DT_INT64": "64-bit int",
-    "DT_UINT4": "4-bit unsigned", "DT_UINT8": "8-bit unsigned", "DT_UINT16": "16-bit unsigned",
+    "DT_UINT4": "4-bit unsigned", "DT_UINT16": "16-bit unsigned",
     "DT_UINT32": "32-bit unsigned", "DT_UINT64": "64-bit unsigned", "DT_FP4": "4-bit float",
     "DT_FP8E4M3FN": "FP8 E4M3", "DT_FP8E5M2": "FP8 E5M2", "DT_FP8E8M0": "E8M0 MX scale",
     "DT_FP4E2M1": "FP4 E2M1", "DT_FP4E1M2": "FP4 E1M2", "DT_HF4": "HiFloat4", "DT_HF8": "HiFloat8"}
@@ -150,7 +151,7 @@ class QuantMode(enum.Enum):
     ASYM = "ASYM"
 
 
-__all__ = ["Unbuilt", "DT_FP16", "DT_BF16", "DT_FP32", "DT_INT8", "DT_INT32", *_UNBUILT_DTYPES, "MemorySpace",
+__all__ = ["Unbuilt", "DT_FP16", "DT_BF16", "DT_FP32", "DT_INT8", "DT_INT32", "DT_UINT8", *_UNBUILT_DTYPES, "MemorySpace",
            "L1", "L0A", "L0B", "L0C", "UB", "BT", "FB", "TensorLayout", "ND", "DN", "NZ", "ZN", "ZZ", "NN",
            "PipeType", "AccPhase", "STPhase", "AccToVecMode", "AtomicType", "ReluPreMode", "CrossCoreSyncMode",
            "SyncCoreType", "SyncAllMode", "TilePad", "FillPadMode", "RoundMode", "QuantMode"]

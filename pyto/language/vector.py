@@ -1,16 +1,32 @@
-"""Vector ops (V pipe, UB operands) and the L0C->UB split rules of AccToVecMode."""
+"""What PyPTO-Pro's tile vector ops share (V pipe, Vec/UB operands): operand and dtype checks that name the kernel
+line, scalar operands, the operand rectangles an op computes over, and the one Instr each op records; the Vec -> Vec
+copy; the L0C->UB split rules of AccToVecMode.
+
+The ops themselves: vector_elementwise.py (binary, unary, bitwise, cast, compare/select, fused, part*),
+vector_reduce.py (reductions, expands, transpose, fill_index), vector_unbuilt.py (the names pyto does not build).
+Rules (`_api.py` section B, docs/zh/pypto_pro/api/SIMD-API/operation/memory_vector_computation/): no broadcast, no
+implicit dtype promotion, identical shapes unless an op says otherwise. Operands are taken through
+opcommon.region / extent: an elementwise op computes over its destination's region and reads each source over the
+same rectangle (PTO-ISA iterates the dst's validRow x validCol); what the numbers are is pyto/emulator/vector_effects.py.
+"""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 import numpy as np
 
 from ..dtypes import DType
-from ..errors import AlignmentError, KernelError, ShapeError, UnsupportedError
-from ..ir import AccToVecMode, Buf, Instr, Loc, Op, Pipe, Role, rect_overlaps
-from .opcommon import emit
-from .tile import Tile
+from ..errors import AlignmentError, KernelError, ShapeError
+from ..ir import Access, AccToVecMode, Buf, Loc, Op, Pipe, Role, rect_overlaps
+from .opcommon import emit, extent, region
+from .tile import Tile, TileGroup
 from .trace import caller_loc, current
+
+FP16, BF16, FP32, INT8, INT32, UINT8 = DType.fp16, DType.bf16, DType.fp32, DType.int8, DType.int32, DType.uint8
+FLOATS = frozenset({FP16, BF16, FP32})
+INTS = frozenset({INT8, UINT8, INT32})
+ALL = FLOATS | INTS
+PAGES = "docs/zh/pypto_pro/api/SIMD-API/operation/memory_vector_computation/"
 
 
 def l0c_to_ub_split(dst: Tile, src: Tile, mode: Optional[AccToVecMode], loc: Loc) -> tuple:
@@ -43,7 +59,8 @@ def l0c_to_ub_split(dst: Tile, src: Tile, mode: Optional[AccToVecMode], loc: Loc
     return halves
 
 
-def _vector_loc() -> Optional[Loc]:
+# ---- the kernel line and the operands -------------------------------------------------------------------------
+def vector_loc() -> Optional[Loc]:
     """The kernel line of a vector op, or None in the AIC's trace: the op is the AIVs' (their traces check and
     record it); the AIC's trace only notes that the launch uses the vector side."""
     tr = current()
@@ -54,130 +71,55 @@ def _vector_loc() -> Optional[Loc]:
     return loc
 
 
-def _ub(x, what: str, loc: Loc) -> Tile:
+def vec(x, op: str, name: str, loc: Loc, dn: bool = False) -> Tile:
+    """`x` as a Vec (UB) tile operand `name` of pl.`op`; a DN (transposed) view only where `dn` allows it."""
     if not isinstance(x, Tile) or x.buffer is not Buf.UB:
-        raise ShapeError(f"{loc}: {what} must be a Vec (UB) tile, got {x!r}")
-    if x.t:
-        raise UnsupportedError(f"{loc}: {what} is the transposed view {x!r}: vector ops on DN views are not built yet")
+        hint = " (take a slot with .next(), .current() or [i])" if isinstance(x, TileGroup) else ""
+        raise ShapeError(f"{loc}: pl.{op} {name} must be a Vec (UB) tile, got {x!r}{hint}")
+    if x.t and not dn:
+        raise ShapeError(f"{loc}: pl.{op} {name} {x!r} is a DN tile; pl.{op} takes row-major (ND) tiles here (PTO-ISA's "
+                         f"vector instructions read rows): use the ND view of the same bytes")
     return x
 
 
-def _emit(op: Op, kind: str, dst: Tile, srcs: list, attrs: dict, loc: Loc, scratch: Optional[Tile] = None) -> None:
-    """Record one V instruction; `scratch` (a reduction's tmp) is written too, so sync and race checks see it."""
-    for src in srcs:
-        if src.store is dst.store and src.rect != dst.rect and rect_overlaps(src.rect, dst.rect):
-            raise ShapeError(f"{loc}: pl.{kind} writes {dst!r} rows {dst.rect[0]}:{dst.rect[1]}, columns "
-                             f"{dst.rect[2]}:{dst.rect[3]} over its source rows {src.rect[0]}:{src.rect[1]}, columns "
-                             f"{src.rect[2]}:{src.rect[3]}: a vector op works in place (the same view) or on "
-                             f"separate ones; a shifted overlap depends on the order the hardware repeats in")
-    attrs["kind"] = kind
-    # the V pipe streams its operands at vector_bytes_per_cycle: the largest operand (a reduction's source, an
-    # expand's matrix) in the widest dtype (a cast's wider side)
-    attrs["elems"] = max(t.shape[0] * t.shape[1] for t in (dst, *srcs))
-    attrs["width"] = max(t.dtype.itemsize for t in (dst, *srcs))
-    dsts = (dst,) if scratch is None else (dst, scratch)
-    emit(op, Pipe.V, Role.AIV0, tuple(s.access for s in srcs), tuple(d.access for d in dsts), attrs, loc,
-         f"pl.{kind}", (*dsts, *srcs))
+def dtype_in(op: str, t: Tile, allowed: Iterable[DType], page: str, loc: Loc, what: str = "") -> None:
+    """ShapeError unless t's dtype is one pl.`op` takes (the op's page lists them)."""
+    if t.dtype not in allowed:
+        names = ", ".join(d.name for d in DType if d in allowed)
+        raise ShapeError(f"{loc}: pl.{op}{what} takes {names} tiles ({PAGES}{page}), not {t.dtype} ({t!r})")
 
 
-def _same(loc: Loc, kind: str, *tiles: Tile) -> None:
-    shape, dtype = tiles[0].shape, tiles[0].dtype
+def same(op: str, loc: Loc, *tiles: Tile) -> None:
+    """One physical shape, dtype and layout for all of `tiles` (no broadcast, no implicit promotion)."""
+    first = tiles[0]
     for t in tiles[1:]:
-        if t.shape != shape or t.dtype is not dtype:
-            raise ShapeError(f"{loc}: pl.{kind} operands differ: {tiles[0]!r} {list(shape)} {dtype} vs "
-                             f"{t!r} {list(t.shape)} {t.dtype}")
+        if t.shape != first.shape or t.dtype is not first.dtype:
+            raise ShapeError(f"{loc}: pl.{op} operands differ: {first!r} {list(first.shape)} {first.dtype} vs {t!r} "
+                             f"{list(t.shape)} {t.dtype} (no broadcast, no implicit promotion)")
+        if t.t != first.t:
+            raise ShapeError(f"{loc}: pl.{op} mixes layouts: {first!r} is {first.layout.value}, {t!r} is "
+                             f"{t.layout.value}; an elementwise op reads every operand's bytes in one order")
 
 
-def _binary(kind: str):
-    def op(dst: Tile, a: Tile, b: Tile) -> None:
-        loc = _vector_loc()
-        if loc is None:
-            return
-        for name, t in (("dst", dst), ("a", a), ("b", b)):
-            _ub(t, f"pl.{kind} {name}", loc)
-        _same(loc, kind, dst, a, b)
-        _emit(Op.VBINARY, kind, dst, [a, b], {}, loc)
-    op.__name__ = kind
-    op.__doc__ = (f"dst = {kind}(a, b) elementwise on UB tiles (V pipe): one shape and dtype for all three (a "
-                  f"ShapeError otherwise)" + ({"add": "; int adds wrap", "sub": "; int subtractions wrap",
-                                               "mul": "; int products wrap",
-                                               "div": "; int division rounds toward zero"}.get(kind, "") + "."))
-    return op
+def same_shape(op: str, loc: Loc, *tiles: Tile) -> None:
+    """One physical shape and layout (a cast's dtypes differ)."""
+    first = tiles[0]
+    for t in tiles[1:]:
+        if t.shape != first.shape or t.t != first.t:
+            raise ShapeError(f"{loc}: pl.{op} shapes differ: {first!r} {list(first.shape)} {first.layout.value} vs "
+                             f"{t!r} {list(t.shape)} {t.layout.value}")
 
 
-add, sub, mul, div, minimum = (_binary(k) for k in ("add", "sub", "mul", "div", "minimum"))
-_maximum = _binary("maximum")
+def is_scalar(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
-def maximum(dst: Tile, a: Tile, b: Tile, dim: Optional[int] = None) -> None:
-    """dst = max(a, b) elementwise; with dim=1, the row max of `a` into `dst` [rows, 1] (`b` is the scratch,
-    as pl.sum's `tmp`)."""
-    if dim is None:
-        return _maximum(dst, a, b)
-    loc = _vector_loc()
-    if loc is not None:
-        _reduce("maximum", dst, a, b, dim, loc)
-
-
-def sum(dst: Tile, src: Tile, tmp: Tile, dim: int = 1) -> None:  # noqa: A001 - the DSL's spelling
-    """Row sum of `src` into `dst` [rows, 1] (`tmp` is scratch, as on the hardware)."""
-    loc = _vector_loc()
-    if loc is not None:
-        _reduce("sum", dst, src, tmp, dim, loc)
-
-
-def _reduce(kind: str, dst: Tile, src: Tile, tmp: Tile, dim: int, loc: Loc) -> None:
-    for name, t in (("dst", dst), ("src", src), ("tmp", tmp)):
-        _ub(t, f"pl.{kind} {name}", loc)
-    if dim != 1:
-        raise KernelError(f"{loc}: row reductions take dim=1 (reduce along columns), got {dim!r}")
-    if dst.shape[0] != src.shape[0] or dst.shape[1] != 1 or dst.dtype is not src.dtype:
-        raise ShapeError(f"{loc}: pl.{kind}(dim=1) of {list(src.shape)} {src.dtype} writes a "
-                         f"[{src.shape[0]}, 1] {src.dtype} tile, got {list(dst.shape)} {dst.dtype}")
-    if tmp.dtype is not src.dtype or tmp.shape[0] * tmp.shape[1] < src.shape[0] * src.shape[1]:
-        raise ShapeError(f"{loc}: pl.{kind}(dim=1) needs a scratch tile of at least the source's "
-                         f"{src.shape[0] * src.shape[1]} {src.dtype} elements (docs/cube_phase.md §5.3 uses one shaped like the "
-                         f"source), got {tmp!r} {list(tmp.shape)} {tmp.dtype}")
-    for name, t in (("source", src), ("destination", dst)):
-        if t.store is tmp.store and rect_overlaps(t.rect, tmp.rect):
-            raise ShapeError(f"{loc}: pl.{kind}(dim=1) scratch {tmp!r} overlaps its {name}: the reduction "
-                             f"overwrites its scratch")
-    _emit(Op.VREDUCE, kind, dst, [src], {}, loc, scratch=tmp)
-
-
-def _expand(kind: str):
-    def op(dst: Tile, src: Tile, vec: Tile, dim: int = 1) -> None:
-        loc = _vector_loc()
-        if loc is None:
-            return
-        for name, t in (("dst", dst), ("src", src), ("vec", vec)):
-            _ub(t, f"pl.expand_{kind} {name}", loc)
-        if dim not in (0, 1):
-            raise KernelError(f"{loc}: expand ops broadcast a [rows, 1] column (dim=1) or a [1, cols] row "
-                              f"(dim=0), got dim={dim!r}")
-        _same(loc, f"expand_{kind}", dst, src)
-        want = (src.shape[0], 1) if dim == 1 else (1, src.shape[1])
-        if vec.shape != want or vec.dtype is not src.dtype:
-            raise ShapeError(f"{loc}: pl.expand_{kind}(dim={dim}) needs vec {list(want)} {src.dtype}, got "
-                             f"{list(vec.shape)} {vec.dtype}")
-        _emit(Op.VEXPAND, kind, dst, [src, vec], {}, loc)
-    op.__name__ = f"expand_{kind}"
-    op.__doc__ = (f"dst = src {kind} vec, vec broadcast along each row (dim=1: vec is [rows, 1]) or down "
-                  f"each column (dim=0: vec is [1, cols]).")
-    return op
-
-
-expand_add, expand_sub, expand_mul, expand_div = (_expand(k) for k in ("add", "sub", "mul", "div"))
-
-
-
-
-def _round_scalar(value: float, dtype: DType) -> float:
+def round_scalar(value: float, dtype: DType) -> float:
     """`value` rounded once, to nearest even, to a float dtype (as the kernel's scalar argument of type T is):
     through fp32 rounded to odd, which keeps the one rounding to bf16 exact (a plain float64 -> bf16 cast rounds
     twice)."""
     with np.errstate(all="ignore"):      # beyond the dtype's range is its infinity, whatever np.seterr says
-        if dtype is DType.fp32 or dtype is DType.fp16:
+        if dtype is FP32 or dtype is FP16:
             return float(np.array(value, np.float64).astype(dtype.np))
         f = np.float32(value)
         if np.isfinite(f) and float(f) != value:
@@ -187,88 +129,77 @@ def _round_scalar(value: float, dtype: DType) -> float:
         return float(np.array(f, np.float32).astype(dtype.np))
 
 
-def _scalar_of(dst: Tile, value, what: str, loc: Loc):
-    """A scalar operand in dst's type: for fp16/bf16/fp32 tiles the value rounded once to the tile's dtype (an
-    Ascend C scalar argument has the tensor's type T; the vector unit then computes in fp32), for an int32 /
-    int8 tile an int in the dtype's range (the result wraps like the hardware's int adds; the scalar itself
-    must be a value of the dtype)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+def scalar_of(dtype: DType, value, what: str, loc: Loc):
+    """A scalar operand in the tile's type: for a float tile the value rounded once to its dtype (a scalar
+    argument has the tile's type T; the vector unit then computes in fp32), for an int tile an int of the dtype's
+    range (a KernelError otherwise: the scalar must be a value of the dtype)."""
+    if not is_scalar(value):
         raise KernelError(f"{loc}: {what} takes a Python number, got {value!r}")
-    if dst.dtype.is_float:
-        return _round_scalar(float(value), dst.dtype)
-    info = np.iinfo(dst.dtype.np)
+    if dtype.is_float:
+        return round_scalar(float(value), dtype)
+    info = np.iinfo(dtype.np)
     if value != int(value) or not info.min <= value <= info.max:
-        raise KernelError(f"{loc}: {what} on {dst.dtype} tile {dst!r} takes an integer in {dst.dtype} range "
-                          f"[{info.min}, {info.max}], got {value!r}")
+        raise KernelError(f"{loc}: {what} on a {dtype} tile takes an integer in {dtype} range [{info.min}, "
+                          f"{info.max}], got {value!r}")
     return int(value)
 
 
-def _scalar(kind: str):
-    def op(dst: Tile, src: Tile, scalar: float) -> None:
-        loc = _vector_loc()
-        if loc is None:
-            return
-        _ub(dst, f"pl.{kind} dst", loc)
-        _ub(src, f"pl.{kind} src", loc)
-        _same(loc, kind, dst, src)
-        _emit(Op.VSCALAR, kind, dst, [src], {"scalar": _scalar_of(dst, scalar, f"pl.{kind}", loc)}, loc)
-    op.__name__ = kind
-    op.__doc__ = (f"dst = src {kind[:-1]} scalar (one shape and dtype for dst and src). A float tile's scalar is "
-                  f"rounded once to its dtype (an Ascend C scalar argument has the tensor's type); an int tile's "
-                  f"must be an integer of its dtype's range (a KernelError otherwise).")
-    return op
+# ---- rectangles and the instruction ---------------------------------------------------------------------------
+def over(t: Tile, rows: int, cols: int) -> Access:
+    """The Access of t's first `rows` x `cols` elements (in t's own terms), in its store's coordinates: a source
+    read over its destination's region."""
+    r0, _, c0, _ = t.rect
+    if t.t:
+        return Access(t.store, (r0, r0 + cols, c0, c0 + rows))
+    return Access(t.store, (r0, r0 + rows, c0, c0 + cols))
 
 
-adds, muls = _scalar("adds"), _scalar("muls")
+def mask_bytes(mask: Tile, rows: int, cols: int) -> Access:
+    """The bytes of a compare's mask that hold `rows` x `cols` predicate bits: ceil(cols / 8) per row."""
+    r0, _, c0, _ = mask.rect
+    return Access(mask.store, (r0, r0 + rows, c0, c0 + -(-cols // 8)))
 
 
-_FLOAT_ONLY = ("exp", "sqrt", "ln", "reciprocal", "rsqrt")
+def record(op: Op, kind: str, dsts: list, srcs: list, loc: Loc, attrs: Optional[dict] = None, passes: int = 1) -> None:
+    """Record one V instruction. dsts / srcs: (tile, Access) pairs. A source overlapping a destination is the same
+    view (in place) or apart: a shifted overlap's result would depend on the order the hardware repeats in.
+    Cost (timing.py): `passes` x (head + the largest operand's elements in the widest dtype at the V pipe's byte
+    rate); passes > 1 for a call PyPTO-Pro lowers to several PTO instructions (add_relu: TADD, TRELU)."""
+    attrs = {} if attrs is None else attrs
+    for d, da in dsts:
+        for s, sa in srcs:
+            if sa.obj is da.obj and sa.rect != da.rect and rect_overlaps(sa.rect, da.rect):
+                q, w = da.rect, sa.rect
+                raise ShapeError(f"{loc}: pl.{kind} writes {d!r} rows {q[0]}:{q[1]}, columns {q[2]}:{q[3]} over its "
+                                 f"source rows {w[0]}:{w[1]}, columns {w[2]}:{w[3]}: a vector op works in place (the "
+                                 f"same view) or on separate ones; a shifted overlap depends on the order the "
+                                 f"hardware repeats in")
+    both = dsts + srcs
+    attrs["kind"] = kind
+    attrs["t"] = tuple(t.t for t, _ in both)
+    attrs["elems"] = max(t.shape[0] * t.shape[1] for t, _ in both)
+    attrs["width"] = max(t.dtype.itemsize for t, _ in both)
+    if passes != 1:
+        attrs["passes"] = passes
+    tiles = tuple(dict.fromkeys(t for t, _ in both))
+    emit(op, Pipe.V, Role.AIV0, tuple(a for _, a in srcs), tuple(a for _, a in dsts), attrs, loc, f"pl.{kind}", tiles)
 
 
-def _unary(kind: str):
-    def op(dst: Tile, src: Tile) -> None:
-        loc = _vector_loc()
-        if loc is None:
-            return
-        _ub(dst, f"pl.{kind} dst", loc)
-        _ub(src, f"pl.{kind} src", loc)
-        _same(loc, kind, dst, src)
-        if kind in _FLOAT_ONLY and not src.dtype.is_float:
-            raise UnsupportedError(f"{loc}: pl.{kind} takes fp16/bf16/fp32 tiles, not {src.dtype} ({src!r})")
-        _emit(Op.VUNARY, kind, dst, [src], {}, loc)
-    op.__name__ = kind
-    op.__doc__ = (f"dst = {kind}(src) elementwise (one shape and dtype for dst and src)"
-                  + (": fp16/bf16/fp32 tiles only (an UnsupportedError for int tiles)." if kind in _FLOAT_ONLY
-                     else "."))
-    return op
+def whole(t: Tile) -> tuple:
+    """(t, its region): an operand taken whole (its valid region)."""
+    return t, region(t)
 
 
-exp, abs, sqrt, relu = (_unary(k) for k in ("exp", "abs", "sqrt", "relu"))  # noqa: A001
-ln, reciprocal, rsqrt = (_unary(k) for k in ("ln", "reciprocal", "rsqrt"))   # Ascend C's Ln, Reciprocal, Rsqrt
-copy = _unary("copy")       # Ascend C's Copy: UB -> UB on the V pipe, same dtype (pl.cast converts)
-copy.__doc__ = "dst = src, UB to UB on the V pipe (same shape and dtype; pl.cast converts)."
-
-
-def cast(dst: Tile, src: Tile) -> None:
-    """dst = src converted to dst's dtype, same shape: float to float rounds to nearest even (overflow to inf),
-    float to int rounds to nearest even and saturates to the int's range (NaN to 0), int to a narrower int
-    wraps. int32 -> bf16 goes through fp32, the vector unit's compute type: |x| > 2^24 can round twice (one
-    bf16 ulp)."""
-    loc = _vector_loc()
+def copy(dst: Tile, src: Tile) -> None:
+    """dst = src, Vec to Vec on the V pipe (pl.move between two Vec tiles, move.md): same shape, dtype and layout."""
+    loc = vector_loc()
     if loc is None:
         return
-    _ub(dst, "pl.cast dst", loc)
-    _ub(src, "pl.cast src", loc)
-    if dst.shape != src.shape:
-        raise ShapeError(f"{loc}: pl.cast shapes differ: {list(src.shape)} vs {list(dst.shape)}")
-    _emit(Op.VCAST, "cast", dst, [src], {}, loc)
+    vec(dst, "move", "dst", loc, dn=True)
+    vec(src, "move", "src", loc, dn=True)
+    same("move", loc, dst, src)
+    rows, cols = extent(dst)
+    record(Op.VUNARY, "move", [whole(dst)], [(src, over(src, rows, cols))], loc)
 
 
-def duplicate(dst: Tile, value: float) -> None:
-    """Fill `dst` with `value`: for a float tile rounded once to its dtype (beyond its range: inf), for an int
-    tile an integer of its dtype's range (a KernelError otherwise)."""
-    loc = _vector_loc()
-    if loc is None:
-        return
-    _ub(dst, "pl.duplicate dst", loc)
-    _emit(Op.VDUP, "duplicate", dst, [], {"scalar": _scalar_of(dst, value, "pl.duplicate", loc)}, loc)
+__all__ = ["l0c_to_ub_split", "copy"]
