@@ -1,6 +1,6 @@
 """PyPTO-Pro's kernel decorator and launch (`pl.jit`, runtime/jit.py; kernel_function.md) and its parameter
-annotations (`pl.Tensor[[shape], dtype(, layout)]`, `pl.DYNAMIC` / `pl.STATIC`, scalar `pl.DT_*`, a TilingData
-dataclass), run on pyto's emulator.
+annotations (`pl.Tensor[[shape], dtype(, layout)]`, `pl.DYNAMIC` / `pl.STATIC`, `pl.Ptr[dtype]` (gmview.py), scalar
+`pl.DT_*`, a TilingData dataclass), run on pyto's emulator.
 
     @pl.jit                       # or @pl.jit(auto_mutex=False, ...)
     def k(a: pl.Tensor[[128, 256], pl.DT_FP16], n: pl.DT_INT32): ...
@@ -21,6 +21,7 @@ import numpy as np
 
 from ..dtypes import DType, as_dtype
 from ..errors import KernelError, ShapeError, UnsupportedError
+from .gmview import Ptr, PtrSpec
 from .trace import Kernel
 from .types import TensorLayout, Unbuilt
 
@@ -89,22 +90,6 @@ class Tensor:
         return TensorSpec(*item)
 
 
-class PtrSpec:
-    def __init__(self, dtype):
-        self.dtype = dtype
-
-    def __repr__(self) -> str:
-        return f"pl.Ptr[{self.dtype!r}]"
-
-
-class Ptr:
-    """`pl.Ptr[dtype]`: a raw GM pointer parameter (Ptr.md). Rebuilding a view with pl.make_tensor is not built in
-    pyto, so a launch of a kernel with one is UnsupportedError."""
-
-    def __class_getitem__(cls, item) -> PtrSpec:
-        return PtrSpec(item)
-
-
 class TileAnnotation:
     """`pl.Tile[[shape], dtype]`: a helper's or local's annotation; it has no effect on tracing."""
 
@@ -152,6 +137,28 @@ def _as_array(name: str, x) -> np.ndarray:
                      f"{type(x).__name__}")
 
 
+def _ptr_array(name: str, spec: PtrSpec, a):
+    """A pl.Ptr[dtype] argument as the [1, n] GM tensor of its elements in memory order (Ptr.md: the kernel sees a
+    pointer to its first element; pl.addptr and pl.make_tensor address it by element), sharing the caller's memory so
+    that what the kernel writes lands there."""
+    from ..emulator.run import Spec
+    if isinstance(spec.dtype, Unbuilt):
+        raise spec.dtype.refuse(f"parameter '{name}'")
+    want = as_dtype(spec.dtype)
+    got = a.dtype if isinstance(a, Spec) else as_dtype(a.dtype)
+    if got is not want:
+        raise ShapeError(f"parameter '{name}' is annotated {spec!r} but got a {got} array")
+    size = int(np.prod(a.shape, dtype=np.int64))
+    if size == 0:
+        raise ShapeError(f"parameter '{name}' ({spec!r}) points at an empty array")
+    if isinstance(a, Spec):
+        return Spec((1, size), a.dtype)
+    if not a.flags.c_contiguous:
+        raise ShapeError(f"parameter '{name}' ({spec!r}): pass a C-contiguous array (np.ascontiguousarray): a pointer "
+                         f"addresses its elements in memory order, and outputs are written in place")
+    return a.reshape(1, size)
+
+
 _JIT_KEYWORDS = ("target", "arch", "auto_mutex", "name", "pipeline", "tiling_key", "datatype", "compile_timeout")
 _ARCH = {None: "ascend950pr", "a5": "ascend950pr", "a2": "atlas-a2", "a3": "atlas-a3"}
 
@@ -188,13 +195,13 @@ class JitKernel(Kernel):
                 self.params.append((p.name, "unbuilt", ann))
             else:
                 self.params.append((p.name, "data", ann))
-        if not any(kind == "tensor" for _, kind, _ in self.params):
-            raise KernelError(f"pl.jit kernel '{self.name}' has no pl.Tensor[...] parameter: annotate its GM "
-                              f"tensors (a: pl.Tensor[[M, K], pl.DT_FP16])")
+        if not any(kind in ("tensor", "ptr") for _, kind, _ in self.params):
+            raise KernelError(f"pl.jit kernel '{self.name}' has no pl.Tensor[...] parameter (nor a pl.Ptr[...]): "
+                              f"annotate its GM tensors (a: pl.Tensor[[M, K], pl.DT_FP16])")
 
     # ---- binding (run.py) ------------------------------------------------------------------------------------
     def gm_names(self) -> list:
-        return [n for n, kind, _ in self.params if kind == "tensor"]
+        return [n for n, kind, _ in self.params if kind in ("tensor", "ptr")]
 
     def bind(self, args: tuple, params: dict) -> tuple:
         """(GM arrays, trace-time values by name) of a launch's positional arguments, checked against the
@@ -214,8 +221,7 @@ class JitKernel(Kernel):
             elif kind == "scalar":
                 values[name] = _scalar(name, ann, x)
             elif kind == "ptr":
-                raise UnsupportedError(f"kernel '{self.name}': parameter '{name}' is a {ann!r}; raw GM pointers "
-                                       f"(pl.make_tensor views) are not built in pyto; annotate it pl.Tensor[...]")
+                arrays.append(_ptr_array(name, ann, _as_array(name, x)))
             elif kind == "unbuilt":
                 raise ann.refuse(f"parameter '{name}'")
             else:
@@ -224,7 +230,8 @@ class JitKernel(Kernel):
 
     def call(self, tensors: list, values: dict) -> None:
         it = iter(tensors)
-        self.fn(*[next(it) if kind == "tensor" else values[name] for name, kind, _ in self.params])
+        self.fn(*[next(it) if kind == "tensor" else Ptr(next(it)) if kind == "ptr" else values[name]
+                  for name, kind, _ in self.params])
 
     # ---- launch ------------------------------------------------------------------------------------------------
     def __getitem__(self, key) -> "Callable[..., Any]":
@@ -247,8 +254,8 @@ class JitKernel(Kernel):
         """Run on the emulator (full mode; timing mode when every GM argument is a pyto.spec) and return the
         Report."""
         from ..emulator.run import Spec, run
-        mode = "timing" if all(isinstance(a, Spec) for a, (_, k, _) in zip(args, self.params) if k == "tensor") \
-            else "full"
+        mode = "timing" if all(isinstance(a, Spec) for a, (_, k, _) in zip(args, self.params)
+                               if k in ("tensor", "ptr")) else "full"
         return run(self, *args, blocks=block_dim, chip=self.chip, mode=mode)
 
 
@@ -285,4 +292,5 @@ class TilingKeyField:
     values: tuple = ()
 
 
-__all__ = ["jit", "JitKernel", "Tensor", "TensorSpec", "Ptr", "TileAnnotation", "DYNAMIC", "STATIC", "TilingKeyField"]
+__all__ = ["jit", "JitKernel", "Tensor", "TensorSpec", "Ptr", "PtrSpec", "TileAnnotation", "DYNAMIC", "STATIC",
+           "TilingKeyField"]
