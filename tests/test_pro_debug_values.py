@@ -162,6 +162,16 @@ def test_gm_tensor_elements_are_read_and_written_one_at_a_time():
     np.testing.assert_array_equal(out, want)
 
 
+def test_element_access_through_a_gm_view_is_not_built():
+    @pl.jit
+    def through_view(x: pl.Tensor[[R, C], pl.DT_FP32], out: pl.Tensor[[R, C], pl.DT_FP32]):
+        with pl.section_vector():
+            half = pl.make_tensor(pl.make_ptr(x), [R // 2, C])
+            out[0, 0] = half[0, 1]
+    with pytest.raises(pyto.UnsupportedError, match=r"pl\.getval of the GM view GM tensor 'half' .* is not built"):
+        through_view(_data(np.float32), np.zeros((R, C), np.float32))
+
+
 def test_a_tile_subscript_reads_the_element_of_its_own_terms():
     """subscript (what Tile's [i, j] hands integer subscripts to) on a view and on a DN view of an ND store."""
     @pl.jit

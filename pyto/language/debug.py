@@ -265,8 +265,17 @@ def _tile_element(t: Tile, idx, op: str, loc: Loc) -> tuple:
     return Access(t.store, (sr, sr + 1, sc, sc + 1)), f"{base}[{i}, {j}]"
 
 
+def _plain_gm(g: GMTensor, op: str, loc: Loc) -> None:
+    """UnsupportedError for a GM view (pl.make_tensor, or a tensor pl.set_stride rewrote): element access and dumps
+    reach launch tensors and workspaces as they are laid out."""
+    if getattr(g, "view", None) is not None or id(g) in getattr(current(), "gm_strides", {}):
+        raise UnsupportedError(f"{loc}: {op} of the GM view {g!r} (pl.make_tensor / pl.set_stride) is not built in "
+                               f"pyto; load it into a Vec tile and read that")
+
+
 def _gm_element(g: GMTensor, idx, op: str, loc: Loc) -> tuple:
     """(Access, name) of one element of GM tensor `g` at a linear offset over its shape or a full index."""
+    _plain_gm(g, op, loc)
     if isinstance(idx, tuple):
         if len(idx) != g.ndim:
             raise KernelError(f"{loc}: {g!r} has {g.ndim} dimensions: index one element with {g.ndim} indices (or "
@@ -527,6 +536,7 @@ def dump_data(data, offsets=None, shapes=None, *, workspace=None, loc: bool = Fa
         if workspace is not None:
             raise KernelError(f"{where}: pl.dump_data workspace= is for Acc tiles; {data!r} is a GM tensor "
                               f"(dump_data.md: a ValueError)")
+        _plain_gm(data, "pl.dump_data", where)
         offs, shp = _window(offsets, shapes, data.shape, repr(data), where)
         batches = [int(np.ravel_multi_index(tuple(o + q for o, q in zip(offs[:-2], p)), data.shape[:-2]))
                    for p in np.ndindex(*shp[:-2])] if data.ndim > 2 else [0]
