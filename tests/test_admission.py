@@ -179,6 +179,23 @@ def test_the_plan_counts_the_instructions_its_kernel_traces(a_shape, b_shape, dt
     assert abs(instructions(p, a, b, bias) / rep.instructions - 1) <= 0.1, (p.branch, rep.instructions)
 
 
+@pytest.mark.parametrize("b_shape, dtype, bias, gaps", [
+    ((96, 40, 36), "fp16", (96, 1, 36), True),      # N = 36 < N̄ = 48: a zero fill per bias row
+    ((96, 40, 48), "int8", (1, 48), True),          # int8's N̄ is 32-aligned: 64 > 48
+    ((96, 40, 48), "fp16", (1, 48), False)])        # N = N̄: no gaps, no fill
+def test_merge_batch_counts_its_bias_row_exactly(b_shape, dtype, bias, gaps):
+    """MergeBatch builds a group's bias row from each batch's row, zero-filling the columns between batches first
+    (one pl.expands, only where there are such columns): the plan's count is the traced one."""
+    a_shape = (96, 24, 40)
+    p = plan(a_shape, b_shape, dtype, bias=True, branch="merge_batch")
+    a, b = pyto.spec(a_shape, dtype), pyto.spec(b_shape, dtype)
+    bias = pyto.spec(bias, "int32" if dtype == "int8" else dtype)
+    assert p.tiling.b > 1 and (p.tiling.n_pad > b_shape[-1]) == gaps
+    with pyto.run_options(check=False):
+        _, rep = run_plan(p, a, b, bias)
+    assert instructions(p, a, b, bias) == rep.instructions
+
+
 _MEASURE = textwrap.dedent("""
     import sys
     import pyto

@@ -86,6 +86,16 @@ def test_transposes(ta, tb, reduce):
     _ok(a_shape, b_shape, "fp16", bias_shape=(50,), transpose_a=ta, transpose_b=tb, reduce=reduce)
 
 
+@pytest.mark.parametrize("a_shape,b_shape", [((3, 40, 100), (3, 100, 72)), ((2, 20, 64), (2, 64, 40))])
+def test_int8_edge_tile_stores_the_fractals_its_mmads_wrote(a_shape, b_shape):
+    """An int8 tile's L0C view is trimmed to 32 columns, but a tile with 8 valid columns (N = 72 or 40: 32 + 8)
+    has MMADs that write only its first 16-column fractal. The workspace store takes those fractals
+    (block.as_computed), not the whole view: its STPhase.Final would wait forever for the unit flags of the
+    fractal no MMAD wrote (a DeadlockError), as Fixpipe would on the chip."""
+    _, _, p = _ok(a_shape, b_shape, "int8", reduce="workspace")
+    assert p.tiling.base_n % 32 == 0 and (b_shape[-1] % p.tiling.base_n) % 32 == 8
+
+
 @pytest.mark.parametrize("reduce", REDUCE)
 def test_empty_blocks_are_skipped(reduce):
     """The planner no longer deals blocks past N (they idle their cores), but the kernel still skips them:

@@ -87,7 +87,7 @@ def test_gm_offset_out_of_bounds_and_edge_tile():
     with pytest.raises(pyto.OutOfBoundsError, match=r"valid region \[16, 16\] .* runs past the edge of GM tensor "
                                                     r"'a'.*rows 31:47.*set_validshape\(tile, \[1, 16\]\)"):
         pyto.run(oob_load, *_mm_inputs(), R=31)      # a partial edge tile is no longer clipped
-    pyto.run(oob_load, *_mm_inputs(), R=31, VALID=[1, 16])    # its valid shape inside the tensor: loads
+    pyto.run(oob_load, *_mm_inputs(), R=31, VALID=(1, 16))    # its valid shape inside the tensor: loads
     with pytest.raises(pyto.OutOfBoundsError, match="outside GM tensor 'a'"):
         pyto.run(oob_load, *_mm_inputs(), R=32)
 

@@ -87,6 +87,19 @@ def at_edge(view, tensor, offsets: Sequence[int], *, transpose: bool = False):
     return view
 
 
+def as_computed(c_l0c, tensor, offsets: Sequence[int]):
+    """A view of the L0C tile `c_l0c` whose valid shape is what its MMADs wrote: c_l0c's valid region rounded up
+    to L0C's 16 x 16 fractals (the cube computes whole fractals and sets their unit flags; the data pass fills the
+    rows and columns past the valid ones with the zero-padded product), cut at `tensor`'s edge for a store at
+    `offsets`. A store of more (the whole trimmed view, say: an int8 view is trimmed to 32 columns, 32 rows too
+    where A is held as stored) would read fractals no MMAD wrote, and under unit_flag its STPhase.Final waits
+    for their flags forever. Returns the view."""
+    rows, cols = c_l0c.valid_shape
+    view = c_l0c[:, :]
+    return with_valid(view, min(_ceil(rows, 16), tensor.shape[-2] - offsets[-2]),
+                      min(_ceil(cols, 16), tensor.shape[-1] - offsets[-1]))
+
+
 def with_valid(view, rows: int, cols: int):
     """`view` with valid shape [rows, cols] (set only where it differs from what the view has). Returns it."""
     if [rows, cols] != list(view.valid_shape):

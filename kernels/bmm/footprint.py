@@ -138,7 +138,9 @@ def _merge_batch(plan, ops: Operands) -> int:
             for k1 in range(0, p.K, kl1):
                 k_len = min(kl1, p.K - k1)
                 n += loads * _pieces(k_len, align, bk, q["L1_PIECES"]) + 3 * cdiv(k_len, bk)
-            n += ng + ((ng + 1) if ops.has_bias else 0)
+            # the stores; with a bias, its row: a load per batch, the move, and the zero fill of the columns
+            # between batches when there are some (merge_batch._bias_row)
+            n += ng + ((ng + 1 + int(ng > 1 and p.N < q["N_PAD"])) if ops.has_bias else 0)
     return n
 
 
@@ -195,9 +197,12 @@ def _special(plan, ops: Operands) -> int:
     if lc.mode == "fill":
         rebuilds = lc.units if ops.has_bias else 0        # at most one bias row per tile
         cast = ops.has_bias and ops.out_dtype is not ops.bias.dtype
-        return lc.aivs + lc.units + rebuilds * (2 + int(cast))
+        # a rebuild: load the bias row, (cast it,) negate it, expand_sub it from the zero tile
+        return lc.aivs + lc.units + rebuilds * (3 + int(cast))
     widen = p.dtype is not compute_dtype(p.dtype)
-    per = (4 if widen else 2) + 2 + (2 if ops.has_bias else 0) + (1 if ops.out_dtype is not compute_dtype(p.dtype)
+    # a tile: a column and a row in (cast each when widening), two expand_muls, the bias (load, neg, expand_sub),
+    # the cast out, the store
+    per = (4 if widen else 2) + 2 + (3 if ops.has_bias else 0) + (1 if ops.out_dtype is not compute_dtype(p.dtype)
                                                                    else 0) + 1
     return lc.aivs + lc.units * per
 

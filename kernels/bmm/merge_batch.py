@@ -22,7 +22,8 @@ Choices where the seed leaves room:
   l1_buffers slots when each group streams several K slices (b_L1 is then b: more groups live across K
   slices would need more L0C tiles than the tiling's two).
 * Bias: one BT row [1, b*N̄] built from each batch's bias row (batch i's row loaded into L1 columns
-  [i*N̄, (i+1)*N̄)), added by the first MMAD. Row block i of the merged tile then gets every batch's bias
+  [i*N̄, i*N̄ + N), the columns up to (i+1)*N̄ zeroed first by one pl.expands of the L1 row when N < N̄), added by
+  the first MMAD. Row block i of the merged tile then gets every batch's bias
   in its column blocks, so the kept diagonal block (i, i) gets exactly batch i's bias. The tiling
   checks b*N̄*4B <= BT. (The vector-side alternative would cost an L0C->UB->GM round trip per group.)
 * L0C sync: software (no unit_flag). With unit_flag each 512B block of L0C is freed only by a
@@ -114,15 +115,20 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
 
 
 def _bias_row(bufs, bias, batch: tuple, g: int, ng: int, n_pad: int, n: int):
-    """BT row [1, ng*N̄]: batch g+i's bias row in columns [i*N̄, i*N̄ + N), valid up to the last batch's N (the
-    columns between batches keep what they held: they reach only dropped products)."""
+    """BT row [1, ng*N̄]: batch g+i's bias row in columns [i*N̄, i*N̄ + N), valid up to the last batch's N. The
+    columns between batches, [i*N̄ + N, (i+1)*N̄), are no batch's: the L1 row is first filled with zeros there
+    (pl.expands on the Mat tile, one MTE2 instruction, only when there are such gaps: N < N̄ and ng > 1), so the
+    L1 -> BT move and the MMAD read defined bytes; the products they feed are dropped anyway."""
     bias_l1 = bufs.bias_l1.next()
+    valid = (ng - 1) * n_pad + n
+    row = with_valid(bias_l1[0:1, 0:ng * n_pad], 1, valid)
+    if ng > 1 and n < n_pad:
+        pl.expands(row, 0)
     for i in pl.range(ng):
         off = batch_offsets(g + i, batch, bias.shape[:-2])
         pl.load(at_edge(bias_l1[0:1, i * n_pad:(i + 1) * n_pad], bias, off + [0, 0]), bias, off + [0, 0])
-    valid = (ng - 1) * n_pad + n
     bias_bt = with_valid(bufs.bias_bt[0:1, 0:ng * n_pad], 1, valid)
-    pl.move(bias_bt, with_valid(bias_l1[0:1, 0:ng * n_pad], 1, valid))
+    pl.move(bias_bt, row)
     return bias_bt
 
 

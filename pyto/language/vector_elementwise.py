@@ -11,9 +11,10 @@ from typing import Optional
 
 from ..dtypes import DType
 from ..errors import KernelError, ShapeError
-from ..ir import Op
-from .opcommon import extent, region
+from ..ir import Buf, Op, Pipe, Role
+from .opcommon import emit, extent, region
 from .tile import Tile, dtype_at
+from .trace import caller_loc, current
 from .types import RoundMode
 from .vector import (ALL, BF16, FP16, FP32, INT8, INT32, INTS, UINT8, dtype_in, is_scalar, mask_bytes, over, record,
                      same, same_shape, scalar_of, vec, vector_loc, whole)
@@ -160,13 +161,39 @@ neg, abs, exp, log, sqrt, rsqrt, recip, relu = (_unary(k) for k in  # noqa: A001
 
 
 def expands(out: Tile, scalar) -> None:
-    """Fill out's region with `scalar` (math_functions/expands.md): for a float tile rounded once to its dtype
-    (beyond its range: inf), for an int tile an integer of its dtype's range (a KernelError otherwise)."""
+    """Fill out's region (its valid region) with `scalar` (math_functions/expands.md: out in Vec or Mat): for a
+    float tile rounded once to its dtype (beyond its range: inf), for an int tile an integer of its dtype's range
+    (a KernelError otherwise).
+
+    A Vec tile is filled on V by each AIV. A Mat (L1) tile is filled by the cube side: the AIC, on MTE2 (the page
+    names the V pipe for the op as a whole; L1 is not the vector unit's, and what fills L1 with a constant on
+    Ascend is MTE2, as Ascend C's InitConstValue into A1/B1 does). Its cost is the region's bytes at the GM->L1
+    path's rate (timing.py), with no GM traffic: a kernel uses it to give L1 bytes it never loads a defined value
+    (kernels/bmm/merge_batch.py's bias row between batches)."""
+    if isinstance(out, Tile) and out.buffer is Buf.L1:
+        _expands_mat(out, scalar)
+        return
     loc = vector_loc()
     if loc is None:
         return
+    if isinstance(out, Tile) and out.buffer is not Buf.UB:
+        raise ShapeError(f"{loc}: pl.expands out must be a Vec (UB) or Mat (L1) tile, got {out!r} in "
+                         f"{out.buffer.name} (math_functions/expands.md)")
     vec(out, "expands", "out", loc, dn=True)
     record(Op.VDUP, "expands", [whole(out)], [], loc, {"scalar": scalar_of(out.dtype, scalar, "pl.expands", loc)})
+
+
+def _expands_mat(out: Tile, scalar) -> None:
+    """pl.expands into a Mat tile: one MTE2 instruction of the AIC over out's valid region (expands' docstring)."""
+    tr = current()
+    loc = caller_loc()
+    if not tr.is_aic:
+        tr.cube_marker(Op.VDUP, "pl.expands", loc)      # an AIV's trace: the AIC's trace checks and records it
+        return
+    rows, cols = extent(out)
+    attrs = {"scalar": scalar_of(out.dtype, scalar, "pl.expands", loc), "kind": "expands", "t": (out.t,),
+             "elems": rows * cols, "width": out.dtype.itemsize}
+    emit(Op.VDUP, Pipe.MTE2, Role.AIC, (), (region(out),), attrs, loc, "pl.expands", (out,), tr=tr)
 
 
 # ---- cast ------------------------------------------------------------------------------------------------------
