@@ -67,6 +67,20 @@ class KernelError(PytoError):
     """Misuse of the DSL itself: an op outside a kernel or in the wrong section, bad static params."""
 
 
+class KernelAssertionError(PytoError):
+    """A pl.pto_assert whose condition is false: names the kernel line, the core, the condition and the values
+    (checked at trace time on trace-time values, in full mode's data pass on values read by pl.getval).
+    ``instr``: the assertion's instruction, when the data pass raised it."""
+
+    def __init__(self, msg: str, *, instr=None):
+        super().__init__(msg)
+        self.instr = instr
+
+
+class TrapError(KernelError):
+    """A pl.trap() the launch reached: the kernel aborts there (names the line, the core and the cycle)."""
+
+
 class SyncError(PytoError):
     """Misuse of explicit synchronisation: a flag set twice without a wait, an event id out of range."""
 
@@ -78,5 +92,6 @@ class ChipError(PytoError):
 __all__ = [
     "PytoError", "CapacityError", "AlignmentError", "TilingError", "DeadlockError", "RaceError",
     "UninitializedReadError", "ClobberedReadError", "OutOfBoundsError", "ShapeError", "PlanError", "UnsupportedError", "KernelError", "SyncError",
+    "KernelAssertionError", "TrapError",
     "ChipError",
 ]

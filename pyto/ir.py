@@ -82,13 +82,21 @@ class Op(enum.IntEnum):
     MUTEX_LOCK = 15     # pl.system.mutex_lock: take a buffer-id token on a pipe
     MUTEX_UNLOCK = 16   # pl.system.mutex_unlock: give it back
     VFILLPAD = 17   # pl.fillpad: copy a tile's valid region, the pad value around it (V)
+    # debugging and element access (pyto/language/debug.py): the scalar unit's (S), pl.dump_data's V
+    GETVAL = 40     # pl.getval / container[i, j]: one element into a scalar
+    SETVAL = 41     # pl.setval / container[i, j] = v
+    PRINTF = 42     # pl.printf
+    ASSERT = 43     # pl.pto_assert
+    DUMP = 44       # pl.dump_data
+    TRAP = 45       # pl.trap
 
 
 MOVE_OPS = frozenset({Op.LOAD, Op.STORE, Op.MOVE})
 CUBE_OPS = frozenset({Op.MMAD})
 VECTOR_OPS = frozenset({Op.VBINARY, Op.VSCALAR, Op.VUNARY, Op.VCAST, Op.VDUP, Op.VREDUCE, Op.VEXPAND, Op.VFILLPAD})
 SYNC_OPS = frozenset({Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL, Op.MUTEX_LOCK, Op.MUTEX_UNLOCK})
-assert MOVE_OPS | CUBE_OPS | VECTOR_OPS | SYNC_OPS == set(Op)
+DEBUG_OPS = frozenset({Op.GETVAL, Op.SETVAL, Op.PRINTF, Op.ASSERT, Op.DUMP, Op.TRAP})
+assert MOVE_OPS | CUBE_OPS | VECTOR_OPS | SYNC_OPS | DEBUG_OPS == set(Op)
 
 
 class AccPhase(enum.Enum):
@@ -204,7 +212,7 @@ class Instr:
 
 __all__ = ["core_name", "Pipe", "Buf", "Role", "Op", "AccPhase", "STPhase", "AccToVecMode", "Loc", "Access", "Instr",
            "rect_covers", "rect_overlaps", "CROSS_CORE", "is_cross_core",
-           "MOVE_OPS", "CUBE_OPS", "VECTOR_OPS", "SYNC_OPS"]
+           "MOVE_OPS", "CUBE_OPS", "VECTOR_OPS", "SYNC_OPS", "DEBUG_OPS"]
 
 
 @dataclass(eq=False)
@@ -246,15 +254,28 @@ class TileStore:
         return f"{self.buf.name} [{self.addr:#x}, {self.addr + self.nbytes:#x})"
 
 
+@dataclass(frozen=True, eq=False)
+class GMView:
+    """How a GM view (pl.make_tensor, pl.set_stride) lays its elements over the launch tensor `root`: element
+    [i0, ..., r, c] is the root's flat element `offset + i0 * strides[0] + ... + c * strides[-1]` (row-major
+    flat order of the root's own shape)."""
+
+    root: "GMTensor"
+    offset: int
+    strides: tuple
+
+
 @dataclass(eq=False)
 class GMTensor:
-    """A global-memory tensor of a launch: a kernel argument or a `pl.workspace`."""
+    """A global-memory tensor of a launch: a kernel argument, a `pl.workspace`, or a view of one of them (`view`:
+    pl.make_tensor / pl.set_stride, language/gmview.py)."""
 
     name: str
     shape: tuple
     dtype: Any            # pyto.dtypes.DType
     uid: int
     autosync: bool = True     # pyto's dependency auto-sync orders its accesses within a program (@pl.kernel)
+    view: Optional[GMView] = None
     workspace: bool = False
 
     @property
@@ -265,9 +286,15 @@ class GMTensor:
         return f"GM tensor '{self.name}' {list(self.shape)} {self.dtype}"
 
     def __getitem__(self, key):
-        """A kernel reaches GM through pl.load / pl.store offsets; the tensor itself holds no data."""
-        raise KernelError(f"{_caller_line()}: {self!r} is not indexed in a kernel; pass offsets to pl.load / "
-                          f"pl.store (pl.load(tile, {self.name}, [row, col]))")
+        """`tensor[i, j]`: one element, PyPTO-Pro's getval (pyto/language/debug.py); tiles reach GM through pl.load /
+        pl.store offsets."""
+        from .language.debug import subscript
+        return subscript(self, key)
+
+    def __setitem__(self, key, value) -> None:
+        """`tensor[i, j] = value`: PyPTO-Pro's setval of one element."""
+        from .language.debug import subscript_store
+        subscript_store(self, key, value)
 
     def __setattr__(self, name: str, value) -> None:
         if "workspace" in self.__dict__:      # set up (workspace is the last field __init__ sets)
@@ -282,4 +309,4 @@ def _caller_line() -> Loc:
     return Loc(f.f_code.co_filename, f.f_lineno, linecache.getline(f.f_code.co_filename, f.f_lineno).strip())
 
 
-__all__ += ["TileStore", "GMTensor"]
+__all__ += ["TileStore", "GMView", "GMTensor"]

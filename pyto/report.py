@@ -62,6 +62,11 @@ class Report:
     core_cycles: dict = field(default_factory=dict)   # per core (block AIC/AIV): its last completion
     gm_bytes_per_cycle: float = 0.0   # the chip's GM channel
     integer: bool = False             # the cube ran int8 (its work counts operations: TOPS)
+    # pl.printf / pl.dump_data output, in simulated start order, each entry '[block 0 AIV1 @ 1,234 cycles] ...'
+    # (printed on stdout by the run too); pl.dump_data's values (emulator/debugpass.Dump: line, core, cycle,
+    # label, what, shape, data; data None in timing mode)
+    printed: list = field(default_factory=list)
+    dumps: list = field(default_factory=list)
 
     @property
     def gm_channel_share(self) -> float:

@@ -4,6 +4,8 @@ shadowed by it."""
 import subprocess
 import sys
 import textwrap
+
+import pytest
 from pathlib import Path
 
 try:
@@ -55,3 +57,31 @@ def test_every_package_folder_is_installed_under_its_mapped_name():
         found.add(".".join((folder_to_name.get(rel[0], rel[0]),) + rel[1:]))
     assert found == set(cfg["packages"]), (sorted(found), sorted(cfg["packages"]))
     assert set(mapping) == {"pyto_kernels", "pyto_chips"}
+
+
+def test_a_kernel_beside_pytos_folder_is_the_authors_code(tmp_path):
+    """A file in a folder whose name starts like pyto's own (site-packages/pyto_kernels beside site-packages/pyto)
+    is kernel code: its lines name tiles and errors, not pyto's internals."""
+    import linecache
+
+    import numpy as np
+
+    import pyto
+    import pyto.language as pl
+    from pyto.language import trace
+
+    fake = trace._PKG_DIR.rstrip("/\\") + "_kernels_probe/probe.py"
+    source = ("def probe(x):\n"
+              "    t_probe = pl.alloc(pl.UB, [16, 16], pl.DT_FP32)\n"
+              "    with pl.section_vector():\n"
+              "        pl.load(t_probe, x, [0, 0])\n"
+              "        pl.store(x, t_probe, [1, 0])\n")
+    linecache.cache[fake] = (len(source), None, source.splitlines(True), fake)
+    scope = {"pl": pl}
+    exec(compile(source, fake, "exec"), scope)
+    try:
+        with pytest.raises(pyto.OutOfBoundsError) as e:
+            pyto.run(pl.kernel(scope["probe"]), np.zeros((16, 16), np.float32))
+    finally:
+        linecache.cache.pop(fake, None)
+    assert "probe.py:5" in str(e.value) and "t_probe" in str(e.value), str(e.value)

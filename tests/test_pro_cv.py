@@ -429,3 +429,18 @@ def test_vec_to_mat_without_the_cross_core_wait_races():
                                              r"block 0\) write: .*pl\.move\(x_mat\[r:r \+ 32, :\], part\).*PIPE_MTE1 "
                                              r"\(AIC of block 0\) read: .*pl\.move\(a_left, x_mat\)"):
         _vec_to_mat(wait=False)(x, x.copy(), np.zeros((64, 64), np.float32))
+
+
+@pytest.mark.parametrize("op", ["load", "store"])
+def test_gm_moves_of_an_nz_vec_tile_are_not_built(op):
+    """An NZ Vec tile is a move target and an insert source: GM <-> NZ UB would move fractal bytes, refused by name."""
+    @pl.jit
+    def k(x: pl.Tensor[[16, 16], pl.DT_FP16]):
+        nz = pl.make_tile(vec([16, 16], pl.DT_FP16, layout=pl.NZ), addr=0)
+        with pl.section_vector():
+            if op == "load":
+                pl.load(nz, x, [0, 0])
+            else:
+                pl.store(x, nz, [0, 0])
+    with pytest.raises(pyto.UnsupportedError, match=rf"pl\.{op} (into|from) the NZ Vec tile .* is not built"):
+        k(np.zeros((16, 16), np.float16))

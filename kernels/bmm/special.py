@@ -117,12 +117,19 @@ def fit(plan, ops: Operands) -> Launch:
 # ---- the kernels ---------------------------------------------------------------------------------------
 def _tile(u: int, M: int, N: int, rows: int, cols: int) -> tuple:
     """Tile u -> (flat batch, r0, c0, rows here, column view): the view ends on the 32-element grid or
-    at the tile's edge (loads past N zero-fill, stores past N clip)."""
+    at the tile's edge; its valid columns (`_cols`) stop at N, which loads and stores move."""
     tm, tn = cdiv(M, rows), cdiv(N, cols)
     flat, rest = divmod(u, tm * tn)
     i, j = divmod(rest, tn)
     r0, c0 = i * rows, j * cols
     return flat, r0, c0, min(rows, M - r0), min(cols, align_up(N - c0, COL_ALIGN))
+
+
+def _cols(view, cols: int):
+    """`view` with its valid columns set to `cols` (an edge tile's part inside N; the whole view elsewhere)."""
+    if cols != view.shape[1]:
+        pl.set_validshape(view, [view.shape[0], cols])
+    return view
 
 
 @pl.kernel
@@ -153,29 +160,30 @@ def special_outer_kernel(a, b, bias, out, *, ROWS: int, COLS: int, BUFFERS: int,
                 flat, r0, c0, r, cv = _tile(u, M, N, ROWS, COLS)
                 a_bat = batch_offsets(flat, batch, tuple(a.shape[:-2]))
                 b_bat = batch_offsets(flat, batch, tuple(b.shape[:-2]))
+                vc = min(cv, N - c0)              # the valid columns
                 a_col = a_col_ub.next()[0:r, 0:1]
-                b_row = b_row_ub.next()[0:1, 0:cv]
+                b_row = _cols(b_row_ub.next()[0:1, 0:cv], vc)
                 if a_ub is not None:
                     a_in = a_ub.next()[0:r, 0:1]
                     pl.load(a_in, a, [*a_bat, 0, r0], order=[-1, -2])
                     pl.cast(a_col, a_in, mode=pl.RoundMode.CAST_RINT)     # widening: exact
-                    b_in = b_ub.next()[0:1, 0:cv]
+                    b_in = _cols(b_ub.next()[0:1, 0:cv], vc)
                     pl.load(b_in, b, [*b_bat, 0, c0])
                     pl.cast(b_row, b_in, mode=pl.RoundMode.CAST_RINT)
                 else:
                     pl.load(a_col, a, [*a_bat, 0, r0], order=[-1, -2])
                     pl.load(b_row, b, [*b_bat, 0, c0])
-                c_ub = prod_ub.next()[0:r, 0:cv]
+                c_ub = _cols(prod_ub.next()[0:r, 0:cv], vc)
                 pl.expand_mul(c_ub, ones_ub[0:r, 0:cv], b_row, dim=1)
                 pl.expand_mul(c_ub, c_ub, a_col, dim=0)
                 if BIAS:
-                    bias_row = bias_ub.next()[0:1, 0:cv]
+                    bias_row = _cols(bias_ub.next()[0:1, 0:cv], vc)
                     pl.load(bias_row, bias, [*batch_offsets(flat, batch, tuple(bias.shape[:-2])), 0, c0])
                     pl.neg(bias_row, bias_row)
                     pl.expand_sub(c_ub, c_ub, bias_row, dim=1)
                 res = c_ub
                 if out_ub is not None:
-                    res = out_ub.next()[0:r, 0:cv]
+                    res = _cols(out_ub.next()[0:r, 0:cv], vc)
                     pl.cast(res, c_ub, mode=pl.RoundMode.CAST_RINT)
                 pl.store(out, res, [*batch_offsets(flat, batch, batch), r0, c0])
 
@@ -197,19 +205,20 @@ def special_fill_kernel(bias, out, *, ROWS: int, COLS: int, BUFFERS: int, AIVS: 
             built = None                            # (bias batch, c0) of the fill tile now in UB
             for u in pl.range(aiv, prod(batch) * cdiv(M, ROWS) * cdiv(N, COLS), AIVS):
                 flat, r0, c0, r, cv = _tile(u, M, N, ROWS, COLS)
+                vc = min(cv, N - c0)              # the valid columns
                 if BIAS:
                     bias_bat = batch_offsets(flat, batch, tuple(bias.shape[:-2]))
                     if built != (tuple(bias_bat), c0):
-                        bias_row = bias_ub.next()[0:1, 0:cv]
+                        bias_row = _cols(bias_ub.next()[0:1, 0:cv], vc)
                         pl.load(bias_row, bias, [*bias_bat, 0, c0])
                         if bias_out_ub is not None:
-                            row = bias_out_ub.next()[0:1, 0:cv]
+                            row = _cols(bias_out_ub.next()[0:1, 0:cv], vc)
                             pl.cast(row, bias_row, mode=pl.RoundMode.CAST_RINT)
                             bias_row = row
                         pl.neg(bias_row, bias_row)
-                        pl.expand_sub(fill_ub.next()[:, 0:cv], zeros_ub[:, 0:cv], bias_row, dim=1)
+                        pl.expand_sub(_cols(fill_ub.next()[:, 0:cv], vc), zeros_ub[:, 0:cv], bias_row, dim=1)
                         built = (tuple(bias_bat), c0)
-                pl.store(out, fill_ub.current()[0:r, 0:cv], [*batch_offsets(flat, batch, batch), r0, c0])
+                pl.store(out, _cols(fill_ub.current()[0:r, 0:cv], vc), [*batch_offsets(flat, batch, batch), r0, c0])
 
 
 @pl.kernel

@@ -40,7 +40,7 @@ from pyto.dtypes import DType
 from pyto.tiling import ceil_align
 
 from .asw_basic import fit_l1_stages, l1_pieces_for
-from .block import accumulate, alloc_buffers, store_tile
+from .block import accumulate, alloc_buffers, as_computed, at_edge, store_tile, with_valid
 from .common import batch_offsets, cdiv, Operands, run_tiled
 
 VEC_ALIGN = 16     # UB view columns: 16 elements = 32B of fp16/bf16, a whole 32B block of fp32/int32 too
@@ -118,7 +118,8 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
             pl.expands(zero_ub, 0)
             for f, _, _, r0, c0, rows, cols in chunks(nb, 1, 1, M, N, M, N, RED_ROWS, RED_COLS)[aiv::naiv]:
                 t_off = [f] if cast_out else batch_offsets(f, out_b, out_b)
-                pl.store(target, zero_ub[0:rows, 0:ceil_align(cols, VEC_ALIGN)], [*t_off, r0, c0])
+                pl.store(target, with_valid(zero_ub[0:rows, 0:ceil_align(cols, VEC_ALIGN)], rows, cols),
+                         [*t_off, r0, c0])
         pl.system.sync_all()
 
     with pl.section_cube():
@@ -143,7 +144,9 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
                         t_off = [f] if cast_out else batch_offsets(f, out_b, out_b)
                         store_tile(target, c_l0c, [*t_off, m_abs, n_abs], atomic=True)
                     else:
-                        store_tile(ws, c_l0c, [u, m0, n0])
+                        # the workspace takes what the MMADs wrote (the tile's fractals, inside its block of
+                        # SINGLE_M x SINGLE_N): the reduction reads its part of that back
+                        store_tile(ws, as_computed(c_l0c, ws, [u, m0, n0]), [u, m0, n0])
 
     if ATOMIC and not cast_out:
         return
@@ -153,9 +156,9 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
         if ATOMIC:   # cast the fp32 target to the output
             for f, _, _, r0, c0, rows, cols in chunks(nb, 1, 1, M, N, M, N, RED_ROWS, RED_COLS)[aiv::naiv]:
                 w = ceil_align(cols, VEC_ALIGN)
-                sum_v = part_ub.next()[0:rows, 0:w]
+                sum_v = at_edge(part_ub.next()[0:rows, 0:w], target, [f, r0, c0])
                 pl.load(sum_v, target, [f, r0, c0])
-                out_v = out_ub.next()[0:rows, 0:w]
+                out_v = with_valid(out_ub.next()[0:rows, 0:w], rows, cols)
                 pl.cast(out_v, sum_v, mode=pl.RoundMode.CAST_RINT)
                 pl.store(out, out_v, [*batch_offsets(f, out_b, out_b), r0, c0])
             return
@@ -165,21 +168,23 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
             u0 = ((f * M_CNT + mi) * N_CNT + ni) * GRID_K
             m_abs, n_abs = mi * SINGLE_M + r0, ni * SINGLE_N + c0
             parts = parts_ub.next()[0:segs * rows, 0:w]
-            pl.load(parts, ws, [u0, r0, c0], nd_num=segs)     # segment c's partial in rows [c*rows, (c+1)*rows)
+            # segment c's partial in rows [c*rows, (c+1)*rows), each [rows, cols] (nd_num: the valid shape per part)
+            pl.load(with_valid(parts[:, :], rows, min(w, SINGLE_N - c0)), ws, [u0, r0, c0], nd_num=segs)
             n = segs
             while n > 1:       # pairwise, a fixed order: the top h partials added into the first h
                 h = n // 2
-                pl.add(parts[0:h * rows, :], parts[0:h * rows, :], parts[(n - h) * rows:n * rows, :])
+                pl.add(with_valid(parts[0:h * rows, :], h * rows, cols), parts[0:h * rows, :],
+                       parts[(n - h) * rows:n * rows, :])
                 n -= h
-            sum_v = parts[0:rows, :]
+            sum_v = with_valid(parts[0:rows, :], rows, cols)
             if BIAS:
-                bias_v = bias_ub.next()[0:1, 0:w]
+                bias_v = at_edge(bias_ub.next()[0:1, 0:w], bias, [*batch_offsets(f, out_b, bias_b), 0, n_abs])
                 pl.load(bias_v, bias, [*batch_offsets(f, out_b, bias_b), 0, n_abs])
                 pl.neg(bias_v, bias_v)                  # no expand_add in PyPTO-Pro: x - (-b) is x + b
                 pl.expand_sub(sum_v, sum_v, bias_v, dim=1)
             res = sum_v
             if cast_out:
-                res = out_ub.next()[0:rows, 0:w]
+                res = with_valid(out_ub.next()[0:rows, 0:w], rows, cols)
                 pl.cast(res, sum_v, mode=pl.RoundMode.CAST_RINT)
             pl.store(out, res, [*batch_offsets(f, out_b, out_b), m_abs, n_abs])
 

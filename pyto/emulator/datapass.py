@@ -28,6 +28,7 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import SYNC_OPS, Access, Buf, GMTensor, Instr, Op
 from .datapath import EFFECTS, convert, is_floating
+from .debugpass import HANDLERS as DEBUG_HANDLERS
 from .memory import Memory, add_into, region_view
 from .origins import Origins
 from .widen import widen_into
@@ -252,6 +253,7 @@ class _Binder:
 
 HANDLERS = {Op.LOAD: _Binder._load, Op.STORE: _Binder._store, Op.MMAD: _Binder._mmad,   # the ops defined here
             Op.VFILLPAD: _Binder._fillpad}
+HANDLERS.update(DEBUG_HANDLERS)      # getval, setval, pto_assert, dump_data (debugpass.py); printf, trap: none
 _L0AB = (Buf.L0A, Buf.L0B)
 
 

@@ -7,8 +7,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import ShapeError, UninitializedReadError
+from ..errors import ShapeError, UninitializedReadError, UnsupportedError
 from ..ir import Access, GMTensor, Instr, TileStore, core_name
+from .gmviews import strided
 from .widen import widen_into
 
 
@@ -171,6 +172,7 @@ class Memory:
         self.compact: dict = {id(t): _Compact(t.shape, broadcast[id(t)], t.dtype.np) for t in tensors
                               if broadcast and broadcast.get(id(t))}
         self._compact_wide: dict = {}     # id(input) -> its compact widened copy (`wide`)
+        self.gm_views: dict = {}          # id(GM view) -> its strided array over its root's (gmviews.py; not staged)
         self.gm: dict = {id(t): self.compact[id(t)].flat if id(t) in self.compact else
                          np.empty(_flat3(t.shape), t.dtype.np) for t in tensors}
 
@@ -266,6 +268,15 @@ class Memory:
 
     def gm_array(self, t: GMTensor) -> np.ndarray:
         arr = self.gm.get(id(t))
+        if arr is None and t.view is not None:      # a view (gmviews.py): strided over its root's array
+            arr = self.gm_views.get(id(t))
+            if arr is None:
+                if id(t.view.root) in self.compact:
+                    raise UnsupportedError(f"argument '{t.view.root.name}' was passed as a broadcast view and the "
+                                           f"kernel views it with pl.make_tensor / pl.set_stride; pass a contiguous "
+                                           f"array")
+                arr = self.gm_views[id(t)] = strided(self.gm_array(t.view.root), t)
+            return arr
         if arr is None:  # a workspace
             arr = np.zeros(_flat3(t.shape), dtype=t.dtype.np)
             self.gm[id(t)] = arr
@@ -302,8 +313,13 @@ class Initialised:
     def error(self, acc: Access, instr: Instr, unwritten: int, cells: int) -> UninitializedReadError:
         """The error for `instr` reading `acc`, `unwritten` of whose `cells` cells were never written."""
         r0, r1, c0, c1 = acc.rect
+        through = getattr(acc, "of", None)        # a GM view's footprint on its root (gmviews.py)
+        via = ""
+        if through is not None and type(through.obj) is GMTensor:
+            v0, v1, w0, w1 = through.rect
+            via = f" (through view '{through.obj.name}'[{v0}:{v1}, {w0}:{w1}])"
         return UninitializedReadError(
             f"{instr.loc}: {instr.name} on PIPE_{instr.pipe.name} of {core_name(instr.core, self.aiv_only)} reads "
-            f"{acc.obj!r}[{r0}:{r1}, {c0}:{c1}] "
+            f"{acc.obj!r}[{r0}:{r1}, {c0}:{c1}]{via} "
             f"but part of it was never written ({unwritten} of {cells} "
             f"{_cell_name(acc.obj)} uninitialised)")

@@ -1,4 +1,5 @@
-"""Tiles that overlap in a buffer (docs/design.md §4.5, "Addresses"): the checked pass follows their bytes.
+"""Tiles that overlap in a buffer (docs/design.md §4.5, "Addresses"), and GM views of one tensor: the checked pass
+follows their bytes (their elements).
 
 pyto keeps a tile's data as its logical matrix (one array per store), which is exact as long as no read sees bytes
 another store wrote. Stores whose byte ranges overlap another's are marked `shared` when placed
@@ -12,6 +13,10 @@ another store wrote. Stores whose byte ranges overlap another's are marked `shar
   and lines (started in order is happens-before order here: two accesses it could misorder are a race, found
   first).
 
+GM views (pl.make_tensor, pl.set_stride) alias their root tensor the same way: with_bytes follows each access
+through a view with the root rectangles it covers (gmviews.footprint), so races and uninitialised reads are found
+on the root's elements.
+
 A view's bytes follow its store's layout (docs/fractal_formats.md §3): ND rows (padded to 32 B), NZ columns of fractals (each a
 contiguous run of padded-rows x 32 B), ZZ rows of fractals, ZN (L0B) rows of K0 x 16 fractals; L0C's NZ has
 16 x 16 fractals.
@@ -22,7 +27,8 @@ from bisect import bisect_right
 from typing import Optional
 
 from ..errors import ClobberedReadError
-from ..ir import Access, Buf, Instr, TileStore, core_name
+from ..ir import Access, Buf, GMTensor, Instr, TileStore, core_name
+from .gmviews import footprint
 
 
 class ByteSpace:
@@ -90,11 +96,20 @@ def byte_intervals(store: TileStore, rect: tuple) -> list:
 
 
 class ByteAccesses:
-    """The byte-level accesses of the shared stores' accesses, made once per distinct access."""
+    """The byte-level accesses of the shared stores' accesses, made once per distinct access; and the root
+    rectangles of accesses through GM views (gmviews.footprint), once per view and rectangle."""
 
     def __init__(self):
         self.spaces: dict = {}
         self.made: dict = {}      # id(access) -> (its ByteAccesses, the access: kept alive so ids stay unique)
+        self.views: dict = {}     # (id(view), batch, rect) -> its root footprint (the view is kept alive by it)
+
+    def gm(self, acc: Access) -> list:
+        key = (id(acc.obj), acc.batch, acc.rect)
+        got = self.views.get(key)
+        if got is None:
+            got = self.views[key] = footprint(acc)
+        return got
 
     def of(self, acc: Access) -> list:
         got = self.made.get(id(acc))
@@ -110,12 +125,17 @@ class ByteAccesses:
 
 
 def with_bytes(accs, bytes_: ByteAccesses) -> list:
-    """`accs` (an instruction's sources, or its destinations) with each shared store's byte accesses after it."""
+    """`accs` (an instruction's sources, or its destinations) with each shared store's byte accesses after it, and
+    after an access through a GM view the root rectangles it covers."""
     out = []
     for a in accs:
         out.append(a)
-        if type(a.obj) is TileStore and a.obj.shared:
-            out += bytes_.of(a)
+        obj = a.obj
+        if type(obj) is TileStore:
+            if obj.shared:
+                out += bytes_.of(a)
+        elif type(obj) is GMTensor and obj.view is not None:
+            out += bytes_.gm(a)
     return out
 
 

@@ -23,13 +23,13 @@ import numpy as np
 from ..chip import Chip, load_chip
 from ..dtypes import DType, as_dtype
 from ..errors import DeadlockError, KernelError, ShapeError, SyncError, UnsupportedError
-from ..ir import GMTensor, Op, Pipe, Role
+from ..ir import DEBUG_OPS, GMTensor, Op, Pipe, Role
 from ..language.jit import JitKernel
 from ..language.tile import as_int
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
 from .. import progress
-from . import admission, crosscore
+from . import admission, crosscore, debugpass
 from .datapass import ACCUMULATE, DataPass
 from .memory import Initialised
 from .replay import Span, replay
@@ -174,7 +174,8 @@ def trace_blocks(kernel: Kernel, tensors: list, params: dict, chip: Chip, blocks
     launch = launch_of(blocks, False)
     probe = kernel.trace(Tracer(launch, 0, Role.AIC), tensors, params)
     # (a sync_all outside sections lands in every trace: it does not make the AIC run)
-    aiv_only = launch.uses_vector and not launch.uses_cube and all(ins.op is Op.SYNC_ALL for ins in probe.instrs)
+    aiv_only = launch.uses_vector and not launch.uses_cube and all(ins.op is Op.SYNC_ALL or ins.op in DEBUG_OPS
+                                                                   for ins in probe.instrs)
     _check_block_dim(kernel, chip, blocks, aiv_only)
     if aiv_only:
         launch = launch_of(-(-blocks // chip.aiv_per_aic), True)
@@ -301,6 +302,8 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     with _gc_paused():   # one pause: the collector is not switched back on while the launch's records live
         compiled = _compile(kernel, arrays, load_chip(chip), blocks, auto_sync, check, params, full=mode == "full")
         report = compiled(*arrays) if mode == "full" else compiled.report
+        if mode == "timing":
+            debugpass.emit(report.printed)      # pl.printf / pl.dump_data output (full mode's: after its data pass)
         del compiled
     return report
 
@@ -333,6 +336,7 @@ class CompiledKernel:
         self._data: Optional[DataPass] = None       # bound on the first call
         self._lock = threading.Lock()
         self.footprint: Optional[admission.Footprint] = None   # full mode's host memory (admission.py), or None
+        self.debug: Optional[debugpass.DebugLog] = None   # the launch's debug ops (printf, dump_data...), or None
 
     def __call__(self, *arrays, **params) -> Report:
         """Compute the kernel on `arrays` (numpy arrays of the compiled shapes and dtypes); outputs are written
@@ -357,8 +361,9 @@ class CompiledKernel:
                              if id(t) not in self._written and (axes := admission.broadcast_axes(a))}
                 self._data = DataPass(self._instrs, self._order, self.tensors, self._written, broadcast)
                 self._instrs = self._order = None
-            self._data(list(arrays), _THREAD.values["accumulate"])   # run_options at the call, not the compile
-        return dataclasses.replace(self.report, mode="full")
+            with debugpass.data_pass(self.debug) as out:      # printed after the pass, getval values filled in
+                self._data(list(arrays), _THREAD.values["accumulate"])   # run_options at the call, not the compile
+        return dataclasses.replace(self.report, mode="full", printed=out.printed, dumps=out.dumps)
 
     def _check_arrays(self, arrays: tuple) -> None:
         if len(arrays) != len(self.tensors):
@@ -463,6 +468,11 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     if sched.overflow:
         raise SyncError(sched.overflow)
     report = _report(kernel, chip, blocks, encoded, sched)
+    debug = debugpass.DebugLog(state["launch"].debug, sched, state["launch"].aiv_only) if state["launch"].debug else None
+    if debug is not None:
+        debug.check_trap()       # a pl.trap() the schedule reached aborts the launch (before what it would report)
+        timed = debug.render(full=False)
+        report.printed, report.dumps = timed.printed, timed.dumps
     if unpaired and not sched.deadlock:
         raise SyncError(unpaired)
     if not check:
@@ -479,6 +489,7 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
         raise SyncError(sched.left_set)
     compiled = CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist(), written)
     compiled.footprint = gate.footprint
+    compiled.debug = debug
     return compiled
 
 

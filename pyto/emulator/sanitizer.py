@@ -89,6 +89,10 @@ def race_error(obj, acc: Access, e: tuple, ins: Instr, write: bool, note: str = 
         where = f"{obj.buf.name}: {obj!r}[{r0}:{r1}, {c0}:{c1}]"
     else:
         where = f"GM: {obj!r}" + (f" batch {acc.batch}" if acc.batch else "") + f" [{r0}:{r1}, {c0}:{c1}]"
+        through = getattr(acc, "of", None)         # a GM view's footprint on its root (gmviews.py)
+        if through is not None:
+            where += f" (through view '{through.obj.name}' [{through.rect[0]}:{through.rect[1]}, " \
+                     f"{through.rect[2]}:{through.rect[3]}])"
     lines = [f"Potential {kind} hazard detected at {where}",
              f"  {_where(first, aiv_only)} {'write' if fw else 'read'}: {first.loc}",
              f"  {_where(second, aiv_only)} {'write' if sw else 'read'}: {second.loc}",

@@ -16,7 +16,7 @@ import math
 from typing import NamedTuple
 
 from ..chip import Chip
-from ..ir import Instr, Op
+from ..ir import Instr, Op, Pipe
 
 
 class Cost(NamedTuple):
@@ -64,17 +64,51 @@ def _vector(chip: Chip, ins: Instr) -> Cost:
     return Cost(a.get("passes", 1) * (chip.vector_head_cycles + nbytes / chip.vector_bytes_per_cycle), 0.0, 0.0, 0.0)
 
 
+def _fill(chip: Chip, ins: Instr) -> Cost:
+    """pl.expands / fill_index: on V a vector op (_vector). pl.expands into a Mat (L1) tile runs on the AIC's MTE2
+    (vector_elementwise.expands): its bytes at the GM->L1 path's rate, then that path's latency; no GM traffic
+    (pyto's assumption: the chip tables give no figure for MTE2 writing a constant, and it is the unit's write
+    side into L1 that a load also uses)."""
+    if ins.pipe is not Pipe.MTE2:
+        return _vector(chip, ins)
+    a, path = ins.attrs, chip.path("GM", "L1")
+    return Cost(a["elems"] * a["width"] / path.bytes_per_cycle, path.latency, 0.0, 0.0)
+
 
 def _scalar(chip: Chip, ins: Instr) -> Cost:
     return Cost(chip.scalar_cycles, 0.0, 0.0, 0.0)
 
 
+def _debug(chip: Chip, ins: Instr) -> Cost:
+    """The debug and element-access ops (pyto/language/debug.py), costed as the scalar work they are (assumptions:
+    no public figure). getval/setval of a UB element: one scalar access (scalar_cycles); of a GM element, a read
+    holds the scalar unit for the GM latency, a write lands in L2 a write latency later. printf writes a record to
+    the device's print buffer in GM, a scalar store a word (two header words and one an argument: `words`).
+    pto_assert and trap: a compare and a branch. dump_data copies its bytes to the print buffer: on V (a Vec
+    tile) at the vector rate after the vector head, on S (a GM tensor: the vector unit reads only UB) a scalar
+    access an element after a GM read's latency."""
+    a, s = ins.attrs, chip.scalar_cycles
+    if ins.op is Op.GETVAL:
+        return Cost(s + (chip.gm_latency_cycles if a["gm"] else 0.0), 0.0, 0.0, 0.0)
+    if ins.op is Op.SETVAL:
+        return Cost(s, chip.l2_write_latency_cycles if a["gm"] else 0.0, 0.0, 0.0)
+    if ins.op is Op.PRINTF:
+        return Cost(a["words"] * s, chip.l2_write_latency_cycles, 0.0, 0.0)
+    if ins.op is Op.DUMP:
+        if a["gm"]:
+            return Cost(a["words"] * s + chip.gm_latency_cycles, chip.l2_write_latency_cycles, 0.0, 0.0)
+        return Cost(chip.vector_head_cycles + a["bytes"] / chip.vector_bytes_per_cycle, chip.l2_write_latency_cycles,
+                    0.0, 0.0)
+    return Cost(s, 0.0, 0.0, 0.0)       # ASSERT, TRAP
+
+
 COSTS = {
     Op.LOAD: _transfer, Op.STORE: _transfer, Op.MOVE: _transfer, Op.MMAD: _mmad,
-    Op.VBINARY: _vector, Op.VSCALAR: _vector, Op.VUNARY: _vector, Op.VCAST: _vector, Op.VDUP: _vector,
+    Op.VBINARY: _vector, Op.VSCALAR: _vector, Op.VUNARY: _vector, Op.VCAST: _vector, Op.VDUP: _fill,
     Op.VREDUCE: _vector, Op.VEXPAND: _vector, Op.VFILLPAD: _vector,
     Op.SET_FLAG: _scalar, Op.WAIT_FLAG: _scalar, Op.BARRIER: _scalar, Op.SYNC_ALL: _scalar, Op.MUTEX_LOCK: _scalar,
     Op.MUTEX_UNLOCK: _scalar,
+    Op.GETVAL: _debug, Op.SETVAL: _debug, Op.PRINTF: _debug, Op.ASSERT: _debug, Op.DUMP: _debug, Op.TRAP: _debug,
 }
 
 
@@ -96,6 +130,8 @@ def _scalar_key(a: dict) -> tuple:
 COST_KEYS = {
     Op.LOAD: _transfer_key, Op.STORE: _transfer_key, Op.MOVE: _transfer_key,
     Op.MMAD: lambda a: (a["m"], a["n"], a["k"], a["dtype"]),
-    **{op: (lambda a: (a["elems"], a["width"], a.get("passes", 1))) for op, f in COSTS.items() if f is _vector},
+    **{op: (lambda a: (a["elems"], a["width"], a.get("passes", 1))) for op, f in COSTS.items()
+       if f is _vector or f is _fill},      # _fill: the pipe, in the memo key, picks V or MTE2
     **{op: _scalar_key for op, f in COSTS.items() if f is _scalar},
+    **{op: (lambda a: (a.get("gm"), a.get("words"), a.get("bytes"))) for op, f in COSTS.items() if f is _debug},
 }

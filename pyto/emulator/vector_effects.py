@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Instr, Op
+from ..lazy import evaluate
 from .memory import Memory
 
 _F32 = np.dtype(np.float32)
@@ -387,6 +388,9 @@ def vector(ins: Instr, mem: Memory) -> None:
     """Apply one vector instruction: each operand's view (transposed for a DN tile), then the op's effect."""
     t = ins.attrs["t"]
     nd = len(ins.dsts)
+    if not isinstance(ins.attrs.get("scalar", 0), (int, float)):     # a pl.getval value, read now
+        ins = Instr(ins.op, ins.pipe, ins.srcs, ins.dsts, {**ins.attrs, "scalar": evaluate(ins.attrs["scalar"])},
+                    ins.loc, ins.core, ins.index)
     views = [mem.view(acc) for acc in (*ins.dsts, *ins.srcs)]
     views = [v.T if tr else v for v, tr in zip(views, t)]
     fn = _BY_KIND[ins.attrs["kind"]]

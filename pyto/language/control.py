@@ -8,6 +8,7 @@ from typing import Iterator
 from ..dtypes import DType
 from ..errors import KernelError, ShapeError
 from ..ir import GMTensor, Role
+from .debug import Scalar, scalar_max, scalar_min
 from .tile import as_int, dtype_at
 from .trace import caller_loc, current
 
@@ -114,12 +115,17 @@ def workspace(shape, dtype) -> GMTensor:
 
 # ---- scalars (range.md, min/max/const) -----------------------------------------------------------------------
 def min(a, b):  # noqa: A001 - the DSL's spelling
-    """The smaller of two scalars (PyPTO-Pro rewrites the builtin min to this)."""
+    """The smaller of two scalars (PyPTO-Pro rewrites the builtin min to this); of a value read by pl.getval, a
+    pl.Scalar (debug.py)."""
+    if isinstance(a, Scalar) or isinstance(b, Scalar):
+        return scalar_min(a, b)
     return a if a <= b else b
 
 
 def max(a, b):  # noqa: A001
-    """The larger of two scalars."""
+    """The larger of two scalars (of a value read by pl.getval, a pl.Scalar)."""
+    if isinstance(a, Scalar) or isinstance(b, Scalar):
+        return scalar_max(a, b)
     return a if a >= b else b
 
 

@@ -157,6 +157,15 @@ def _emit_gm_load(dst: Tile, dacc: Access, src: GMTensor, accs: tuple, parts: Se
     emit(_LOAD, _MTE2, to[2], accs, (dacc,), attrs, loc, "pl.load", (dst,), tr=tr)
 
 
+def _no_nz_vec(t: Tile, what: str, loc: Loc) -> None:
+    """An NZ Vec tile is a move target and an insert source only (PyPTO-Pro's tests use it so): GM <-> NZ UB would
+    move fractal bytes, which pyto does not model."""
+    if t.store.buf is _UB and t.store.layout == "NZ":
+        raise UnsupportedError(f"{loc}: {what} the NZ Vec tile {t!r} is not built: NZ Vec tiles are made with "
+                               f"pl.move(nz_tile, nd_tile) and read by pl.insert / pl.move into Mat; load or store "
+                               f"an ND Vec tile instead")
+
+
 def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] = None, *, order=None,
          nd_num: int = 1, nd_axis: int = 0) -> None:
     """GM -> Mat (L1, Nd2Nz) or Vec (UB), on MTE2 (load.md): the destination's valid region, which must lie inside
@@ -183,7 +192,7 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
             # the common case, all its checks in one go (the general path below says which one fails)
             d = dst.store
             to = _GM_TO.get(d.buf)
-            if to is not None and src.dtype is d.dtype and to[1] in tr.chip.paths:
+            if to is not None and src.dtype is d.dtype and to[1] in tr.chip.paths and d.layout != "NZ":
                 dacc = dst.access if dst.valid is None else dst.region_of(*dst.valid)
                 q0, q1, p0, p1 = dacc.rect
                 region = _gm_region(src, [0] * src.ndim if offsets is None else offsets, q1 - q0, p1 - p0, False, loc,
@@ -191,6 +200,7 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
                 _emit_gm_load(dst, dacc, src, (region[0],), (dst,), region[2:], False, to, loc, tr)
                 return
     need_tile(dst, "pl.load destination", (Buf.L1, Buf.UB), loc)
+    _no_nz_vec(dst, "pl.load into", loc)
     src = src_tensor
     if not isinstance(src, GMTensor):
         if isinstance(src, Tile):
@@ -282,6 +292,7 @@ def store(dst_tensor: GMTensor, src_tile: Tile, offsets: Optional[Sequence[int]]
     if not isinstance(dst, GMTensor):
         raise ShapeError(f"{loc}: pl.store writes a GM tensor, got {dst!r}; between on-chip tiles use pl.move")
     need_tile(src, "pl.store source", (Buf.L0C, Buf.UB), loc)
+    _no_nz_vec(src, "pl.store from", loc)
     if src.t:
         raise UnsupportedError(f"{loc}: storing the transposed view {src!r} is not built yet (store the tile in its "
                                f"store's layout)")

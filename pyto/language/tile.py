@@ -29,8 +29,8 @@ _NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.(?:alloc|make_tile_group
 #: the layout each memory space takes when a TileType names none (TileType.md's table for A5; Left: the chip's)
 _DEFAULT_LAYOUT = {Buf.L1: "NZ", Buf.L0B: "ZN", Buf.L0C: "NZ", Buf.UB: "ND", Buf.BT: "ND", Buf.FB: "ND"}
 #: the layouts pyto models per memory space (TileType.md allows more in some: those raise UnsupportedError)
-_LEGAL = {Buf.L1: ("NZ", "ZN", "ND"), Buf.L0A: ("NZ", "ZZ"), Buf.L0B: ("ZN",), Buf.L0C: ("NZ",), Buf.UB: ("ND", "DN"),
-          Buf.BT: ("ND",), Buf.FB: ("ND",)}
+_LEGAL = {Buf.L1: ("NZ", "ZN", "ND"), Buf.L0A: ("NZ", "ZZ"), Buf.L0B: ("ZN",), Buf.L0C: ("NZ",),
+          Buf.UB: ("ND", "DN", "NZ"), Buf.BT: ("ND",), Buf.FB: ("ND",)}
 #: a layout that is the transpose of the store's: the tile is a transposed view of a store in the other one
 _TRANSPOSE = {"ZN": "NZ", "DN": "ND"}
 _STORE_LAYOUT = {Buf.L0B: "ZN"}      # ZN in L0B is that buffer's own format, not a view of an NZ store
@@ -237,6 +237,9 @@ class Tile:
     next = previous = current
 
     def __getitem__(self, idx) -> "Tile":
+        if type(idx) is tuple and idx and type(idx[0]) is not slice:     # tile[i, j]: one element (getval.md)
+            from .debug import subscript
+            return subscript(self, idx)
         if self.t:
             try:
                 sr, sc = idx
@@ -247,6 +250,11 @@ class Tile:
             return Tile(view.store, view.rect, True, self.mutex, None if view.valid is None else view.valid[::-1],
                         self.pad)
         return self._view(idx)
+
+    def __setitem__(self, idx, value) -> None:
+        """`tile[i, j] = value`: one element (setval.md)."""
+        from .debug import subscript_store
+        subscript_store(self, idx, value)
 
     def _view(self, idx) -> "Tile":
         r0, r1, c0, c1 = self.rect

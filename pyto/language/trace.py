@@ -22,8 +22,9 @@ from .address import AddressSpace
 
 _AIC = Role.AIC
 _CUBE_PIPE = Pipe.M
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_LIBRARY_DIRS = (_PKG_DIR, os.path.dirname(os.__file__), "<")   # pyto, the standard library, <frozen ...>
+# pyto's own files (with the separator: an installed pyto_kernels beside pyto is the kernel author's code, not pyto's)
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LIBRARY_DIRS = (_PKG_DIR, os.path.dirname(os.__file__) + os.sep, "<")   # pyto, the standard library, <frozen ...>
 
 
 class _Tracing(threading.local):
@@ -111,7 +112,10 @@ class Launch:
         self.vector_loc: Optional[Loc] = None   # the first kernel line that brought in the vector side
         self._stores: dict = {}
         self._spaces: dict = {}                 # (block, buffer) -> AddressSpace
-        self.overlap = False                    # some tiles' bytes overlap (emulator/overlap.py follows them)
+        self.overlap = False                    # some tiles' bytes overlap, or GM views alias their roots
+        # (emulator/overlap.py and gmviews.py follow them)
+        self.gm_views: dict = {}                # (root id, offset, shape, strides) -> the GM view (gmview.py)
+        self.debug: list = []                   # the debug ops' instructions, as traced (language/debug.py)
         self._check_gm(None)
 
     def note_sync_all(self, core_type, loc: Loc) -> None:
@@ -196,11 +200,15 @@ class Tracer:
         self.mm_layout_transform: Optional[Loc] = None   # where set_mm_layout_transform(enabled=True) was called
         self.inter_block_waits: dict = {}   # INTER_BLOCK event key -> this core's waits on it so far
         self.skipped = 0              # the other side's ops this trace walked (they count against the limit too)
+        self.gm_strides: dict = {}    # id(GM tensor) -> the view this core's pl.set_stride made of it (gmview.py)
+        self.gm_hook: Optional[Callable] = None   # gmview.resolve, once this trace has GM views
 
     # ---- recording ----------------------------------------------------------------------------
     def emit(self, instr: Instr, role: Role) -> Optional[Instr]:
         """Append `instr` if it runs on this processor (AIC, or an AIV for any vector-side op);
         otherwise keep it as a cross-core marker."""
+        if self.gm_hook is not None:
+            self.gm_hook(self, instr)       # GM accesses through views: checked, set_stride applied
         aic = role is _AIC
         if not aic:
             self.launch.mark_vector(instr.loc)

@@ -18,6 +18,7 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import AlignmentError, KernelError, ShapeError
 from ..ir import Access, AccToVecMode, Buf, Loc, Op, Pipe, Role, rect_overlaps
+from .debug import Scalar, depend, operand
 from .opcommon import emit, extent, region
 from .tile import Tile, TileGroup
 from .trace import caller_loc, current
@@ -111,7 +112,8 @@ def same_shape(op: str, loc: Loc, *tiles: Tile) -> None:
 
 
 def is_scalar(x) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+    """A Python or numpy number, or a value read by pl.getval (a pl.Scalar: data the data pass supplies)."""
+    return isinstance(x, (int, float, np.integer, np.floating, Scalar)) and not isinstance(x, (bool, np.bool_))
 
 
 def round_scalar(value: float, dtype: DType) -> float:
@@ -135,6 +137,8 @@ def scalar_of(dtype: DType, value, what: str, loc: Loc):
     range (a KernelError otherwise: the scalar must be a value of the dtype)."""
     if not is_scalar(value):
         raise KernelError(f"{loc}: {what} takes a Python number, got {value!r}")
+    if isinstance(value, Scalar):                 # read by pl.getval: its expression, evaluated in the data pass
+        return operand(value, dtype, what, loc)
     if dtype.is_float:
         return round_scalar(float(value), dtype)
     info = np.iinfo(dtype.np)
@@ -182,7 +186,10 @@ def record(op: Op, kind: str, dsts: list, srcs: list, loc: Loc, attrs: Optional[
     if passes != 1:
         attrs["passes"] = passes
     tiles = tuple(dict.fromkeys(t for t, _ in both))
-    emit(op, Pipe.V, Role.AIV0, tuple(a for _, a in srcs), tuple(a for _, a in dsts), attrs, loc, f"pl.{kind}", tiles)
+    ins = emit(op, Pipe.V, Role.AIV0, tuple(a for _, a in srcs), tuple(a for _, a in dsts), attrs, loc, f"pl.{kind}",
+               tiles)
+    if not isinstance(attrs.get("scalar", 0), (int, float)):
+        depend(ins, [attrs["scalar"]], loc)       # a pl.getval value: the V op waits for the read
 
 
 def whole(t: Tile) -> tuple:
