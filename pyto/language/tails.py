@@ -32,6 +32,14 @@ def set_validshape(tile, shape) -> None:
     issue cost is not modelled (docs/design.md §5 charges S only for sync instructions), and a descriptor field
     is no data any pipe waits for."""
     current()
+    if type(tile) is Tile and type(shape) in (list, tuple) and len(shape) == 2 and not tile.fixed:
+        rows, cols = shape       # the common case, all its checks in one go (the general path says which one fails)
+        if type(rows) is int and type(cols) is int:
+            r0, r1, c0, c1 = tile.rect
+            r, c = (c1 - c0, r1 - r0) if tile.t else (r1 - r0, c1 - c0)
+            if 0 < rows <= r and 0 < cols <= c:
+                tile.valid = None if (rows == r and cols == c) else (rows, cols)
+                return
     loc = caller_loc()
     if isinstance(tile, TileGroup):
         tiles = tile.tiles
