@@ -398,6 +398,8 @@ class Gate:
         self.full, self.check = full, check
         self.traced = self.largest = self.apart = 0     # instructions so far, the largest block's, encoded apart
         self.data: Optional[dict] = None                # full mode's arrays, from the first block
+        # only a launch that will compute data needs them (full mode, or pyto.compile on arrays): not one on specs
+        self.wants_data = full or any(isinstance(a, np.ndarray) for a in arrays)
         self.footprint: Optional[Footprint] = None
 
     def block(self, b: int, programs: list, launch, shared: bool) -> None:
@@ -407,7 +409,7 @@ class Gate:
         self.largest = max(self.largest, n)
         self.apart += 0 if shared else n
         if self.data is None:
-            self.data = launch_arrays(self.tensors, self.arrays, launch, programs)
+            self.data = launch_arrays(self.tensors, self.arrays, launch, programs) if self.wants_data else {}
         left = launch.blocks - b - 1
         if b == 0 and left:
             return                  # the second block says whether blocks share their code
