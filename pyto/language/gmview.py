@@ -152,18 +152,24 @@ def addptr(ptr: Ptr, offset) -> Ptr:
     return Ptr(ptr.root, at)
 
 
-def make_ptr(ptr, dtype=None) -> Ptr:
-    """A pointer to where `ptr` (a pl.Ptr or a GM tensor: its first element) points (make_ptr.md); `dtype` other
-    than its own (a reinterpretation) is not built."""
-    current()
-    loc = caller_loc()
+def _pointee(ptr, dtype, what: str, loc) -> tuple:
+    """(root memory, element offset) a pl.Ptr or a GM tensor (its first element) points at; `dtype` must be its own."""
     if isinstance(ptr, Ptr):
         root, offset = ptr.root, ptr.offset
     elif isinstance(ptr, GMTensor):
         root, offset, _ = _descriptor(ptr)
     else:
-        raise KernelError(f"{loc}: pl.make_ptr takes a pl.Ptr or a GM tensor, got {ptr!r}")
-    _same_dtype(root, dtype, "pl.make_ptr", loc)
+        raise KernelError(f"{loc}: {what} a pl.Ptr or a GM tensor, got {ptr!r}")
+    _same_dtype(root, dtype, what.split()[0], loc)
+    return root, offset
+
+
+def make_ptr(ptr, dtype=None) -> Ptr:
+    """A pointer to where `ptr` (a pl.Ptr or a GM tensor: its first element) points (make_ptr.md); `dtype` other
+    than its own (a reinterpretation) is not built."""
+    current()
+    loc = caller_loc()
+    root, offset = _pointee(ptr, dtype, "pl.make_ptr takes", loc)
     return Ptr(root, offset)
 
 
@@ -174,13 +180,7 @@ def make_tensor(ptr, shape, stride=None, dtype=None) -> GMTensor:
     Two or more dims (pyto addresses GM as matrices over the last two)."""
     tr = current()
     loc = caller_loc()
-    if isinstance(ptr, Ptr):
-        root, offset = ptr.root, ptr.offset
-    elif isinstance(ptr, GMTensor):
-        root, offset, _ = _descriptor(ptr)
-    else:
-        raise KernelError(f"{loc}: pl.make_tensor views a pl.Ptr or a GM tensor, got {ptr!r}")
-    _same_dtype(root, dtype, "pl.make_tensor", loc)
+    root, offset = _pointee(ptr, dtype, "pl.make_tensor views", loc)
     shp = _ints(shape, "shape", "pl.make_tensor", loc, 1)
     if len(shp) < 2:
         raise ShapeError(f"{loc}: pl.make_tensor shape {list(shp)}: pyto's loads and stores address GM as matrices "

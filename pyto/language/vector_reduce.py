@@ -45,6 +45,18 @@ def _column(op: str, what: str, t: Tile, rows: int, loc) -> None:
                          f"PyPTO-Pro gives a ValueError or wrong results)")
 
 
+def _per_line(op: str, what: str, t: Tile, src: Tile, dim: int, rows: int, cols: int, loc):
+    """The region of `t`, the one-per-row [rows, 1] DN column (dim=0) or one-per-column [1, cols] row (dim=1) that
+    goes with `src`, over src's covered rows or cols."""
+    if dim == 0:
+        _column(op, what, t, src.shape[0], loc)
+        return over(t, rows, 1)
+    if t.shape != (1, src.shape[1]):
+        raise ShapeError(f"{loc}: pl.{op}(dim=1) {what} must be [1, {src.shape[1]}] (one per column), got {t!r} "
+                         f"{list(t.shape)}")
+    return over(t, 1, cols)
+
+
 def reduce_op(op: str, out: Tile, src: Tile, tmp: Tile, dim: int) -> None:
     """One reduction (sum, maximum, minimum, argmax, argmin) of src's region along `dim` into out."""
     loc = vector_loc()
@@ -62,14 +74,7 @@ def reduce_op(op: str, out: Tile, src: Tile, tmp: Tile, dim: int) -> None:
     if out.dtype is not want:
         raise ShapeError(f"{loc}: pl.{op} writes {want} ({_PAGE[op]}), but out {out!r} is {out.dtype}")
     rows, cols = extent(src)
-    if dim == 0:
-        _column(op, "out", out, src.shape[0], loc)
-        dst = over(out, rows, 1)
-    else:
-        if out.shape != (1, src.shape[1]):
-            raise ShapeError(f"{loc}: pl.{op}(dim=1) out must be [1, {src.shape[1]}] (one per column), got {out!r} "
-                             f"{list(out.shape)}")
-        dst = over(out, 1, cols)
+    dst = _per_line(op, "out", out, src, dim, rows, cols, loc)
     record(Op.VREDUCE, op, [(out, dst)], [(src, over(src, rows, cols))], loc, {"dim": dim})
 
 
@@ -109,14 +114,7 @@ def _expand(op: str):
             raise ShapeError(f"{loc}: pl.{op} scalar {scalar!r} is {scalar.dtype}, src {src!r} {src.dtype} (no implicit "
                              f"promotion)")
         rows, cols = extent(out)
-        if dim == 0:
-            _column(op, "scalar", scalar, src.shape[0], loc)
-            sa = over(scalar, rows, 1)
-        else:
-            if scalar.shape != (1, src.shape[1]):
-                raise ShapeError(f"{loc}: pl.{op}(dim=1) scalar must be [1, {src.shape[1]}] (one per column), got "
-                                 f"{scalar!r} {list(scalar.shape)}")
-            sa = over(scalar, 1, cols)
+        sa = _per_line(op, "scalar", scalar, src, dim, rows, cols, loc)
         record(Op.VEXPAND, op, [whole(out)], [(src, over(src, rows, cols)), (scalar, sa)], loc,
                {"base": base, "dim": dim})
     fn.__name__ = op
