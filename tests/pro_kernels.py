@@ -186,3 +186,52 @@ def l1_matmul_store(out, ac, al, br, a_l1, b_l1, offsets=(0, 0)) -> None:
     pl.matmul(ac, al, br)
     pl.system.bar_all()
     pl.store(out, ac, list(offsets))
+
+
+def two_phase(core_type, inside: bool, cube: bool = False, event=None):
+    """AIV i writes row i of a workspace, sync_all (none with core_type None), then reads row i + 1 (a neighbour's)."""
+    @pl.jit
+    def k(x: pl.Tensor[[4, 64], pl.DT_FP32], out: pl.Tensor[[4, 64], pl.DT_FP32]):
+        ws = pl.workspace([4, 64], pl.DT_FP32)
+        t = pl.make_tile(vec([1, 64]), addr=0)
+        u = pl.make_tile(vec([1, 64]), addr=0x100)
+        if cube:
+            with pl.section_cube():
+                if inside:
+                    pl.system.sync_all(core_type=core_type)
+        with pl.section_vector():
+            i = pl.get_block_idx()
+            pl.load(t, x, [i, 0])
+            pl.system.bar_all()
+            pl.store(ws, t, [i, 0])
+            if event is not None:
+                pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=event)
+            if inside and core_type is not None:
+                pl.system.sync_all(core_type=core_type)
+        if not inside and core_type is not None:
+            pl.system.sync_all(core_type=core_type)
+        with pl.section_vector():
+            i = pl.get_block_idx()
+            pl.load(u, ws, [(i + 1) % 4, 0])
+            pl.system.bar_all()
+            pl.store(out, u, [i, 0])
+    return k
+
+
+def reload_slot(read_between: bool, barrier: bool):
+    """Two loads into one tile-group slot under auto_mutex (load.md's bar_mte2 rule)."""
+    @pl.jit(auto_mutex=True)
+    def k(a: pl.Tensor[[64, 64], pl.DT_FP32], out: pl.Tensor[[32, 64], pl.DT_FP32]):
+        t = pl.make_tile_group(type=vec([32, 64]), addrs=0, mutex_ids=[0])
+        o = pl.make_tile_group(type=vec([32, 64]), addrs=0x4000, mutex_ids=[1])
+        with pl.section_vector():
+            x, y = t.current(), o.current()
+            pl.load(x, a, [0, 0])
+            if read_between:
+                pl.add(y, x, 0.0)
+            if barrier:
+                pl.system.bar_mte2()
+            pl.load(x, a, [32, 0])
+            pl.add(y, x, 1.0)
+            pl.store(out, y, [0, 0])
+    return k

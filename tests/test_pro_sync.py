@@ -6,7 +6,7 @@ import pytest
 import pyto
 import pyto.language as pl
 from pyto.testing import assert_close, matmul_bound
-from pro_kernels import acc, gm_to_l0, l1_matmul_store, left, mat, matmul_tiles, right, vec
+from pro_kernels import acc, gm_to_l0, l1_matmul_store, left, mat, matmul_tiles, reload_slot, right, two_phase, vec
 
 RNG = np.random.default_rng(5)
 M, N, K = 32, 64, 32
@@ -222,68 +222,31 @@ def test_an_aiv_only_kernel_has_no_aic_to_pair_with():
 
 
 # ---- sync_all ---------------------------------------------------------------------------------------------------
-def _two_phase(core_type, inside: bool, cube: bool = False, event=None):
-    """AIV i writes row i of a workspace, sync_all (none with core_type None), then reads row i + 1 (a neighbour's)."""
-    @pl.jit
-    def k(x: pl.Tensor[[4, 64], pl.DT_FP32], out: pl.Tensor[[4, 64], pl.DT_FP32]):
-        ws = pl.workspace([4, 64], pl.DT_FP32)
-        t = pl.make_tile(vec([1, 64]), addr=0)
-        u = pl.make_tile(vec([1, 64]), addr=0x100)
-        if cube:
-            with pl.section_cube():
-                if inside:
-                    pl.system.sync_all(core_type=core_type)
-        with pl.section_vector():
-            i = pl.get_block_idx()
-            pl.load(t, x, [i, 0])
-            pl.system.bar_all()
-            pl.store(ws, t, [i, 0])
-            if event is not None:
-                pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=event)
-            if inside and core_type is not None:
-                pl.system.sync_all(core_type=core_type)
-        if not inside and core_type is not None:
-            pl.system.sync_all(core_type=core_type)
-        with pl.section_vector():
-            i = pl.get_block_idx()
-            pl.load(u, ws, [(i + 1) % 4, 0])
-            pl.system.bar_all()
-            pl.store(out, u, [i, 0])
-    return k
-
-
 @pytest.mark.parametrize("inside", [True, False])
 def test_sync_all_orders_every_aiv_of_an_aiv_only_kernel(inside):
     x = RNG.random((4, 64), np.float32)
     out = np.zeros_like(x)
-    _two_phase(pl.SyncCoreType.AIV_ONLY, inside)[None, 4](x, out)
+    two_phase(pl.SyncCoreType.AIV_ONLY, inside)[None, 4](x, out)
     np.testing.assert_array_equal(out, np.roll(x, -1, axis=0))
-
-
-def test_sync_all_mix_in_an_aiv_only_kernel_is_a_device_error():
-    x = np.zeros((4, 64), np.float32)
-    with pytest.raises(pyto.SyncError, match=r"sync_all\(core_type=SyncCoreType.MIX\) .*runs only AIVs: it would sync "
-                                             r"cores that do not exist, a device error"):
-        _two_phase(pl.SyncCoreType.MIX, True)[None, 4](x, np.zeros_like(x))
 
 
 def test_sync_all_over_aivs_only_in_a_mix_kernel_is_not_built():
     x = np.zeros((4, 64), np.float32)
     with pytest.raises(pyto.UnsupportedError, match=r"a sync_all over AIV_ONLY cores of a kernel that runs both"):
-        _two_phase(pl.SyncCoreType.AIV_ONLY, True, cube=True)[None, 2](x, np.zeros_like(x))
+        two_phase(pl.SyncCoreType.AIV_ONLY, True, cube=True)[None, 2](x, np.zeros_like(x))
 
 
 def test_sync_all_reserves_cross_core_events_11_to_14():
     x = np.zeros((4, 64), np.float32)
     with pytest.raises(pyto.SyncError, match=r"cross-core event 12 is one of the ids 11\.\.14 pl\.system\.sync_all uses"):
-        _two_phase(pl.SyncCoreType.MIX, True, cube=True, event=12)[None, 2](x, np.zeros_like(x))
+        two_phase(pl.SyncCoreType.MIX, True, cube=True, event=12)[None, 2](x, np.zeros_like(x))
 
 
 def test_without_sync_all_the_neighbours_race():
     with pytest.raises(pyto.RaceError, match=r"GM: GM tensor 'ws'.*\n.*\(AIV \d\).*\n.*\(AIV \d\).*\n.*\n  fix: blocks "
                                              r"are ordered only by pl\.system\.sync_all\(core_type=pl\.SyncCoreType"
                                              r"\.AIV_ONLY\)"):
-        _two_phase(None, True)[None, 4](np.zeros((4, 64), np.float32), np.zeros((4, 64), np.float32))
+        two_phase(None, True)[None, 4](np.zeros((4, 64), np.float32), np.zeros((4, 64), np.float32))
 
 
 # ---- flags, barriers ------------------------------------------------------------------------------------------
@@ -327,38 +290,12 @@ def test_a_wait_nothing_sets_deadlocks_naming_the_event():
         k(np.zeros((16, 64), np.float32))
 
 
-def _reload(read_between: bool, barrier: bool):
-    """Two loads into one tile-group slot under auto_mutex (load.md's bar_mte2 rule)."""
-    @pl.jit(auto_mutex=True)
-    def k(a: pl.Tensor[[64, 64], pl.DT_FP32], out: pl.Tensor[[32, 64], pl.DT_FP32]):
-        t = pl.make_tile_group(type=vec([32, 64]), addrs=0, mutex_ids=[0])
-        o = pl.make_tile_group(type=vec([32, 64]), addrs=0x4000, mutex_ids=[1])
-        with pl.section_vector():
-            x, y = t.current(), o.current()
-            pl.load(x, a, [0, 0])
-            if read_between:
-                pl.add(y, x, 0.0)
-            if barrier:
-                pl.system.bar_mte2()
-            pl.load(x, a, [32, 0])
-            pl.add(y, x, 1.0)
-            pl.store(out, y, [0, 0])
-    return k
-
-
 @pytest.mark.parametrize("read_between, barrier", [(True, False), (False, True), (True, True)])
 def test_a_tile_reloaded_after_a_read_or_a_barrier(read_between, barrier):
     a = RNG.random((64, 64), np.float32)
     out = np.zeros((32, 64), np.float32)
-    _reload(read_between, barrier)(a, out)
+    reload_slot(read_between, barrier)(a, out)
     np.testing.assert_array_equal(out, a[32:] + np.float32(1.0))
-
-
-def test_a_tile_reloaded_with_neither_races_on_mte2():
-    a = np.ones((64, 64), np.float32)
-    with pytest.raises(pyto.RaceError, match=r"WAW hazard detected at UB: UB tile 't'.*\n  PIPE_MTE2 .*\n  PIPE_MTE2 "
-                                             r".*\n.*\n  fix: .*pl\.system\.bar_mte2\(\)"):
-        _reload(False, False)(a, np.zeros((32, 64), np.float32))
 
 
 # ---- block numbering ----------------------------------------------------------------------------------------------

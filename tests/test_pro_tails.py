@@ -1,7 +1,7 @@
 """Tails (set_validshape.md, subview.md, fillpad.md, tail_block_handling.md): loads, stores, vector ops and matmul
 on valid regions with rows and columns that are not multiples of 16, stale bytes outside them, the uninitialised
-read, the GM edge rule, valid shapes persisting across iterations, fillpad's modes and pad values, and two of the
-documented silent failures reproduced as the hardware would give them."""
+read, the GM edge rule, valid shapes persisting across iterations, fillpad's modes and pad values. The documented
+silent failures of tails are in tests/test_pro_silent_failures.py."""
 import numpy as np
 import pytest
 
@@ -262,62 +262,3 @@ def test_matmul_valid_k_must_agree():
         pl.matmul(c0, a0, b0)
     with pytest.raises(pyto.ShapeError, match=r"valid K differs: .* \[16, 20\], .* \[24, 16\]"):
         pyto.run(k_differs, np.zeros((16, 16), np.float16))
-
-
-# ---- documented silent failures, reproduced ------------------------------------------------------------------
-@pl.kernel
-def stale_then_reduce(x, y, s, *, FILL: bool):
-    """Column sums of y's first 5 rows in an [8, 16] tile that held x: with fillpad (pad zero) right; without it
-    (the pad declared, the reduction over the whole tile) x's stale rows are summed too."""
-    t = pl.alloc(pl.UB, [8, 16], pl.DT_FP32)
-    padded = pl.alloc(pl.UB, [8, 16], pl.DT_FP32, pad=pl.TilePad.zero)
-    out = pl.alloc(pl.UB, [1, 16], pl.DT_FP32)
-    tmp = pl.alloc(pl.UB, [8, 16], pl.DT_FP32)
-    with pl.section_vector():
-        if pl.get_block_idx() == 0:
-            pl.load(t, x, [0, 0])
-            pl.set_validshape(t, [5, 16])
-            pl.load(t, y, [0, 0])
-            if FILL:
-                pl.fillpad(padded, t)
-                src = padded
-            else:
-                pl.set_validshape(t, [8, 16])      # read as if padded: the stale rows come along
-                src = t
-            pl.sum(out, src, tmp, dim=1)
-            pl.store(s, out, [0, 0])
-
-
-def test_a_pad_without_fillpad_read_by_a_reduction_sums_the_stale_rows():
-    x = RNG.integers(-8, 8, (8, 16)).astype(np.float32)       # small integers: every sum is exact in fp32
-    y = RNG.integers(-8, 8, (8, 16)).astype(np.float32)
-    s = np.zeros((1, 16), np.float32)
-    pyto.run(stale_then_reduce, x, y, s, blocks=1, FILL=True)
-    assert np.array_equal(s[0], y[:5].sum(axis=0))
-    pyto.run(stale_then_reduce, x, y, s, blocks=1, FILL=False)
-    assert np.array_equal(s[0], y[:5].sum(axis=0) + x[5:].sum(axis=0))
-
-
-@pl.kernel
-def move_stale_tail(x, y, z, *, SET_DST: bool):
-    src = pl.alloc(pl.UB, [8, 16], pl.DT_FP32)
-    dst = pl.alloc(pl.UB, [8, 16], pl.DT_FP32)
-    with pl.section_vector():
-        if pl.get_block_idx() == 0:
-            pl.load(src, x, [0, 0])            # an earlier tile's data
-            pl.set_validshape(src, [5, 16])
-            pl.load(src, y, [0, 0])            # this tile's 5 rows
-            if SET_DST:
-                pl.set_validshape(dst, [5, 16])
-            pl.move(dst, src)                  # over dst's valid region: without one, all 8 rows
-            pl.store(z, dst, [0, 0])
-
-
-def test_a_move_without_valid_shape_copies_the_stale_tail():
-    x, y = RNG.standard_normal((8, 16)).astype(np.float32), RNG.standard_normal((8, 16)).astype(np.float32)
-    z = np.zeros_like(x)
-    pyto.run(move_stale_tail, x, y, z, blocks=1, SET_DST=False)
-    assert np.array_equal(z[:5], y[:5]) and np.array_equal(z[5:], x[5:])     # the stale tail went out with it
-    z = np.zeros_like(x)
-    pyto.run(move_stale_tail, x, y, z, blocks=1, SET_DST=True)
-    assert np.array_equal(z[:5], y[:5]) and not z[5:].any()                   # only the valid rows moved

@@ -548,7 +548,7 @@ def misuse(x, out, *, CASE: str):
     m = pl.alloc(pl.UB, [8, 64], pl.DT_FP32)
     with pl.section_vector():
         {"shape": lambda: pl.add(t, t, small), "dtype": lambda: pl.add(t, t, t16),
-         "exp_int": lambda: pl.exp(i32, i32), "nd_column": lambda: pl.sum(col_nd, t, m),
+         "exp_int": lambda: pl.exp(i32, i32),
          "expand_nd": lambda: pl.expand_mul(t, t, col_nd), "dim": lambda: pl.sum(col, t, m, dim=2),
          "tmp": lambda: pl.sum(col, t, small), "cast_pair": lambda: pl.cast(t16, i32),
          "mask": lambda: pl.gt(t, t, t), "gather": lambda: pl.gather(t, t, i32, t),
@@ -559,8 +559,6 @@ def misuse(x, out, *, CASE: str):
     ("shape", pyto.ShapeError, r"pl\.add operands differ: UB tile 't' .*\[8, 64\] fp32 vs UB tile 'small' .*\[8, 32\]"),
     ("dtype", pyto.ShapeError, r"pl\.add operands differ: .*fp32 vs UB tile 't16' .*fp16"),
     ("exp_int", pyto.ShapeError, r"pl\.exp takes fp16, fp32 tiles \(.*math_functions/exp\.md\), not int32"),
-    ("nd_column", pyto.ShapeError, r"pl\.sum\(dim=0\) out UB tile 'col_nd' is an ND \[8, 1\] tile: declare it "
-                                   r"pl\.TileType\(\[8, 1\], \.\.\., layout=pl\.DN\)"),
     ("expand_nd", pyto.ShapeError, r"pl\.expand_mul\(dim=0\) scalar .*'col_nd'.* layout=pl\.DN"),
     ("dim", pyto.KernelError, r"pl\.sum dim must be 0 .* or 1 .*, got 2"),
     ("tmp", pyto.ShapeError, r"pl\.sum tmp must be a Vec tile of src's shape and dtype \[8, 64\] fp32"),
