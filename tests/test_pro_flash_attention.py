@@ -4,7 +4,6 @@ mistakes it is built to show (a skipped rescale fails the bound, a missing cross
 deadlocks, a missing flag before the store races)."""
 import gzip
 import json
-import math
 
 import ml_dtypes
 import numpy as np
