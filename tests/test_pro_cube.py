@@ -201,3 +201,18 @@ def test_acc_to_vec_with_a_phase():
     c = np.zeros((M, N), np.float32)
     acc_to_vec_phased(a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=0, atol=_tol(K))
+
+
+@pytest.mark.parametrize("dt", [pl.DT_UINT8, pl.DT_INT32])
+def test_the_cube_refuses_operands_matmul_md_does_not_list(dt):
+    """matrix_computation/matmul.md: lhs and rhs are FP16, BF16, FP32, INT8 (or HF8); uint8 and int32 are not."""
+    @pl.jit
+    def k(x: pl.Tensor[[16, 32], pl.DT_FP16]):
+        al = pl.make_tile(left([32, 32], dt), addr=0)
+        br = pl.make_tile(right([32, 32], dt), addr=0)
+        ac = pl.make_tile(pl.TileType(shape=[32, 32], dtype=pl.DT_INT32, target_memory=pl.MemorySpace.Acc), addr=0)
+        with pl.section_cube():
+            pl.matmul(ac, al, br)
+    with pytest.raises(pyto.ShapeError, match=rf"test_pro_cube\.py:\d+ .*the cube takes fp16, bf16, fp32 or int8 "
+                                              rf"operands \(matrix_computation/matmul\.md\), not {dt.name}"):
+        k(np.zeros((16, 32), np.float16))

@@ -53,10 +53,26 @@ def test_misaligned_addresses(tt, addr, align):
 def test_a_size_too_small_for_the_fractal_padding():
     """make_tile.md: size defaults to elements x dtype bytes; an NZ tile of 30 rows pads to 32."""
     x = np.zeros((16, 16), np.float16)
-    with pytest.raises(pyto.CapacityError, match=r"needs 4,096 B \(NZ pads it to 32 x 64 fractals\), but its size is "
+    with pytest.raises(pyto.CapacityError, match=r"needs 4,096 B \(NZ pads it to 32 x 64 elements: whole fractals, "
+                                                 r"docs/tile_shapes\.md §6\.4\), but its size is "
                                                  r"3,840 B; pass size=4096"):
         _one_tile(lambda: mat([30, 64]), 0x0)(x)
     _one_tile(lambda: mat([30, 64]), 0x0, 4096)(x)                 # with the padded size it is placed
+
+
+def test_tiles_placed_on_one_line_take_their_targets_names():
+    """`a, b = pl.make_tile(...), pl.make_tile(...)`: the first call's tile is a, the second's b."""
+    @pl.jit
+    def k(x: pl.Tensor[[16, 16], pl.DT_FP16]):
+        a_t, b_t = pl.make_tile(vec([8, 8]), addr=0x0), pl.make_tile(vec([8, 8]), addr=0x100, size=16)
+    with pytest.raises(pyto.CapacityError, match=r"'b_t' pl\.MemorySpace\.Vec \[8, 8\] fp32 ND at 0x100 needs"):
+        k(np.zeros((16, 16), np.float16))
+
+    @pl.jit
+    def k2(x: pl.Tensor[[16, 16], pl.DT_FP16]):
+        a_t, b_t = pl.make_tile(vec([8, 8]), addr=0x0, size=16), pl.make_tile(vec([8, 8]), addr=0x100)
+    with pytest.raises(pyto.CapacityError, match=r"'a_t' pl\.MemorySpace\.Vec \[8, 8\] fp32 ND at 0x0 needs"):
+        k2(np.zeros((16, 16), np.float16))
 
 
 def test_illegal_layouts_name_the_space():

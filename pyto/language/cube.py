@@ -68,8 +68,9 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
     dt = a.store.dtype
     if dt is not b.store.dtype:
         raise ShapeError(f"{loc}: {name} operands differ in dtype: {a.dtype} vs {b.dtype}")
-    if dt is DType.int32:
-        raise ShapeError(f"{loc}: the cube takes fp16, bf16, fp32 or int8 operands, not int32")
+    if dt is DType.int32 or dt is DType.uint8:      # matmul.md: FP16, BF16, FP32, INT8 (HF8: not built)
+        raise ShapeError(f"{loc}: the cube takes fp16, bf16, fp32 or int8 operands (matrix_computation/matmul.md), "
+                         f"not {dt.name}")
     if dst.store.dtype is not dt.acc:
         raise ShapeError(f"{loc}: {a.dtype} operands accumulate in {a.dtype.acc}, but {dst!r} is {dst.dtype}")
     va, vb = a.valid, b.valid

@@ -26,6 +26,8 @@ from .trace import caller_loc, current
 from .types import TensorLayout, TilePad, Unbuilt
 
 _NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.(?:alloc|make_tile_group|make_tile)\b")
+_PLACING = re.compile(r"\bpl\.(?:alloc|make_tile_group|make_tile)\b")
+_TUPLE_TARGET = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s*,?\s*=(?!=)(.*)$")
 #: the layout each memory space takes when a TileType names none (TileType.md's table for A5; Left: the chip's)
 _DEFAULT_LAYOUT = {Buf.L1: "NZ", Buf.L0B: "ZN", Buf.L0C: "NZ", Buf.UB: "ND", Buf.BT: "ND", Buf.FB: "ND"}
 #: the layouts pyto models per memory space (TileType.md allows more in some: those raise UnsupportedError)
@@ -373,8 +375,15 @@ class TileGroup:
 def _name_from_source(tr, loc) -> Optional[str]:
     """The variable a `name = pl.alloc(...)` (make_tile, make_tile_group) on the kernel line assigns. With
     several on one line the calls run left to right each time the line runs, so the n-th call made from the line
-    takes the (n mod count)-th name."""
+    takes the (n mod count)-th name. `a, b = pl.make_tile(...), pl.make_tile(...)` names them a and b (the i-th
+    call on the line the i-th target)."""
     names = _NAME.findall(loc.text)
+    tup = _TUPLE_TARGET.match(loc.text)
+    if tup is not None:
+        targets = [t.strip() for t in tup.group(1).split(",")]
+        calls = len(_PLACING.findall(tup.group(2)))
+        if 0 < calls <= len(targets):
+            names = targets[:calls]
     if not names:
         return None
     n = tr.allocs_at.get(loc, 0)
@@ -477,7 +486,7 @@ def _at(tr, tt: TileType, addr: int, size: Optional[int], name: str, loc: Loc, m
     if size < nbytes:
         raise CapacityError(
             f"{loc}: {what} at {addr:#x} needs {nbytes:,} B ({lay} pads it to {padded[0]} x {padded[1]} "
-            f"{'fractals' if lay != 'ND' else 'rows of 32 B'}), but its size is {size:,} B; pass "
+            f"{'elements: whole fractals, docs/tile_shapes.md §6.4' if lay != 'ND' else 'elements: rows of 32 B'}), but its size is {size:,} B; pass "
             f"size={nbytes} (make_tile.md: NZ/ZN fractal round-up needs more than elements x dtype bytes)",
             buffer=buf.name, asked=nbytes, capacity=size, loc=str(loc))
     space.reserve(addr, size, what, loc)
