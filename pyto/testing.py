@@ -12,6 +12,8 @@ passes `bound=` (its accumulation is not one rounding).
 """
 from __future__ import annotations
 
+import gzip
+import json
 import math
 from typing import Callable, Optional, Sequence
 
@@ -24,7 +26,7 @@ from .errors import DeadlockError, PytoError, RaceError
 from .report import Report
 
 __all__ = ["UNIT_ROUNDOFF", "assert_close", "assert_deadlock", "assert_matches", "assert_race", "cube_dtypes",
-           "matmul_bound", "matmul_shapes", "phase_programs"]
+           "matmul_bound", "matmul_shapes", "phase_programs", "read_trace"]
 
 UNIT_ROUNDOFF = {DType.fp16: 2.0 ** -11, DType.bf16: 2.0 ** -8, DType.fp32: 2.0 ** -24, DType.int32: 0.0,
                  DType.int8: 0.0}
@@ -220,6 +222,16 @@ def assert_matches(kernel, reference_fn: Callable, *arrays, outputs: Sequence[in
 
 
 # ---- hypothesis strategies (imported lazily: hypothesis is a test dependency) --------------------
+def read_trace(path) -> tuple[dict, list]:
+    """A trace Report.save_trace wrote (.json or .json.gz), read back for a test: ({pid: core name such as
+    'AIC 0' or 'AIV 3'}, its complete ('X') events, one per instruction: name, cat = pipe, ts, dur, args)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    cores = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    return cores, [e for e in events if e["ph"] == "X"]
+
+
 def cube_dtypes():
     """A hypothesis strategy: fp16, bf16, fp32, int8 as DType (needs the [test] extra: hypothesis). `d.np` is
     the numpy dtype, `d.acc` the L0C accumulation type (int8 -> int32, the output of an int8 matmul)."""

@@ -1,7 +1,6 @@
 """Cube <-> vector data paths in PyPTO-Pro's spelling (move.md, insert.md): a matmul -> add -> insert -> matmul chain
 synchronised by hand, inserts into NZ and ZN Mat tiles (the on-chip transpose), move's automatic insert, Vec ND -> NZ
 and what an NZ tile's bytes overlap, Mat -> Vec, and the RaceError of a missing cross-core wait on each path."""
-import json
 
 import numpy as np
 import pytest
@@ -9,7 +8,7 @@ import pytest
 import pyto
 import pyto.language as pl
 from pyto.emulator.overlap import byte_intervals
-from pyto.testing import UNIT_ROUNDOFF, assert_close, matmul_bound
+from pyto.testing import UNIT_ROUNDOFF, assert_close, matmul_bound, read_trace
 from pro_kernels import acc, left, mat, right, vec
 
 RNG = np.random.default_rng(19)
@@ -120,9 +119,8 @@ def _spans(rep, tmp_path) -> list:
     """(kernel source text, core, pipe) of each instruction in the report's Chrome trace."""
     path = tmp_path / "trace.json"
     rep.save_trace(str(path))
-    events = json.loads(path.read_text())["traceEvents"]
-    cores = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
-    return [(e["args"]["line"].split(" ", 1)[1], cores[e["pid"]], e["cat"]) for e in events if e["ph"] == "X"]
+    cores, spans = read_trace(path)
+    return [(e["args"]["line"].split(" ", 1)[1], cores[e["pid"]], e["cat"]) for e in spans]
 
 
 def test_the_chain_in_timing_mode_with_a_trace(tmp_path):

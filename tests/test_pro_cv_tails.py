@@ -1,15 +1,13 @@
 """Acc -> Vec with tails (move.md, "DualModeSplitM / DualModeSplitN 尾块处理"): a matmul + vector epilogue looping over
 tiles whose last one is a tail (odd M, N of 33, N <= 16, M = 1), each AIV computing its share of the aligned-up
 Acc as move.md says; and what an AIV that takes more than its share reads."""
-import gzip
-import json
 
 import numpy as np
 import pytest
 
 import pyto
 import pyto.language as pl
-from pyto.testing import assert_close, matmul_bound
+from pyto.testing import assert_close, matmul_bound, read_trace
 from pro_kernels import acc, left, mat, right, vec
 
 RNG = np.random.default_rng(29)
@@ -138,9 +136,8 @@ def test_the_epilogue_in_timing_mode_with_a_trace(mode, tmp_path):
     assert rep.mode == "timing"
     path = tmp_path / "epilogue.json.gz"
     rep.save_trace(str(path))
-    with gzip.open(path, "rt") as f:
-        events = json.load(f)["traceEvents"]
-    moves = [e for e in events if e["ph"] == "X" and e["name"].startswith("pl.move") and e["cat"] == "FIX"]
+    _, spans = read_trace(path)
+    moves = [e for e in spans if e["name"].startswith("pl.move") and e["cat"] == "FIX"]
     assert len(moves) == 3             # one Acc -> Vec move per tile, the tail's too
 
 

@@ -3,16 +3,13 @@ row and column tails: against float64 with bounds derived from each op chain, in
 the refusals their docstrings promise. Measured: the worst |error| / bound is 0.9-1.0 in fp16 and bf16 (the output's
 final rounding dominates, as it should), 0.04-0.2 in fp32; a softmax over one column too many or too few, a
 sample variance or a missing beta exceed it."""
-import gzip
-import json
-
 import ml_dtypes
 import numpy as np
 import pytest
 
 import pyto
 import pyto.language as pl
-from pyto.testing import UNIT_ROUNDOFF, assert_close
+from pyto.testing import UNIT_ROUNDOFF, assert_close, read_trace
 from pyto_kernels.examples.layernorm import EPS, layernorm_kernel
 from pyto_kernels.examples.softmax import MAX_COLS, ROWS, softmax_kernel
 
@@ -155,15 +152,6 @@ def test_layernorm_eps_is_a_kernel_parameter():
 
 
 # ---- timing mode, refusals ---------------------------------------------------------------------------------------
-def _trace(rep, path) -> tuple:
-    """(core name per process, the X events) of the report's trace, written and read back."""
-    rep.save_trace(str(path))
-    with gzip.open(path, "rt") as f:
-        events = json.load(f)["traceEvents"]
-    cores = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
-    return cores, [e for e in events if e["ph"] == "X"]
-
-
 @pytest.mark.parametrize("example", ["softmax", "layernorm"])
 def test_in_timing_mode_with_a_trace(example, tmp_path):
     """Shapes only: the same schedule as the data run; every AIV with rows loads, computes and stores, and the
@@ -176,7 +164,8 @@ def test_in_timing_mode_with_a_trace(example, tmp_path):
         kernel, shapes = layernorm_kernel(pl.DT_FP16), [(rows, cols), (1, cols), (1, cols), (rows, cols)]
     rep = kernel[None, aivs](*[pyto.spec(s, "fp16") for s in shapes])
     assert rep.mode == "timing" and rep.cycles > 0
-    cores, spans = _trace(rep, tmp_path / f"{example}.json.gz")
+    rep.save_trace(str(tmp_path / f"{example}.json.gz"))
+    cores, spans = read_trace(tmp_path / f"{example}.json.gz")
     assert len(spans) == rep.instructions
     loads = [e for e in spans if "pl.load(xs" in e["args"]["line"]]
     stores = [e for e in spans if "pl.store(y" in e["args"]["line"]]

@@ -2,8 +2,6 @@
 query and KV tails: against float64 with a bound derived from the op chain, in timing mode with a trace, and the
 mistakes it is built to show (a skipped rescale fails the bound, a missing cross-core wait races, a missing set
 deadlocks, a missing flag before the store races)."""
-import gzip
-import json
 
 import ml_dtypes
 import numpy as np
@@ -11,7 +9,7 @@ import pytest
 
 import pyto
 import pyto.language as pl
-from pyto.testing import UNIT_ROUNDOFF, assert_close, assert_deadlock, assert_race, matmul_bound
+from pyto.testing import UNIT_ROUNDOFF, assert_close, assert_deadlock, assert_race, matmul_bound, read_trace
 from pyto_kernels.examples.flash_attention_pro import SCALE, TD, TKV, TS, build, flash_attention_pro
 
 BF16 = ml_dtypes.bfloat16
@@ -126,22 +124,14 @@ def test_skipping_the_alpha_rescale_fails_the_bound():
     assert (np.abs(f64(out) - ref) / tol).max() > 100
 
 
-def _events(rep, path) -> tuple:
-    """(core name of each process, the X events) of a trace written to `path` and read back."""
-    rep.save_trace(str(path))
-    with gzip.open(path, "rt") as f:
-        events = json.load(f)["traceEvents"]
-    cores = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
-    return cores, [e for e in events if e["ph"] == "X"]
-
-
 def test_timing_mode_with_a_trace(tmp_path):
     S, N, blocks = 449, 200, 8
     specs = [pyto.spec((S, TD), "fp16"), pyto.spec((N, TD), "fp16"), pyto.spec((N, TD), "fp16"),
              pyto.spec((S, TD), "fp16")]
     rep = flash_attention_pro[None, blocks](*specs)
     assert rep.mode == "timing" and rep.cycles > 0
-    cores, spans = _events(rep, tmp_path / "fa.json.gz")
+    rep.save_trace(str(tmp_path / "fa.json.gz"))
+    cores, spans = read_trace(tmp_path / "fa.json.gz")
     assert len(spans) == rep.instructions
     pipes = {}
     for e in spans:
