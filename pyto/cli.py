@@ -114,6 +114,8 @@ def _register_builtin(sub: argparse._SubParsersAction) -> None:
                        description="The bundled chip tables (chips/*.toml): cores, clock, buffer sizes, bandwidths.")
     p.set_defaults(func=cmd_chips)
     _register_tiles(sub)
+    from .checker.cli import register as register_check
+    register_check(sub)
 
 
 def _plugins() -> list[Callable]:
@@ -130,7 +132,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     _register_builtin(sub)
     for register in _plugins():
         register(sub)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:           # `pyto check FILE --flag V KERNEL`: a command may take trailing positionals after its flags
+        if getattr(args, "trailing_positionals", None) and not any(e.startswith("-") for e in extra):
+            getattr(args, args.trailing_positionals).extend(extra)
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or 0)
     except PytoError as e:

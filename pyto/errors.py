@@ -95,3 +95,12 @@ __all__ = [
     "KernelAssertionError", "TrapError",
     "ChipError",
 ]
+
+
+class InputError(PytoError):
+    """pyto check: a kernel's inputs cannot be made from its annotations and the values given; names the parameter
+    and the flag (or pyto.check keyword) that would give it."""
+
+
+class LoadError(PytoError):
+    """pyto check: a kernel file could not be imported (not found, a syntax error, its module code raised)."""

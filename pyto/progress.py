@@ -43,6 +43,7 @@ class Progress:
         self.name: str = "starting"
         self.done: Optional[int] = None
         self.total: Optional[int] = None
+        self.task = ""                 # what the runs belong to (pyto check: a bar of the kernels done)
         self._cold = _cold_jits()      # phase -> numba dispatchers that will compile (not cached on disk)
         self._width = 0                # characters on the line now
         self._columns = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
@@ -56,7 +57,7 @@ class Progress:
     def line(self) -> str:
         """The text drawn now, e.g. 'pyto: tracing 12/32 blocks, 14 s'."""
         name, done, total = self.name, self.done, self.total
-        text = f"pyto: {name}"
+        text = f"pyto: {self.task + ': ' if self.task else ''}{name}"
         if total is not None:
             text += f" {done or 0:,}/{total:,} blocks"
         text += f", {time.monotonic() - self.t0:.0f} s"
@@ -107,6 +108,19 @@ def phase(name: str, done: Optional[int] = None, total: Optional[int] = None) ->
     p = _CURRENT.progress
     if p is not None:
         p.phase(name, done, total)
+
+
+def task(text: str) -> None:
+    """Set what this thread's runs belong to (drawn before the phase), if a line is shown."""
+    p = _CURRENT.progress
+    if p is not None:
+        p.task = text
+
+
+def bar(done: int, total: int, width: int = 20) -> str:
+    """'[#####...............] 3/12': `done` of `total` as a bar."""
+    full = width * done // max(total, 1)
+    return f"[{'#' * full}{'.' * (width - full)}] {done}/{total}"
 
 
 def active() -> bool:

@@ -5,6 +5,7 @@ source line is captured at call time (as JAX does), so every error can name it.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import linecache
@@ -30,6 +31,7 @@ _LIBRARY_DIRS = (_PKG_DIR, os.path.dirname(os.__file__) + os.sep, "<")   # pyto,
 class _Tracing(threading.local):
     """The tracer active in this thread (pyto.run may be called from several threads at once)."""
     tracer: Optional["Tracer"] = None
+    capture: Optional[list] = None        # inside captured_launches(): every launch this thread begins
 
 
 _STATE = _Tracing()
@@ -47,6 +49,17 @@ OWNER = {Buf.L1: Role.AIC, Buf.L0A: Role.AIC, Buf.L0B: Role.AIC, Buf.L0C: Role.A
          Buf.FB: Role.AIC, Buf.UB: Role.AIV0}
 # Allocation alignment in bytes per buffer (chip.BUFFER_ALIGN).
 ALIGN = {Buf[name]: align for name, align in BUFFER_ALIGN.items()}
+
+
+@contextlib.contextmanager
+def captured_launches():
+    """Collect the launches this thread begins inside the block (a list, filled as their tracing starts and kept
+    whether they succeed or fail): pyto check reads their address maps. Outside it nothing is kept."""
+    outer, _STATE.capture = _STATE.capture, []
+    try:
+        yield _STATE.capture
+    finally:
+        _STATE.capture = outer
 
 
 def caller_loc() -> Loc:
@@ -116,6 +129,8 @@ class Launch:
         # (emulator/overlap.py and gmviews.py follow them)
         self.gm_views: dict = {}                # (root id, offset, shape, strides) -> the GM view (gmview.py)
         self.debug: list = []                   # the debug ops' instructions, as traced (language/debug.py)
+        if _STATE.capture is not None:
+            _STATE.capture.append(self)
         self._check_gm(None)
 
     def note_sync_all(self, core_type, loc: Loc) -> None:
@@ -124,6 +139,10 @@ class Launch:
     def note_cross_core(self, event: int, loc: Loc) -> None:
         if 11 <= event <= 14:
             self.reserved_events.setdefault(event, loc)
+
+    def spaces(self) -> dict:
+        """{(block, buffer): AddressSpace} of every map a tile was placed in so far."""
+        return dict(self._spaces)
 
     def space(self, block: int, buf: Buf) -> AddressSpace:
         """The address map of `buf` in `block` (UB: one for both AIVs, see address.py)."""

@@ -1,0 +1,83 @@
+"""Check one jit kernel: make its inputs, run it on the emulator, and gather the verdict, the time and the address
+maps (pyto.check; `pyto check` calls it per kernel of a file)."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Optional
+
+from ..errors import KernelError, PytoError
+from ..ir import Buf
+from ..language.trace import captured_launches
+from ..errors import InputError
+from .inputs import make_args
+from .result import FAILED, INTERNAL, NEEDS_INPUT, OK, BufferMap, CheckResult, TileRange
+
+
+def check(kernel, *, block_dim: int = 1, seed: int = 0, timing: bool = False, chip: Optional[str] = None,
+          trace: Optional[str] = None, file: Optional[str] = None, **values) -> CheckResult:
+    """Check `kernel` (a @pl.jit kernel) on the emulator and return what was found; it raises nothing a kernel
+    can cause. `values`: per parameter name, a shape for a tensor whose annotation leaves dims open (or a
+    pl.Ptr's element count), a scalar's value, tiling data (a dataclass instance or a {field: value} dict).
+    Inputs are random of the annotated dtypes (from `seed`); `timing`: shapes only (pyto.spec inputs, no
+    data). `chip`: a pyto chip name (default: the kernel's arch). `trace`: a path to write the launch's
+    Perfetto trace to (.json or .json.gz). `block_dim` as in kernel[None, block_dim](...)."""
+    from ..emulator.run import run
+    from ..language.jit import JitKernel
+    if not isinstance(kernel, JitKernel):
+        raise KernelError(f"pyto.check takes a @pl.jit kernel, got {kernel!r}")
+    code = kernel.fn.__code__
+    result = CheckResult(kernel.name, file or code.co_filename, code.co_firstlineno, "ok", OK,
+                         mode="timing" if timing else "full", chip=chip or kernel.chip, block_dim=block_dim)
+    t0 = time.perf_counter()
+    with captured_launches() as launches:
+        try:
+            args, result.inputs = make_args(kernel, values, seed=seed, timing=timing)
+            rep = run(kernel, *args, blocks=block_dim, chip=result.chip, mode=result.mode)
+        except InputError as e:
+            result.verdict, result.kind, result.message = "InputError", NEEDS_INPUT, str(e)
+        except PytoError as e:
+            result.verdict, result.kind, result.message = type(e).__name__, FAILED, str(e)
+        except Exception as e:              # not a PytoError: pyto itself failed
+            result.verdict, result.kind = type(e).__name__, INTERNAL
+            result.message = f"pyto failed (please report): {type(e).__name__}: {e}"
+        else:
+            _timing(result, rep)
+            if trace:
+                os.makedirs(os.path.dirname(os.path.abspath(trace)), exist_ok=True)
+                rep.save_trace(trace)
+                result.trace = trace
+    if launches:
+        result.buffers = buffer_maps(launches[-1])
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _timing(result: CheckResult, rep) -> None:
+    result.report = rep
+    result.cycles, result.time_us, result.instructions = rep.cycles, rep.time_us, rep.instructions
+    result.bottleneck, result.bound = rep.bottleneck, rep.bound
+    result.pipe_cycles = dict(rep.pipe_cycles)
+    result.printed = list(rep.printed)
+
+
+_ORDER = [Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.BT, Buf.FB, Buf.UB]
+
+
+def buffer_maps(launch) -> list:
+    """Each buffer's map in `launch`, in the chip's order (L1, L0A, L0B, L0C, BT, FB, UB): the fullest block's."""
+    by_buf: dict = {}
+    for (block, buf), space in launch.spaces().items():
+        by_buf.setdefault(buf, []).append((block, space))
+    maps = []
+    for buf in _ORDER:
+        spaces = by_buf.get(buf)
+        if not spaces:
+            continue
+        block, space = max(spaces, key=lambda bs: (bs[1].in_use(), -bs[0]))
+        table = space.table()
+        same = all(s.table() == table for _, s in spaces) and len(spaces) == launch.blocks
+        tiles = [TileRange(lo, hi, what, f"{r.loc.file.rsplit(os.sep, 1)[-1]}:{r.loc.line}")
+                 for (lo, hi, what, _), r in zip(table, space.reserved)]
+        maps.append(BufferMap(buf.name, space.capacity, space.in_use(), block, tiles, same))
+    return maps
