@@ -355,3 +355,38 @@ def test_no_cube_tile_fitting_l1_names_what_l1_holds():
     msg = str(e.value)
     assert re.search(r"no cube tile of \d+x\d+x\d+ fits L1 1024 B \((no side held whole in L1|[AB]( and B)? held "
                      r"whole in L1 x \d)\)", msg), msg
+
+
+def test_pyto_check_draws_a_bar_of_the_kernels_on_a_terminal_only(tmp_path):
+    """pyto check's line: a bar of the kernels done before the run's phase; on a pty only (not with --json, not on
+    a pipe)."""
+    p = progress.Progress(_FakeTerminal(), interval=0.01, delay=0.0)
+    try:
+        p.task = f"check {progress.bar(1, 4, width=8)} softmax"
+        p.phase("tracing", 2, 4)
+        assert p.line() == "pyto: check [##......] 1/4 softmax: tracing 2/4 blocks, 0 s"
+    finally:
+        p.close()
+    assert progress.bar(0, 3, width=3) == "[...] 0/3" and progress.bar(3, 3, width=3) == "[###] 3/3"
+    kernel = tmp_path / "two.py"
+    kernel.write_text(
+        "import pypto_pro.language as pl\n\n"
+        "def k(x: pl.Tensor[[16, 64], pl.DT_FP32], y: pl.Tensor[[16, 64], pl.DT_FP32]):\n"
+        "    t = pl.make_tile(pl.TileType(shape=[16, 64], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec), addr=0)\n"
+        "    with pl.section_vector():\n"
+        "        pl.load(t, x, [0, 0])\n"
+        "        pl.system.bar_all()\n"
+        "        pl.store(y, t, [0, 0])\n\n"
+        "first = pl.jit(k, name='first')\nsecond = pl.jit(k, name='second')\n")
+    code = ("import pyto.progress as pp; pp.DELAY = 0; pp.INTERVAL = 0.001\n"
+            "import pyto.checker.runner as cc, time\n"
+            "real = cc.check\n"
+            "def slow(*a, **k):\n"
+            "    time.sleep(0.3)\n"
+            "    return real(*a, **k)\n"
+            "import pyto.checker.files as cf; cf.check = slow\n"
+            "from pyto.cli import main\n"
+            f"raise SystemExit(main(['check', {str(kernel)!r}]))")
+    term, out = _run_on_pty(code)
+    assert "pyto: check [" in term and "] 0/2 first" in term and "] 1/2 second" in term, term
+    assert "2 of 2 kernel(s) ok" in out and "pyto: check" not in out

@@ -5,10 +5,10 @@
     $ pyto check kernels.py --shape x=75x37 --json      # the command (cli.py); pytest: plugin.py
 
 Stages, one module each: loader (import the file, stand-ins for device packages), inputs (arguments from the
-annotations), check (run one kernel, gather verdict, time, address maps), result (CheckResult), render (text),
+annotations), runner (check one kernel, gather verdict, time, address maps), result (CheckResult), render (text),
 files (a file's kernels, exit codes), cli, plugin (pytest), plot (matplotlib).
 """
-from .check import check
+from .runner import check
 from .files import check_file
 from ..errors import InputError
 from ..errors import LoadError

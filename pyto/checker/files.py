@@ -5,7 +5,7 @@ import os
 from typing import Iterable, Optional, Sequence
 
 from .. import progress
-from .check import check
+from .runner import check
 from ..errors import InputError
 from .loader import KernelFile, load_file
 from .result import FAILED, INTERNAL, NEEDS_INPUT, CheckResult

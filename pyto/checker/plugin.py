@@ -133,7 +133,7 @@ class KernelItem(pytest.Item):
         return expect
 
     def runtest(self) -> None:
-        from .check import check
+        from .runner import check
         from .cli import _open_dims
         from .files import values_for
         values = self.options.get("values") or {}
