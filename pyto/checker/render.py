@@ -7,6 +7,8 @@ import textwrap
 from .result import OK, BufferMap, CheckResult
 
 _PER_AIV = {"UB": "per AIV"}
+_PRO_NAME = {"L1": "Mat", "L0A": "Left", "L0B": "Right", "L0C": "Acc", "BT": "Bias", "FB": "Scaling", "UB": "Vec"}
+PRINTED = 20        # pl.printf lines shown per kernel
 
 
 def _kb(n: int) -> str:
@@ -16,7 +18,8 @@ def _kb(n: int) -> str:
 def buffer_table(m: BufferMap) -> list[str]:
     """A buffer's heading (use vs capacity) and one row per placed range."""
     where = "the same in every block" if m.same_in_all_blocks else f"block {m.block}, the fullest"
-    scope = f"{_PER_AIV[m.buffer]}, " if m.buffer in _PER_AIV else ""
+    scope = f"{_PRO_NAME[m.buffer]}, " if m.buffer in _PRO_NAME else ""
+    scope += f"{_PER_AIV[m.buffer]}, " if m.buffer in _PER_AIV else ""
     over = "  OVER" if m.in_use > m.capacity else ""
     lines = [f"  {m.buffer} ({scope}{_kb(m.capacity)}): {_kb(m.in_use)} in use, {100 * m.use:.1f}%{over} "
              f"[{where}]"]
@@ -47,6 +50,11 @@ def render(r: CheckResult) -> str:
                      f"bottleneck {r.bottleneck}, {r.bound}")
         if busy:
             lines.append(f"  busiest core's pipes (cycles): {busy}")
+    if r.printed:
+        lines.append(f"  printed ({len(r.printed)} line(s) of pl.printf / pl.dump_data):")
+        lines += [f"    {p}" for p in r.printed[:PRINTED]]
+        if len(r.printed) > PRINTED:
+            lines.append(f"    ... {len(r.printed) - PRINTED} more (--json has them all)")
     if r.trace:
         lines.append(f"  trace: {r.trace}")
     for p in r.plots:

@@ -2,6 +2,8 @@
 maps (pyto.check; `pyto check` calls it per kernel of a file)."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import time
 from typing import Optional
@@ -33,7 +35,8 @@ def check(kernel, *, block_dim: int = 1, seed: int = 0, timing: bool = False, ch
     with captured_launches() as launches:
         try:
             args, result.inputs = make_args(kernel, values, seed=seed, timing=timing)
-            rep = run(kernel, *args, blocks=block_dim, chip=result.chip, mode=result.mode)
+            with contextlib.redirect_stdout(io.StringIO()):     # pl.printf lines: in the result, not on stdout
+                rep = run(kernel, *args, blocks=block_dim, chip=result.chip, mode=result.mode)
         except InputError as e:
             result.verdict, result.kind, result.message = "InputError", NEEDS_INPUT, str(e)
         except PytoError as e:
