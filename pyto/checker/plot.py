@@ -12,7 +12,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import PytoError, UnsupportedError
-from .result import OK, BufferMap, CheckResult
+from .render import _PRO_NAME
+from .result import BufferMap, CheckResult
 
 FORMATS = ("png", "svg")
 INSTALL = "pip install 'pyto[plot]'"
@@ -21,14 +22,17 @@ INSTALL = "pip install 'pyto[plot]'"
 PIPE_COLOURS = {"MTE2": "#1f77b4", "MTE1": "#17becf", "M": "#d62728", "FIX": "#ff7f0e", "V": "#2ca02c",
                 "MTE3": "#9467bd", "S": "#8c564b", "ALL": "#7f7f7f"}
 SYNC_COLOUR = "#222222"
-#: the pl.system instructions that order pipes (flags, cross-core flags, mutexes, barriers, sync_all)
-_SYNC = re.compile(r"(pl\.system\.)?(sync_src|sync_dst|set_cross_core|wait_cross_core|mutex_lock|mutex_unlock|"
-                   r"bar_\w+|sync_all|set_flag|wait_flag)$")
+#: the instructions that order pipes, by the names pyto/language/system.py gives them (flags, cross-core flags,
+#: mutexes, barriers, sync_all); auto-sync's flags are dependencies of the schedule, not instructions
+_SYNC = re.compile(r"pl\.system\.(sync_src|sync_dst|set_cross_core|wait_cross_core|mutex_lock|mutex_unlock|"
+                   r"bar_\w+|sync_all)$")
 
 WIDTH_IN = 13.0         # figure width, inches (1300 px at DPI)
 DPI = 100
 ROW_IN = 0.24           # one timeline row
 MAP_IN = 0.55           # one level of an address map
+WIDE = 4                # pixels: a row whose typical instruction is this wide draws each one, outlined; a row of
+                        # narrower ones (a BMM's 10^5) is drawn joined per pixel column
 LABEL_IN = 2.6          # the room the y labels and the legend take from the width, about
 
 
@@ -107,16 +111,16 @@ def _overlapping(tiles: list) -> set:
     return out
 
 
-def _merged(starts: np.ndarray, ends: np.ndarray, gap: float) -> np.ndarray:
-    """Spans (sorted by start) joined where less than `gap` apart, as (start, width) pairs at least `gap` wide:
-    what a pixel column can show, so that a row of 10^6 instructions draws as a few hundred boxes."""
+def _merged(starts: np.ndarray, ends: np.ndarray, join: float, least: float) -> np.ndarray:
+    """Spans (sorted by start) joined where less than `join` apart, as (start, width) pairs at least `least`
+    wide: what a pixel column can show, so that a row of 10^6 instructions draws as a few hundred boxes."""
     if not len(starts):
         return np.zeros((0, 2))
     reach = np.maximum.accumulate(ends)
-    first = np.flatnonzero(np.r_[True, starts[1:] - reach[:-1] >= gap])
+    first = np.flatnonzero(np.r_[True, starts[1:] - reach[:-1] >= join])
     lo = starts[first]
     hi = np.maximum.reduceat(ends, first)
-    return np.column_stack([lo, np.maximum(hi - lo, gap)])
+    return np.column_stack([lo, np.maximum(hi - lo, least)])
 
 
 def _title(r: CheckResult) -> str:
@@ -135,16 +139,19 @@ def _draw_timeline(ax, report, rows: dict) -> None:
     from matplotlib.patches import Patch
     scale = 1.0 / (report.clock_ghz * 1e3)
     total = max(report.cycles, max((float((r.starts + r.durations).max()) for r in rows.values()), default=0.0))
-    gap = total / ((WIDTH_IN - LABEL_IN) * DPI) or 1.0        # cycles a pixel column covers
+    px = total / ((WIDTH_IN - LABEL_IN) * DPI) or 1.0        # the cycles a pixel column covers
     labels = []
     for y, ((core, pipe), row) in enumerate(rows.items()):
         colour = PIPE_COLOURS.get(pipe, "#bcbd22")
         for mask, face, hatch in ((~row.sync, colour, None), (row.sync, SYNC_COLOUR, "////")):
-            if mask.any():
-                s = row.starts[mask]
-                spans = _merged(s, s + row.durations[mask], gap) * scale
-                ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=face, edgecolor=SYNC_COLOUR if hatch else "none",
-                               linewidth=0, hatch=hatch)
+            if not mask.any():
+                continue
+            s, d = row.starts[mask], row.durations[mask]
+            few = float(np.median(d)) >= WIDE * px        # each instruction wide enough to draw, outlined
+            spans = _merged(s, s + d, 0.0 if few else px, px) * scale
+            edge = SYNC_COLOUR if hatch else ("white" if few else "none")
+            ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=face, edgecolor=edge, linewidth=0.5 if few else 0,
+                           hatch=hatch)
         labels.append(f"{core}  {pipe}")
     prev = None
     for y, (core, _) in enumerate(rows):
@@ -187,15 +194,18 @@ def _draw_map(ax, m: BufferMap) -> None:
         ax.axvspan(m.capacity, extent, color="#f6c6c6", zorder=0)
         ax.axvline(m.capacity, color="#d62728", linewidth=1.2)
     if tiles:
-        cmap = [f"C{i % 10}" for i in range(len(tiles))]
-        ax.barh([lv for lv in levels], [t.hi - t.lo for t in tiles], left=[t.lo for t in tiles], height=0.8,
-                color=cmap, alpha=0.55, edgecolor=["#d62728" if i in over else "#333333" for i in range(len(tiles))],
+        from matplotlib.colors import to_rgba
+        faces = [to_rgba(f"C{i % 10}", 0.55) for i in range(len(tiles))]      # see-through faces, solid edges
+        ax.barh(levels, [t.hi - t.lo for t in tiles], left=[t.lo for t in tiles], height=0.8,
+                color=faces, edgecolor=["#d62728" if i in over else "#333333" for i in range(len(tiles))],
                 linewidth=[1.6 if i in over else 0.6 for i in range(len(tiles))], zorder=2)
         px_per_byte = (WIDTH_IN - LABEL_IN) * DPI / extent
         for t, lv in zip(tiles, levels):
             name = tile_name(t.what)
-            if (t.hi - t.lo) * px_per_byte > len(name) * 6.2 + 4:       # 8 pt text: about 6 px a character
-                ax.text((t.lo + t.hi) / 2, lv, name, ha="center", va="center", fontsize=8, zorder=3, clip_on=True)
+            width = (t.hi - t.lo) * px_per_byte
+            size = next((pt for pt in (8, 6.5) if width > len(name) * pt * 0.72 + 2), None)   # ~0.72 px/pt a char
+            if size:
+                ax.text((t.lo + t.hi) / 2, lv, name, ha="center", va="center", fontsize=size, zorder=3, clip_on=True)
     loc, fmt = _hex_locator(extent)
     ax.xaxis.set_major_locator(loc)
     ax.xaxis.set_major_formatter(fmt)
@@ -203,12 +213,24 @@ def _draw_map(ax, m: BufferMap) -> None:
     ax.set_yticks([])
     where = "" if m.same_in_all_blocks else f", block {m.block}"
     flag = " OVER" if m.in_use > m.capacity else ""
-    ax.set_ylabel(f"{m.buffer}{where}\n{m.in_use:,} / {m.capacity:,} B\n({100 * m.use:.1f}%{flag})",
+    pro = f" ({_PRO_NAME[m.buffer]})" if m.buffer in _PRO_NAME else ""
+    ax.set_ylabel(f"{m.buffer}{pro}{where}\n{m.in_use:,} / {m.capacity:,} B\n({100 * m.use:.1f}%{flag})",
                   rotation=0, ha="right", va="center", fontsize=8)
 
 
-def _figure(r: CheckResult):
-    """The figure of one result: the timeline (when the run finished) over the address maps."""
+def _matplotlib() -> None:
+    """Import matplotlib, or say how to install it."""
+    try:
+        import matplotlib                     # noqa: F401  (first: a stubbed-out matplotlib fails here)
+        from matplotlib.backends.backend_agg import FigureCanvasAgg   # noqa: F401
+    except ImportError as e:
+        raise UnsupportedError(f"plotting needs matplotlib, which is not installed: {INSTALL}") from e
+
+
+def figure(r: CheckResult):
+    """The matplotlib Figure of one result (on an Agg canvas): the timeline, when the run finished, over the
+    address maps; the title says the verdict, and the time and bottleneck or the error's first line."""
+    _matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     rows = timeline_rows(r.report)
@@ -247,11 +269,7 @@ def plot_results(results: list, out_dir: str, fmt: str = "png") -> None:
     failed kernel gets the maps and the error). Needs matplotlib (pip install 'pyto[plot]')."""
     if fmt not in FORMATS:
         raise UnsupportedError(f"plot format {fmt!r}: pyto writes {' or '.join(FORMATS)}")
-    try:
-        import matplotlib                     # noqa: F401  (first: a stubbed-out matplotlib fails here)
-        from matplotlib.backends.backend_agg import FigureCanvasAgg   # noqa: F401
-    except ImportError as e:
-        raise UnsupportedError(f"plotting needs matplotlib, which is not installed: {INSTALL}") from e
+    _matplotlib()
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
@@ -259,7 +277,7 @@ def plot_results(results: list, out_dir: str, fmt: str = "png") -> None:
     taken: set = set()
     for r in results:
         path = _path(out_dir, r.kernel, fmt, taken)
-        fig = _figure(r)
+        fig = figure(r)
         try:
             fig.savefig(path, format=fmt)
         except OSError as e:
