@@ -13,9 +13,10 @@ class CapacityError(PytoError):
     """An on-chip buffer would overflow: names buffer, bytes asked, bytes in use, capacity, line."""
 
     def __init__(self, msg: str, *, buffer: str = "", asked: int = 0, in_use: int = 0,
-                 capacity: int = 0, loc: str = ""):
+                 capacity: int = 0, loc: str = "", at=None, what: str = ""):
         super().__init__(msg)
         self.buffer, self.asked, self.in_use, self.capacity, self.loc = buffer, asked, in_use, capacity, loc
+        self.at, self.what = at, what      # where the refused range was asked for (an address map's), and its holder
 
 
 class AlignmentError(PytoError):

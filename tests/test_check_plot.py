@@ -96,8 +96,9 @@ def test_a_failed_kernel_gets_its_address_map_and_the_error(results, tmp_path):
     title = fig._suptitle.get_text()
     assert "CapacityError" in title and "UB overflow" in title
     ax = fig.axes[0]
-    assert {t.get_text() for t in ax.texts} == {"t", "u"}
-    assert "6,144 / 253,952 B" in ax.get_ylabel()
+    assert {t.get_text() for t in ax.texts} == {"t", "u", "w"}        # w: the refused range, where it was asked
+    assert [t.refused for t in r.buffers[0].tiles] == [False, False, True]
+    assert "6,144 / 253,952 B" in ax.get_ylabel() and "the only one traced" in ax.get_ylabel()
     plot_results([r], str(tmp_path), fmt="svg")
     assert r.plots[-1] == str(tmp_path / "too_big.svg")
     assert (tmp_path / "too_big.svg").read_text().lstrip().startswith("<?xml")
@@ -108,7 +109,7 @@ def test_a_failed_kernel_gets_its_address_map_and_the_error(results, tmp_path):
 
 
 def test_overlapping_tiles_are_stacked_on_levels(results):
-    t, u = results["too_big"].buffers[0].tiles                  # t [0, 0x1000), u [0x800, 0x1800)
+    t, u, _ = results["too_big"].buffers[0].tiles               # t [0, 0x1000), u [0x800, 0x1800), w refused
     assert (t.lo, t.hi, u.lo, u.hi) == (0, 0x1000, 0x800, 0x1800)
     assert tile_levels([t, u]) == [0, 1]
     assert tile_levels(results["add_one"].buffers[0].tiles) == [0, 0]     # side by side: one level

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import PytoError, UnsupportedError
-from .render import _PRO_NAME
+from .result import PRO_NAMES
 from .result import BufferMap, CheckResult
 
 FORMATS = ("png", "svg")
@@ -199,6 +199,10 @@ def _draw_map(ax, m: BufferMap) -> None:
         ax.barh(levels, [t.hi - t.lo for t in tiles], left=[t.lo for t in tiles], height=0.8,
                 color=faces, edgecolor=["#d62728" if i in over else "#333333" for i in range(len(tiles))],
                 linewidth=[1.6 if i in over else 0.6 for i in range(len(tiles))], zorder=2)
+        refused = [(t, lv) for t, lv in zip(tiles, levels) if t.refused]
+        for t, lv in refused:           # the placement that failed: where it was asked for, hatched
+            ax.barh([lv], [t.hi - t.lo], left=[t.lo], height=0.8, color="none", edgecolor="#d62728", hatch="//",
+                    linewidth=1.6, zorder=2.5)
         px_per_byte = (WIDTH_IN - LABEL_IN) * DPI / extent
         for t, lv in zip(tiles, levels):
             name = tile_name(t.what)
@@ -211,9 +215,9 @@ def _draw_map(ax, m: BufferMap) -> None:
     ax.xaxis.set_major_formatter(fmt)
     ax.tick_params(axis="x", labelsize=7)
     ax.set_yticks([])
-    where = "" if m.same_in_all_blocks else f", block {m.block}"
+    where = "" if m.blocks_traced == m.blocks and m.same_in_all_blocks else f"\n{m.where()}"
     flag = " OVER" if m.in_use > m.capacity else ""
-    pro = f" ({_PRO_NAME[m.buffer]})" if m.buffer in _PRO_NAME else ""
+    pro = f" ({PRO_NAMES[m.buffer]})" if m.buffer in PRO_NAMES else ""
     ax.set_ylabel(f"{m.buffer}{pro}{where}\n{m.in_use:,} / {m.capacity:,} B\n({100 * m.use:.1f}%{flag})",
                   rotation=0, ha="right", va="center", fontsize=8)
 

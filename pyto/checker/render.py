@@ -4,10 +4,9 @@ from __future__ import annotations
 import os
 import textwrap
 
-from .result import OK, BufferMap, CheckResult
+from .result import OK, PRO_NAMES, BufferMap, CheckResult
 
 _PER_AIV = {"UB": "per AIV"}
-_PRO_NAME = {"L1": "Mat", "L0A": "Left", "L0B": "Right", "L0C": "Acc", "BT": "Bias", "FB": "Scaling", "UB": "Vec"}
 PRINTED = 20        # pl.printf lines shown per kernel
 
 
@@ -17,14 +16,14 @@ def _kb(n: int) -> str:
 
 def buffer_table(m: BufferMap) -> list[str]:
     """A buffer's heading (use vs capacity) and one row per placed range."""
-    where = "the same in every block" if m.same_in_all_blocks else f"block {m.block}, the fullest"
-    scope = f"{_PRO_NAME[m.buffer]}, " if m.buffer in _PRO_NAME else ""
+    scope = f"{PRO_NAMES[m.buffer]}, " if m.buffer in PRO_NAMES else ""
     scope += f"{_PER_AIV[m.buffer]}, " if m.buffer in _PER_AIV else ""
     over = "  OVER" if m.in_use > m.capacity else ""
     lines = [f"  {m.buffer} ({scope}{_kb(m.capacity)}): {_kb(m.in_use)} in use, {100 * m.use:.1f}%{over} "
-             f"[{where}]"]
+             f"[{m.where()}]"]
     width = max(5, len(f"{m.capacity:x}"))
-    rows = [(f"{t.lo:#0{width + 2}x}-{t.hi:#0{width + 2}x}", f"{t.hi - t.lo:,} B", t.what, t.line) for t in m.tiles]
+    rows = [(f"{t.lo:#0{width + 2}x}-{t.hi:#0{width + 2}x}", f"{t.hi - t.lo:,} B",
+             t.what + ("  <- refused: does not fit" if t.refused else ""), t.line) for t in m.tiles]
     if rows:
         w = [max(len(r[i]) for r in rows) for i in range(4)]
         lines += [f"    {a.ljust(w[0])}  {b.rjust(w[1])}  {c.ljust(w[2])}  {d}".rstrip() for a, b, c, d in rows]

@@ -8,21 +8,28 @@ from typing import Optional
 #: (a flag is missing: usage); pyto itself failed (an exception that is not a PytoError: a bug to report)
 OK, FAILED, NEEDS_INPUT, INTERNAL = "ok", "failed", "needs-input", "internal-error"
 
+#: each buffer's name in PyPTO-Pro's MemorySpace
+PRO_NAMES = {"L1": "Mat", "L0A": "Left", "L0B": "Right", "L0C": "Acc", "BT": "Bias", "FB": "Scaling", "UB": "Vec"}
+
 
 @dataclass
 class TileRange:
-    """One placed range of an address map: [lo, hi) bytes, what holds it, the kernel line that placed it."""
+    """One placed range of an address map: [lo, hi) bytes, what holds it, the kernel line that placed it;
+    `refused`: the placement that failed the check (a CapacityError's range: not in the map, shown where it was
+    asked for)."""
 
     lo: int
     hi: int
     what: str
     line: str
+    refused: bool = False
 
 
 @dataclass
 class BufferMap:
     """A buffer's address map: the tiles of its fullest block (`block`), bytes in use there (the union of the
-    ranges: overlapping tiles count once), the capacity, and whether every block placed the same ranges."""
+    ranges: overlapping tiles count once), the capacity, how many blocks had placed tiles in it when tracing
+    ended (`blocks_traced`, of the launch's `blocks`), and whether they all placed the same ranges."""
 
     buffer: str
     capacity: int
@@ -30,10 +37,20 @@ class BufferMap:
     block: int
     tiles: list = field(default_factory=list)
     same_in_all_blocks: bool = True
+    blocks_traced: int = 1
+    blocks: int = 1
 
     @property
     def use(self) -> float:
         return self.in_use / self.capacity if self.capacity else 0.0
+
+    def where(self) -> str:
+        """Which block's map this is, in words."""
+        if self.blocks_traced == self.blocks and self.same_in_all_blocks:
+            return "the same in every block" if self.blocks > 1 else "block 0"
+        if self.blocks_traced == 1:
+            return f"block {self.block}, the only one traced of {self.blocks}"
+        return f"block {self.block}, the fullest of {self.blocks_traced} traced"
 
 
 @dataclass

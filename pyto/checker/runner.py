@@ -8,7 +8,7 @@ import os
 import time
 from typing import Optional
 
-from ..errors import KernelError, PytoError
+from ..errors import CapacityError, KernelError, PytoError
 from ..ir import Buf
 from ..language.trace import captured_launches
 from ..errors import InputError
@@ -32,6 +32,7 @@ def check(kernel, *, block_dim: int = 1, seed: int = 0, timing: bool = False, ch
     result = CheckResult(kernel.name, file or code.co_filename, code.co_firstlineno, "ok", OK,
                          mode="timing" if timing else "full", chip=chip or kernel.chip, block_dim=block_dim)
     t0 = time.perf_counter()
+    error = None
     with captured_launches() as launches:
         try:
             args, result.inputs = make_args(kernel, values, seed=seed, timing=timing)
@@ -41,6 +42,7 @@ def check(kernel, *, block_dim: int = 1, seed: int = 0, timing: bool = False, ch
             result.verdict, result.kind, result.message = "InputError", NEEDS_INPUT, str(e)
         except PytoError as e:
             result.verdict, result.kind, result.message = type(e).__name__, FAILED, str(e)
+            error = e
         except Exception as e:              # not a PytoError: pyto itself failed
             result.verdict, result.kind = type(e).__name__, INTERNAL
             result.message = f"pyto failed (please report): {type(e).__name__}: {e}"
@@ -52,6 +54,8 @@ def check(kernel, *, block_dim: int = 1, seed: int = 0, timing: bool = False, ch
                 result.trace = trace
     if launches:
         result.buffers = buffer_maps(launches[-1])
+        if isinstance(error, CapacityError):
+            _add_refused(result.buffers, error, launches[-1])
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -79,8 +83,25 @@ def buffer_maps(launch) -> list:
             continue
         block, space = max(spaces, key=lambda bs: (bs[1].in_use(), -bs[0]))
         table = space.table()
-        same = all(s.table() == table for _, s in spaces) and len(spaces) == launch.blocks
-        tiles = [TileRange(lo, hi, what, f"{r.loc.file.rsplit(os.sep, 1)[-1]}:{r.loc.line}")
-                 for (lo, hi, what, _), r in zip(table, space.reserved)]
-        maps.append(BufferMap(buf.name, space.capacity, space.in_use(), block, tiles, same))
+        same = all(s.table() == table for _, s in spaces)
+        tiles = [TileRange(lo, hi, what, _line(r.loc)) for (lo, hi, what, _), r in zip(table, space.reserved)]
+        maps.append(BufferMap(buf.name, space.capacity, space.in_use(), block, tiles, same, len(spaces),
+                              launch.blocks))
     return maps
+
+
+def _line(loc) -> str:
+    return f"{os.path.basename(loc.file)}:{loc.line}"
+
+
+def _add_refused(maps: list, e: CapacityError, launch) -> None:
+    """A CapacityError's range, shown in its buffer's map where the kernel asked for it."""
+    if e.at is None or not e.buffer:
+        return
+    m = next((m for m in maps if m.buffer == e.buffer), None)
+    if m is None:
+        m = BufferMap(e.buffer, e.capacity, 0, 0, [], True, 1, launch.blocks)
+        maps.append(m)
+        order = [b.name for b in _ORDER]
+        maps.sort(key=lambda b: order.index(b.buffer) if b.buffer in order else len(order))
+    m.tiles.append(TileRange(e.at, e.at + e.asked, e.what, e.loc.split(" ", 1)[0], refused=True))

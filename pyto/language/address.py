@@ -57,7 +57,7 @@ class AddressSpace:
                 f"({size:,} B at {addr:#x}), past the end of {self.buf.name}'s {self.capacity:,} B "
                 f"({self.capacity // 1024} KB; last address {self.capacity - 1:#x}) by {addr + size - self.capacity:,} "
                 f"B; place it lower or make it smaller", buffer=self.buf.name, asked=size, in_use=self.in_use(),
-                capacity=self.capacity, loc=str(loc))
+                capacity=self.capacity, loc=str(loc), at=addr, what=what)
         if (addr, addr + size) not in self._seen:
             self._seen.add((addr, addr + size))
             insort(self.reserved, Reservation(addr, addr + size, what, loc))
