@@ -13,7 +13,8 @@ ROWS = 16
 COLS = 128
 
 pytestmark = pytest.mark.pyto_check(expect={"row_max_nd_column": "ShapeError",
-                                            "rows_asserted": "KernelAssertionError"}, x=(40, COLS))
+                                            "rows_asserted": "KernelAssertionError"}, x=(40, COLS),
+                                    y=(40, COLS))
 
 
 @pl.jit(auto_mutex=True)
