@@ -38,7 +38,8 @@ MESSAGES = {
     "wait_never_set": [r"waits for event \(PipeType\.MTE2->PipeType\.V, event_id 0\): never set by a matching "
                        r"pl\.system\.sync_src", r"sync_misuses\.py:\d+ pl\.system\.sync_dst\(set_pipe=P\.MTE2"],
     "missing_flag": [r"RAW hazard detected at UB: UB tile '[ab]_ub'", r"PIPE_MTE2 .* pl\.load\([ab]_ub",
-                     r"PIPE_V .* pl\.add\(out_ub, a_ub, b_ub\)", r"fix: pl\.system\.sync_src\(set_pipe=pl\.PipeType\.MTE2"],
+                     r"PIPE_V .* pl\.add\(out_ub, a_ub, b_ub\)",
+                     r"fix: pl\.system\.sync_src\(set_pipe=pl\.PipeType\.MTE2"],
     "unpaired_mutex_lock": [r"mutex id 2 on PIPE_MTE3 is never unlocked"],
     "sync_all_mix": [r"sync_all\(core_type=SyncCoreType\.MIX\) in kernel 'sync_all_mix', which runs only AIVs",
                      r"core_type=pl\.SyncCoreType\.AIV_ONLY"],
@@ -247,7 +248,8 @@ def test_the_text_block_names_the_verdict_the_message_and_the_address_map(capsys
     assert [(r[0], r[3]) for r in rows] == [("0x00000-0x04000", "'x_ub'"), ("0x02000-0x04000", "'ones'")]
     assert rows[0][-1] == f"{name}:{_line(name, 'x_ub = pl.make_tile(VEC, addr=0x0000)', 'def overlapping_tiles(')}"
     assert "(up to the failing placement)" in second and "UB overflow" in second
-    assert out.splitlines()[-1] == "0 of 2 kernel(s) ok: overlapping_tiles ClobberedReadError, ub_overflow CapacityError"
+    assert out.splitlines()[-1] == ("0 of 2 kernel(s) ok: overlapping_tiles ClobberedReadError, ub_overflow "
+                                    "CapacityError")
 
 
 def test_the_json_document_has_the_readmes_keys(capsys):

@@ -2,9 +2,11 @@
 
 scale_add: out = alpha * x + y with a pl.DT_FP32 scalar parameter (`pyto check` needs --scalar alpha=V), each AIV
 its HALF rows through make_tile tiles at fixed UB addresses, ordered by sync_src / sync_dst pairs; each AIV prints
-its first x (pl.printf of a pl.getval, read on the scalar pipe S), so a check shows which data it ran on. relu_rows: y = relu(x) over [256, 128] fp16, ROWS rows at a time, the input
-and output tiles two-slot tile groups under auto_mutex: MTE2 loads block i + 1 while V computes block i and MTE3
-drains block i - 1; the AIVs take the blocks in turn.
+its first x (pl.printf of a pl.getval, read on the scalar pipe S), so a check shows which data it ran on.
+
+relu_rows: y = relu(x) over [256, 128] fp16, ROWS rows at a time, the input and output tiles two-slot tile groups
+under auto_mutex: MTE2 loads block i + 1 while V computes block i and MTE3 drains block i - 1; the AIVs take the
+blocks in turn.
 """
 import pytest
 
