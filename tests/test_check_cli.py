@@ -16,6 +16,19 @@ from pyto.testing import read_trace
 
 KERNELS = Path(__file__).parent / "check_kernels"
 
+
+def _unmarked(tmp_path: Path, name: str) -> Path:
+    """A copy of a kernel file without its pyto_check marker (the CLI reads the marker's shapes and scalars)."""
+    import ast
+    src = (KERNELS / name).read_text()
+    lines = src.splitlines(keepends=True)
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            lines[node.lineno - 1:node.end_lineno] = ["\n"] * (node.end_lineno - node.lineno + 1)
+    path = tmp_path / name
+    path.write_text("".join(lines))
+    return path
+
 #: every kernel of check_kernels/ and its verdict: "ok", or the error its misuse should give
 VERDICTS = {
     "cube_matmul.py": {"matmul_rows": "ok", "matmul_block": "ok"},
@@ -177,27 +190,28 @@ def test_a_file_with_a_failing_kernel_exits_1(capsys):
                                     "RaceError, partial_store_in_loop DeadlockError, final_never_read SyncError")
 
 
-def test_a_missing_shape_is_usage_naming_the_flag(capsys):
-    """matmul_rows's M is pl.DYNAMIC: without --shape its inputs cannot be made (exit 2, the flag to add); the
-    file's other kernel, whose annotations fix every dim, still runs."""
-    code, out, _ = _check(capsys, KERNELS / "cube_matmul.py")
+def test_a_missing_shape_is_usage_naming_the_flag(capsys, tmp_path):
+    """matmul_rows's M is pl.DYNAMIC: without --shape (nor the marker's) its inputs cannot be made (exit 2, the
+    flag to add); the file's other kernel, whose annotations fix every dim, still runs."""
+    unmarked = _unmarked(tmp_path, "cube_matmul.py")
+    code, out, _ = _check(capsys, unmarked)
     assert code == 2
     assert "matmul_rows (cube_matmul.py:" in out and "InputError" in out
     assert "give its shape (--shape a=Nx64" in out
-    doc = _json(capsys, KERNELS / "cube_matmul.py")
+    doc = _json(capsys, unmarked)
     rows, block = doc["kernels"]
     assert (rows["verdict"], rows["kind"], block["verdict"]) == ("InputError", "needs-input", "ok")
     assert rows["message"].startswith("parameter 'a' is annotated pl.Tensor[[pl.DYNAMIC, 64], pl.DT_FP16]")
 
 
-def test_a_missing_scalar_is_usage_naming_the_flag(capsys):
-    code, out, _ = _check(capsys, KERNELS / "vector_kernels.py", "scale_add")
+def test_a_missing_scalar_is_usage_naming_the_flag(capsys, tmp_path):
+    code, out, _ = _check(capsys, _unmarked(tmp_path, "vector_kernels.py"), "scale_add")
     assert code == 2 and "parameter 'alpha' is a fp32 scalar: give its value (--scalar alpha=V" in out
 
 
-def test_a_failed_check_outranks_a_missing_flag(capsys):
+def test_a_failed_check_outranks_a_missing_flag(capsys, tmp_path):
     """vector_misuses.py without --shape x: one kernel fails its check (exit 1 wins over the other's usage)."""
-    doc = _json(capsys, KERNELS / "vector_misuses.py")
+    doc = _json(capsys, _unmarked(tmp_path, "vector_misuses.py"))
     assert [k["kind"] for k in doc["kernels"]] == ["failed", "needs-input"] and doc["exit_code"] == 1
 
 
@@ -205,8 +219,8 @@ def test_a_failed_check_outranks_a_missing_flag(capsys):
     (["cube_matmul.py", "--shape", "a=12xq"], r"--shape a=12xq: the dims are ints joined by x or commas"),
     (["cube_matmul.py", "--shape", "a"], r"--shape takes NAME=VALUE, got 'a'"),
     (["vector_kernels.py", "--scalar", "alpha=half"], r"--scalar value 'half' is not a number"),
-    (["cube_matmul.py", "--shape", "zz=4x4"], r"--shape/--scalar zz=\.\.\.: no kernel of .*cube_matmul\.py has a "
-                                              r"parameter 'zz'"),
+    (["cube_matmul.py", "--shape", "zz=4x4"], r"cube_matmul\.py: a shape or value for 'zz', but no kernel of the "
+                                              r"file has that parameter"),
     (["cube_matmul.py", "matmul_cols"], r"cube_matmul\.py has no jit kernel 'matmul_cols' \(it has: matmul_rows, "
                                         r"matmul_block\)"),
     (["no_such_file.py"], r"no_such_file\.py: no such file"),
@@ -378,12 +392,34 @@ def test_without_torch_both_torch_and_torch_npu_are_stand_ins():
     assert doc["standins"] == ["torch", "torch_npu"] and doc["kernels"][0]["verdict"] == "ok"
 
 
-def test_the_installed_command_exits_with_the_verdicts_code():
+def test_the_installed_command_exits_with_the_verdicts_code(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pyto", "check", str(KERNELS / "memory_misuses.py"), "never_written",
                            "load_past_edge", "--json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
     assert [k["verdict"] for k in doc["kernels"]] == ["UninitializedReadError", "OutOfBoundsError"]
-    proc = subprocess.run([sys.executable, "-m", "pyto", "check", str(KERNELS / "cube_matmul.py")],
+    proc = subprocess.run([sys.executable, "-m", "pyto", "check", str(_unmarked(tmp_path, "cube_matmul.py"))],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--shape a=Nx64" in proc.stdout
+
+
+def test_the_files_marker_gives_the_cli_its_shapes_and_the_flags_win(capsys):
+    """cube_matmul.py's pyto_check marker states a's and c's shapes: `pyto check` takes them (no flag needed) and a
+    --shape overrides them; a marker's per-kernel block_dim or expect naming no kernel is usage."""
+    doc = _json(capsys, KERNELS / "cube_matmul.py")
+    rows = doc["kernels"][0]
+    marked = rows["inputs"]["a"]["shape"]
+    assert rows["verdict"] == "ok" and doc["exit_code"] == 0
+    doc = _json(capsys, KERNELS / "cube_matmul.py", "matmul_rows", "--shape", "a=96x64", "--shape", "c=96x32")
+    assert doc["kernels"][0]["inputs"]["a"]["shape"] == [96, 64] != marked
+
+
+@pytest.mark.parametrize("marker, says", [
+    ("block_dim={'nope': 2}", r"pyto_check block_dim= names 'nope', which is no jit kernel of the file"),
+    ("expect={'typo': 'RaceError'}", r"pyto_check expect= names 'typo', which is no jit kernel of the file"),
+    ("block_dim='2'", r"block_dim is an int or \{kernel: int\}, got '2'")], ids=["block_dim", "expect", "type"])
+def test_a_marker_naming_no_kernel_is_usage(capsys, tmp_path, marker, says):
+    path = _unmarked(tmp_path, "vector_kernels.py")
+    path.write_text("import pytest\n" + path.read_text() + f"\npytestmark = pytest.mark.pyto_check({marker})\n")
+    code, out, err = _check(capsys, path)
+    assert code == 2 and re.search(says, err), err

@@ -10,7 +10,7 @@ import json
 import sys
 
 from ..errors import PytoError
-from .files import EXIT_USAGE, applies, check_file, exit_code, select
+from .files import EXIT_USAGE, check_kernels, check_options, exit_code, file_options, merged, select
 from ..errors import InputError, LoadError
 from .inputs import parse_dims
 from .loader import load_file
@@ -68,17 +68,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     out = sys.stdout
     doc = {"pyto_check": SCHEMA_VERSION, "file": args.file, "kernels": []}
     try:
-        values = parse_values(args.shape, args.scalar)
         kf = load_file(args.file, args.standin or ())
+        given = {"block_dim": args.block_dim, "seed": args.seed, "timing": args.timing or None, "chip": args.chip,
+                 "values": parse_values(args.shape, args.scalar)}
+        opts = merged(file_options(kf.module), given)       # the flags win over the file's own pyto_check marker
+        check_options(kf, opts)
         select(kf, args.kernels)
-        for key in values:
-            if not applies(kf.kernels, key):
-                raise InputError(f"--shape/--scalar {key}=...: no kernel of {args.file} has a parameter {key!r}")
         if args.default_dim is not None:
-            values = _open_dims(kf, values, args.default_dim)
-        kf, results = check_file(args.file, args.kernels, block_dim=args.block_dim, values=values, seed=args.seed,
-                                 timing=args.timing, chip=args.chip, trace_dir=args.trace,
-                                 standins=args.standin or (), show_progress=not args.json)
+            opts["values"] = _open_dims(kf, opts["values"], args.default_dim)
+        results = check_kernels(kf, args.kernels, opts=opts, trace_dir=args.trace, show_progress=not args.json)
     except (LoadError, InputError) as e:
         if args.json:
             doc.update(error=type(e).__name__, message=str(e), exit_code=EXIT_USAGE)
@@ -117,14 +115,15 @@ def register(sub: "argparse._SubParsersAction") -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="the kernel file (imported with pypto_pro aliased to pyto)")
     p.add_argument("kernels", nargs="*", metavar="KERNEL", help="kernels to check (default: every one)")
-    p.add_argument("--block-dim", type=int, default=1, metavar="N", help="block_dim of each launch (default 1)")
+    p.add_argument("--block-dim", type=int, metavar="N",
+                   help="block_dim of each launch (default: the file's pyto_check marker's, else 1)")
     p.add_argument("--shape", action="append", metavar="NAME=DIMS",
                    help="a tensor's shape, e.g. x=75x37 (KERNEL.NAME=... for one kernel); a pl.Ptr's element count")
     p.add_argument("--scalar", action="append", metavar="NAME=V",
                    help="a scalar parameter's value (NAME.FIELD=V for a tiling dataclass's field)")
     p.add_argument("--default-dim", type=int, metavar="N",
                    help="give every open dim (pl.DYNAMIC, pl.STATIC) no --shape gave the size N (for surveys)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=int, help="seed of the random inputs (default 0)")
     p.add_argument("--timing", action="store_true", help="timing mode: shapes only, no data (large shapes)")
     p.add_argument("--trace", metavar="DIR", help="write a Perfetto trace per kernel (DIR/KERNEL.json.gz)")
     p.add_argument("--plot", metavar="DIR", help="write a timeline and the address maps per kernel as PNG "

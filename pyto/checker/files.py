@@ -57,24 +57,90 @@ def select(kf: KernelFile, names: Sequence[str]) -> list:
     return [(n, known[n]) for n in names]
 
 
-def check_file(path: str, kernels: Sequence[str] = (), *, block_dim: int = 1, values: Optional[dict] = None,
-               seed: int = 0, timing: bool = False, chip: Optional[str] = None, trace_dir: Optional[str] = None,
-               standins: Iterable[str] = (), show_progress: bool = True) -> tuple[KernelFile, list]:
-    """Load `path` and check its kernels (all, or those named), each with the values that apply to it
-    (values_for); a progress bar on a terminal when `show_progress`. Returns (the loaded file, the CheckResults).
-    Raises LoadError / InputError (usage) before any kernel runs."""
-    kf = load_file(path, standins)
+#: the pyto_check marker's keywords that are options (any other keyword is a value: `x=(64, 64)`)
+OPTIONS = ("block_dim", "timing", "seed", "chip", "expect", "values")
+
+
+def marker_options(mark) -> dict:
+    """A pyto_check marker's keywords as options, its values gathered under "values"."""
+    kw = dict(mark.kwargs)
+    opts = {k: kw.pop(k) for k in OPTIONS if k in kw}
+    opts["values"] = {**(opts.get("values") or {}), **kw}
+    return opts
+
+
+def file_options(module) -> dict:
+    """The options a kernel file states for itself: its module-level `pytestmark = pytest.mark.pyto_check(...)`
+    (read without importing pytest), later markers winning; {} when it has none."""
+    marks = getattr(module, "pytestmark", [])
+    opts: dict = {}
+    for m in marks if isinstance(marks, (list, tuple)) else [marks]:
+        m = getattr(m, "mark", m)
+        if getattr(m, "name", None) == "pyto_check":
+            own = marker_options(m)
+            opts = {**opts, **own, "values": {**opts.get("values", {}), **own["values"]}}
+    return opts
+
+
+def merged(file_opts: dict, given: dict) -> dict:
+    """The file's options overlaid with those given (a command line's: they win), values merged likewise."""
+    out = {**file_opts, **{k: v for k, v in given.items() if v is not None and k != "values"}}
+    out["values"] = {**file_opts.get("values", {}), **(given.get("values") or {})}
+    return out
+
+
+def per_kernel(option, attr: str, kernel, default):
+    """An option given for every kernel (a value) or per kernel ({kernel name: value}; others take `default`)."""
+    if isinstance(option, dict):
+        return option.get(attr, option.get(kernel.name, default))
+    return default if option is None else option
+
+
+def check_options(kf: KernelFile, opts: dict) -> None:
+    """InputError for a per-kernel option or a value that names no kernel or parameter of the file (a typo)."""
+    names = {n for n, _ in kf.kernels} | {k.name for _, k in kf.kernels}
+    for key in ("expect", "block_dim"):
+        option = opts.get(key)
+        if isinstance(option, dict):
+            unknown = [k for k in option if k not in names]
+            if unknown:
+                raise InputError(f"{kf.path}: pyto_check {key}= names {unknown[0]!r}, which is no jit kernel of the "
+                                 f"file (it has: {', '.join(n for n, _ in kf.kernels) or 'none'})")
+        elif key == "block_dim" and option is not None and (isinstance(option, bool) or not isinstance(option, int)):
+            raise InputError(f"{kf.path}: block_dim is an int or {{kernel: int}}, got {option!r}")
+    for key in opts.get("values") or {}:
+        if not applies(kf.kernels, key):
+            raise InputError(f"{kf.path}: a shape or value for {key!r}, but no kernel of the file has that parameter")
+
+
+def check_kernels(kf: KernelFile, kernels: Sequence[str] = (), *, opts: Optional[dict] = None,
+                  trace_dir: Optional[str] = None, show_progress: bool = True) -> list:
+    """Check the loaded file's kernels (all, or those named) with `opts` (block_dim, timing, seed, chip,
+    values: see merged / per_kernel); a progress bar on a terminal when `show_progress`."""
+    opts = opts or {}
+    check_options(kf, opts)
     chosen = select(kf, kernels)
     results = []
     with progress.shown(show_progress):
         for i, (name, k) in enumerate(chosen):
             progress.task(f"check {progress.bar(i, len(chosen))} {name}")
             trace = os.path.join(trace_dir, f"{name}.json.gz") if trace_dir else None
-            r = check(k, block_dim=block_dim, seed=seed, timing=timing, chip=chip, trace=trace, file=kf.path,
-                      **values_for(k, name, values or {}))
+            r = check(k, block_dim=per_kernel(opts.get("block_dim"), name, k, 1), seed=opts.get("seed") or 0,
+                      timing=bool(opts.get("timing")), chip=opts.get("chip"), trace=trace, file=kf.path,
+                      **values_for(k, name, opts.get("values") or {}))
             r.standins = list(kf.standins)
             results.append(r)
-    return kf, results
+    return results
+
+
+def check_file(path: str, kernels: Sequence[str] = (), *, standins: Iterable[str] = (), trace_dir: Optional[str] = None,
+               show_progress: bool = True, **given) -> tuple[KernelFile, list]:
+    """Load `path` and check its kernels (all, or those named): the file's own pyto_check marker options, overlaid
+    with `given` (block_dim, timing, seed, chip, values). Returns (the loaded file, the CheckResults). Raises
+    LoadError / InputError (usage) before any kernel runs."""
+    kf = load_file(path, standins)
+    opts = merged(file_options(kf.module), given)
+    return kf, check_kernels(kf, kernels, opts=opts, trace_dir=trace_dir, show_progress=show_progress)
 
 
 def exit_code(results: list) -> int:
@@ -87,4 +153,4 @@ def exit_code(results: list) -> int:
     return EXIT_OK
 
 
-__all__ = ["applies", "check_file", "exit_code", "select", "values_for", "CheckResult", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE"]
+__all__ = ["applies", "check_file", "check_kernels", "exit_code", "file_options", "merged", "per_kernel", "select", "values_for", "CheckResult", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE"]

@@ -37,7 +37,8 @@ def _shape_of(name: str, spec, given) -> tuple:
     if given is None:
         if spec.rest or any(isinstance(d, _Policy) for d in spec.shape):
             raise InputError(f"parameter '{name}' is annotated {spec}: give its shape ({flag}"
-                             f"{'x...' if spec.rest else ''}, or pyto.check(..., {name}=(...)))")
+                             f"{'x...' if spec.rest else ''}; pytest: --pyto-{flag[2:]} or the pyto_check marker's "
+                             f"{name}=(...); pyto.check(..., {name}=(...)))")
         return tuple(int(d) for d in spec.shape)
     shape = _as_shape(name, given)
     n = len(spec.shape)
@@ -64,8 +65,8 @@ def _scalar(name: str, dt: DType, given, default) -> Any:
     if given is None:
         if default is not None:
             return default
-        raise InputError(f"parameter '{name}' is a {dt} scalar: give its value (--scalar {name}=V, or "
-                         f"pyto.check(..., {name}=V))")
+        raise InputError(f"parameter '{name}' is a {dt} scalar: give its value (--scalar {name}=V; pytest: "
+                         f"--pyto-scalar {name}=V or the pyto_check marker's {name}=V; pyto.check(..., {name}=V))")
     if isinstance(given, bool) or not isinstance(given, (int, float, np.integer, np.floating)):
         raise InputError(f"parameter '{name}' is a {dt} scalar, got {given!r}")
     if not dt.is_float and float(given) != int(given):

@@ -22,8 +22,6 @@ import pytest
 # pyto itself (numba, numpy) is imported only when the plugin is used: every pytest run of an environment with
 # pyto installed loads this module
 
-_OPTIONS = ("block_dim", "timing", "seed", "chip", "expect", "values")
-
 
 def pytest_addoption(parser) -> None:
     g = parser.getgroup("pyto", "pyto check: PyPTO-Pro kernels on pyto's emulator")
@@ -69,15 +67,9 @@ def pytest_pycollect_makeitem(collector, name, obj):
     marker = collector.get_closest_marker("pyto_check")
     if marker is None or obj.fn.__code__.co_filename != str(collector.path):
         return None
+    from .files import marker_options
     return KernelItem.from_parent(collector, name=f"pyto_check[{name}]", kernel=obj, attr=name,
-                                  options=_marker_options(marker))
-
-
-def _marker_options(marker) -> dict:
-    kw = dict(marker.kwargs)
-    opts = {k: kw.pop(k) for k in _OPTIONS if k in kw}
-    opts["values"] = {**(opts.get("values") or {}), **kw}
-    return opts
+                                  options=marker_options(marker))
 
 
 class _NoTests(pytest.File):
@@ -92,22 +84,17 @@ class KernelFile(pytest.File):
     def collect(self):
         from ..errors import PytoError
         from .cli import parse_values
+        from .files import check_options, file_options, merged
         from .loader import load_file
         config = self.config
         try:
             kf = load_file(str(self.path))
+            given = {"values": parse_values(config.getoption("pyto_shape"), config.getoption("pyto_scalar")),
+                     "timing": config.getoption("pyto_timing") or None, "block_dim": config.getoption("pyto_block_dim")}
+            opts = merged(file_options(kf.module), given)      # the command line wins over the file's marker
+            check_options(kf, opts)
         except PytoError as e:
             raise self.CollectError(str(e)) from None
-        opts = {"values": parse_values(config.getoption("pyto_shape"), config.getoption("pyto_scalar")),
-                "timing": config.getoption("pyto_timing")}
-        if config.getoption("pyto_block_dim") is not None:
-            opts["block_dim"] = config.getoption("pyto_block_dim")
-        marks = getattr(kf.module, "pytestmark", [])
-        for m in marks if isinstance(marks, list) else [marks]:
-            m = getattr(m, "mark", m)
-            if getattr(m, "name", None) == "pyto_check":
-                own = _marker_options(m)
-                opts = {**opts, **own, "values": {**opts["values"], **own["values"]}}
         default_dim = config.getoption("pyto_default_dim")
         for attr, k in kf.kernels:
             yield KernelItem.from_parent(self, name=attr, kernel=k, attr=attr, options=opts, default_dim=default_dim,
@@ -127,20 +114,20 @@ class KernelItem(pytest.Item):
         self.result = None
 
     def expected(self) -> str:
-        expect = self.options.get("expect", "ok")
-        if isinstance(expect, dict):
-            expect = expect.get(self.attr, expect.get(self.kernel.name, "ok"))
-        return expect
+        from .files import per_kernel
+        return per_kernel(self.options.get("expect"), self.attr, self.kernel, "ok")
 
     def runtest(self) -> None:
+        from .files import per_kernel, values_for
         from .runner import check
         from .cli import _open_dims
-        from .files import values_for
         values = self.options.get("values") or {}
         if self.default_dim is not None:
             values = _open_dims(_One(self.attr, self.kernel), values, self.default_dim)
-        opts = {k: v for k, v in self.options.items() if k in ("block_dim", "timing", "seed", "chip")}
-        self.result = r = check(self.kernel, file=str(self.path), **opts, **values_for(self.kernel, self.attr, values))
+        opts = {k: v for k, v in self.options.items() if k in ("timing", "seed", "chip") and v is not None}
+        block_dim = per_kernel(self.options.get("block_dim"), self.attr, self.kernel, 1)
+        self.result = r = check(self.kernel, file=str(self.path), block_dim=block_dim, **opts,
+                                **values_for(self.kernel, self.attr, values))
         r.standins = self.standins
         if r.verdict != self.expected():
             raise CheckFailed(r.summary())

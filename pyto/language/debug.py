@@ -491,7 +491,10 @@ def pto_assert(condition, format_str: Optional[str] = None, *args, loc: bool = F
              "show_loc": _show_loc(loc, "pl.pto_assert", where)}
     ins = _record(Op.ASSERT, Pipe.S, attrs, where, "pl.pto_assert", (condition, *args))
     if ins is not None and cond is False:
-        raise KernelAssertionError(f"{where}: pl.pto_assert failed on {core_name(ins.core, current().launch.aiv_only)} "
+        tr = current()
+        on = (core_name(ins.core, tr.launch.aiv_only) if tr.section is not None
+              else f"block {tr.block} (outside the sections: on each of its cores)")
+        raise KernelAssertionError(f"{where}: pl.pto_assert failed on {on} "
                                    f"at trace time (its condition does not depend on data): "
                                    f"{assertion_text(attrs, full=False)}")
 
