@@ -6,6 +6,8 @@ import importlib.util
 import sys
 import types
 
+from .errors import KernelError
+
 
 def alias_pypto_pro() -> bool:
     """Register `pypto_pro`, `pypto_pro.language` (= pyto.language), `pypto_pro.runtime` (jit, kernel) and
@@ -28,4 +30,31 @@ def alias_pypto_pro() -> bool:
     root.language, root.runtime, runtime.tilingkey = language, runtime, tilingkey
     sys.modules.update({"pypto_pro": root, "pypto_pro.language": language, "pypto_pro.runtime": runtime,
                         "pypto_pro.runtime.tilingkey": tilingkey})
+    sys.modules.update(_parser_modules())
     return True
+
+
+class ParserError(KernelError):
+    """PyPTO-Pro's parser error names (language/parser/diagnostics/_exceptions.py): pyto's KernelError, which its
+    trace-time checks raise, so a test's `pytest.raises(ParserSyntaxError)` names the same failure class."""
+
+
+class ParserSyntaxError(ParserError):
+    """The DSL's syntax is violated."""
+
+
+class ParserTypeError(ParserError):
+    """A type annotation is wrong or missing."""
+
+
+def _parser_modules() -> dict:
+    """pypto_pro.language.parser(.diagnostics._exceptions): the error classes kernel files import from there."""
+    names = ["pypto_pro.language.parser", "pypto_pro.language.parser.diagnostics",
+             "pypto_pro.language.parser.diagnostics._exceptions"]
+    mods = {n: types.ModuleType(n, "pyto's stand-in (pyto.alias_pypto_pro())") for n in names}
+    for parent, child in zip(names, names[1:]):
+        mods[parent].__path__ = []
+        setattr(mods[parent], child.rsplit(".", 1)[1], mods[child])
+    exc = mods[names[-1]]
+    exc.ParserError, exc.ParserSyntaxError, exc.ParserTypeError = ParserError, ParserSyntaxError, ParserTypeError
+    return mods

@@ -423,3 +423,42 @@ def test_a_marker_naming_no_kernel_is_usage(capsys, tmp_path, marker, says):
     path.write_text("import pytest\n" + path.read_text() + f"\npytestmark = pytest.mark.pyto_check({marker})\n")
     code, out, err = _check(capsys, path)
     assert code == 2 and re.search(says, err), err
+
+
+def test_a_standin_used_as_a_decorator_returns_what_it_decorates(tmp_path, capsys):
+    """`@pypto.options(...)` / `@torch_npu.xxx()` on a host test function, with pytest marks over it: the
+    stand-in gives the function back, so the marks apply and the file loads."""
+    path = tmp_path / "decorated.py"
+    path.write_text(
+        "import pytest\nimport pypto\nimport pypto_pro.language as pl\n\n"
+        "@pytest.mark.skipif(False, reason='')\n@pypto.options(debug=True)\ndef test_host():\n    return 7\n\n"
+        "@pl.jit\ndef k(x: pl.Tensor[[8, 64], pl.DT_FP32]):\n"
+        "    t = pl.make_tile(pl.TileType(shape=[8, 64], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec), addr=0)\n"
+        "    with pl.section_vector():\n        pl.load(t, x, [0, 0])\n")
+    kf = load_file(str(path))
+    assert kf.module.test_host() == 7 and "pypto" in kf.standins
+    assert _json(capsys, path)["kernels"][0]["verdict"] == "ok"
+
+
+def test_default_dim_sizes_the_matrix_and_keeps_batch_dims_small(tmp_path, capsys):
+    path = tmp_path / "batched.py"
+    path.write_text(
+        "import pypto_pro.language as pl\n\n"
+        "@pl.jit\ndef k(x: pl.Tensor[[pl.DYNAMIC, pl.DYNAMIC, pl.DYNAMIC, 64], pl.DT_FP32]):\n"
+        "    t = pl.make_tile(pl.TileType(shape=[8, 64], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec), addr=0)\n"
+        "    with pl.section_vector():\n        pl.load(t, x, [0, 0, 0, 0])\n")
+    doc = _json(capsys, path, "--default-dim", "96")
+    assert doc["kernels"][0]["inputs"]["x"]["shape"] == [2, 2, 96, 64]
+
+
+def test_inputs_too_large_for_memory_are_needs_input(monkeypatch):
+    """A MemoryError making or running the inputs is the shapes' fault: needs-input naming them, not a pyto bug."""
+    import pyto.checker.runner as runner
+
+    def oom(*a, **k):
+        raise MemoryError
+    monkeypatch.setattr(sys.modules["pyto.emulator.run"], "run", oom)
+    kf = load_file(str(KERNELS / "vector_kernels.py"))
+    r = runner.check(dict(kf.kernels)["relu_rows"])
+    assert (r.kind, r.verdict) == ("needs-input", "InputError")
+    assert "do not fit in this machine's memory: give smaller shapes (--shape)" in r.message

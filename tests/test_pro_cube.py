@@ -216,3 +216,41 @@ def test_the_cube_refuses_operands_matmul_md_does_not_list(dt):
     with pytest.raises(pyto.ShapeError, match=rf"test_pro_cube\.py:\d+ .*the cube takes fp16, bf16, fp32 or int8 "
                                               rf"operands \(matrix_computation/matmul\.md\), not {dt.name}"):
         k(np.zeros((16, 32), np.float16))
+
+
+@pl.jit(auto_mutex=True)
+def two_biases(a: pl.Tensor[[M, K], pl.DT_FP16], b: pl.Tensor[[K, N], pl.DT_FP16],
+               bias: pl.Tensor[[2, N], pl.DT_FP16], c: pl.Tensor[[2 * M, N], pl.DT_FP32]):
+    """c[i] = a @ b + bias[i] for two bias rows held in a 2-slot Mat group at one base address: PyPTO-Pro puts
+    slot 1 at base + N x 2 B (tile_slot_size, matmul.md's bias example), inside slot 0's 16-row NZ padding."""
+    a_l1 = pl.make_tile_group(type=mat([M, K]), addrs=0x00000, mutex_ids=[0])
+    b_l1 = pl.make_tile_group(type=mat([K, N]), addrs=0x10000, mutex_ids=[1])
+    bias_l1 = pl.make_tile_group(type=mat([1, N]), addrs=0x20000, mutex_ids=[2, 3])
+    al = pl.make_tile_group(type=left([M, K]), addrs=0x0, mutex_ids=[4])
+    br = pl.make_tile_group(type=right([K, N]), addrs=0x0, mutex_ids=[5])
+    bt = pl.make_tile_group(type=pl.TileType(shape=[1, N], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Bias),
+                            addrs=0x0, mutex_ids=[6])
+    ac = pl.make_tile_group(type=acc([M, N]), addrs=0x0, mutex_ids=[7])
+    with pl.section_cube():
+        x_l1, y_l1, x, y = a_l1.current(), b_l1.current(), al.current(), br.current()
+        pl.load(x_l1, a, [0, 0])
+        pl.load(y_l1, b, [0, 0])
+        pl.move(x, x_l1)
+        pl.move(y, y_l1)
+        rows = [bias_l1.next(), bias_l1.next()]
+        for i in pl.range(0, 2):
+            pl.load(rows[i], bias, [i, 0])
+        for i in pl.range(0, 2):
+            pl.move(bt.current(), rows[i])
+            pl.matmul(ac.current(), x, y, bt.current())
+            pl.store(c, ac.current(), [i * M, 0])
+
+
+def test_bias_rows_in_a_group_at_one_base_are_spaced_as_pyptopro_spaces_them():
+    a, b, bias = _fp16(M, K), _fp16(K, N), _fp16(2, N)
+    c = np.zeros((2 * M, N), np.float32)
+    two_biases(a, b, bias, c)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for i in range(2):           # fp32 accumulation of K exact fp16 products, plus the bias (one more rounding)
+        assert np.all(np.abs(c[i * M:(i + 1) * M] - (ref + bias[i].astype(np.float64))) <= _tol(K + 1))
+    assert not np.allclose(c[:M], c[M:])

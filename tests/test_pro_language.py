@@ -86,12 +86,13 @@ def test_jit_keywords():
     f = lambda a: None  # noqa: E731
     with pytest.raises(pyto.KernelError, match=r"pl.jit got unexpected keyword\(s\) sanitizer"):
         pl.jit(sanitizer=True)
-    with pytest.raises(pyto.UnsupportedError, match=r"pipeline=.* not built"):
-        pl.jit(pipeline=object())
+    piped = pl.jit(pipeline=pl.pipeline.PipelineConfig(preload=2))(scaled_copy.fn)     # declared: the file imports
+    with pytest.raises(pyto.UnsupportedError, match=r"kernel 'scaled_copy': pl.jit\(pipeline=\.\.\.\).* not built"):
+        piped(np.zeros((16, 64), np.float32), np.zeros((16, 64), np.float32), 8, 1.0)    # refused at launch
     with pytest.raises(pyto.KernelError, match=r"auto_mutex must be True or False"):
-        pl.jit(auto_mutex="yes")(f)
-    with pytest.raises(pyto.KernelError, match=r"has no pl.Tensor\[...\] parameter"):
-        pl.jit(f)
+        pl.jit(auto_mutex="yes")(scaled_copy.fn)
+    assert pl.jit(f) is f                        # no kernel annotation: passed through, as PyPTO-Pro's pl.jit does
+    assert pl.jit(scaled_copy) is scaled_copy    # @pl.jit twice: one kernel
     with pytest.raises(pyto.KernelError, match=r"kernel\[block_dim\]\(\.\.\.\) or kernel\[None, block_dim"):
         scaled_copy["stream", 2]
 

@@ -149,12 +149,24 @@ def test_group_rules():
         group(addrs=[0], depth=2)(x)
 
 
-def test_a_padded_group_from_one_base_would_overlap_its_slots():
-    @pl.jit
-    def k(x: pl.Tensor[[16, 16], pl.DT_FP16]):
-        pl.make_tile_group(type=mat([30, 64]), addrs=0, mutex_ids=[0, 1])
-    with pytest.raises(pyto.CapacityError, match=r"slot i at base \+ i x 3840 B .* each NZ slot uses 4096 B"):
-        k(np.zeros((16, 16), np.float16))
+def test_a_padded_group_from_one_base_shares_bytes_between_its_slots():
+    """PyPTO-Pro puts slot i at base + i x elements x bytes (tile_slot_size) even where NZ pads a slot beyond that:
+    [30, 64] fp16 slots 3840 B apart, each 4096 B with its padding. Slot 1's rows land on slot 0's last fractal
+    column: bytes [0xf00, 0xfc0) are both slots', and a read of slot 0 after a load into slot 1 races on them (the
+    slots' mutex ids do not order each other's pipes)."""
+    @pl.jit(auto_mutex=True)
+    def k(x: pl.Tensor[[30, 64], pl.DT_FP16]):
+        g = pl.make_tile_group(type=mat([30, 64]), addrs=0, mutex_ids=[0, 1])
+        al = pl.make_tile_group(type=left([30, 64]), addrs=0, mutex_ids=[2])
+        with pl.section_cube():
+            first, second = g.next(), g.next()
+            pl.load(first, x, [0, 0])
+            pl.system.bar_mte2()                  # the two loads write shared bytes: ordered (else a WAW race)
+            pl.load(second, x, [0, 0])
+            pl.move(al.current(), first)
+    with pytest.raises(pyto.RaceError, match=r"RAW hazard detected at L1: bytes \[0xf00, 0xfc0\) of L1 of block 0 AIC, "
+                                             r"shared by L1 tile 'g\[1\]' .* and L1 tile 'g\[0\]'"):
+        k(np.zeros((30, 64), np.float16))
 
 
 # ---- views of one storage ---------------------------------------------------------------------------------------

@@ -582,7 +582,7 @@ def test_ops_outside_the_pages_dtypes_are_refused():
 
 
 def test_old_spellings_are_gone_and_pro_names_are_exported():
-    for old in ("adds", "muls", "ln", "reciprocal", "duplicate", "expand_add", "copy"):
+    for old in ("adds", "ln", "reciprocal", "duplicate", "expand_add", "copy"):      # (muls: a Pro block name)
         assert not hasattr(pl, old), old
     for name in ("and_", "xor", "shl", "shr", "select", "eq", "recip", "log", "expands", "partmul", "fill_index",
                  "transpose", "argmin", "expand_max", "gathermask", "mrgsort2", "set_vec_mask", "vector_function"):

@@ -53,14 +53,17 @@ def parse_values(shapes: list, scalars: list) -> dict:
 
 
 def _open_dims(kf, values: dict, default: int) -> dict:
-    """--default-dim N: a shape for every tensor whose annotation leaves dims open and that no --shape gave."""
+    """--default-dim N: a shape for every tensor whose annotation leaves dims open and that no --shape gave: N for
+    an open dim among the last two (the matrix), 2 for a leading (batch) one, so a 4-D tensor stays small."""
     from ..language.jit import _Policy
     out = dict(values)
     for name, k in kf.kernels:
         for p, kind, ann in k.params:
             if kind == "tensor" and p not in out and f"{name}.{p}" not in out and (
                     ann.rest or any(isinstance(d, _Policy) for d in ann.shape)):
-                out[f"{name}.{p}"] = tuple(default if isinstance(d, _Policy) else int(d) for d in ann.shape)
+                n = len(ann.shape)
+                out[f"{name}.{p}"] = tuple((default if i >= n - 2 else 2) if isinstance(d, _Policy) else int(d)
+                                           for i, d in enumerate(ann.shape))
     return out
 
 
@@ -122,7 +125,8 @@ def register(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--scalar", action="append", metavar="NAME=V",
                    help="a scalar parameter's value (NAME.FIELD=V for a tiling dataclass's field)")
     p.add_argument("--default-dim", type=int, metavar="N",
-                   help="give every open dim (pl.DYNAMIC, pl.STATIC) no --shape gave the size N (for surveys)")
+                   help="give every open dim (pl.DYNAMIC, pl.STATIC) no --shape gave the size N, a leading (batch) "
+                        "one 2 (for surveys)")
     p.add_argument("--seed", type=int, help="seed of the random inputs (default 0)")
     p.add_argument("--timing", action="store_true", help="timing mode: shapes only, no data (large shapes)")
     p.add_argument("--trace", metavar="DIR", help="write a Perfetto trace per kernel (DIR/KERNEL.json.gz)")

@@ -29,7 +29,8 @@ DEVICE_PACKAGES = ("torch", "torch_npu", "pypto", "acl", "ascendebug", "tbe", "t
 
 
 class Standin(types.ModuleType):
-    """A stand-in for a missing package or anything taken from it: attributes, calls, items are stand-ins."""
+    """A stand-in for a missing package or anything taken from it: attributes, calls, items are stand-ins; used
+    as a decorator it returns what it decorates."""
 
     def __init__(self, name: str):
         super().__init__(name, f"pyto check's stand-in for {name} (not installed here)")
@@ -40,7 +41,9 @@ class Standin(types.ModuleType):
             raise AttributeError(attr)
         return Standin(f"{self.__name__}.{attr}")
 
-    def __call__(self, *args, **kwargs) -> "Standin":
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], Standin):
+            return args[0]          # a decorator (`@torch.no_grad()`, `@pypto.options(...)`): what it decorates
         return Standin(f"{self.__name__}(...)")
 
     def __getitem__(self, item) -> "Standin":
@@ -147,10 +150,15 @@ def load_file(path: str, extra_standins: Iterable[str] = ()) -> KernelFile:
         sys.modules.pop(name, None)
         if sys.path and sys.path[0] == folder:
             sys.path.pop(0)
-    kernels = [(attr, k) for attr, k in vars(module).items()
-               if isinstance(k, JitKernel) and os.path.abspath(k.fn.__code__.co_filename) == full]
-    kernels.sort(key=lambda item: item[1].fn.__code__.co_firstlineno)
+    kernels = [(attr, k) for attr, k in vars(module).items() if isinstance(k, JitKernel) and _defined_in(k, full)]
+    kernels.sort(key=lambda item: getattr(item[1].fn, "__code__", None) and item[1].fn.__code__.co_firstlineno or 0)
     return KernelFile(path, module, kernels, finder.used)
+
+
+def _defined_in(k, full: str) -> bool:
+    """Whether jit kernel `k`'s function was written in the file `full` (not imported from elsewhere)."""
+    code = getattr(k.fn, "__code__", None)
+    return code is not None and os.path.abspath(code.co_filename) == full
 
 
 def _module_line(e: BaseException, full: str) -> Optional[int]:

@@ -40,6 +40,10 @@ def check(kernel, *, block_dim: int = 1, seed: int = 0, timing: bool = False, ch
                 rep = run(kernel, *args, blocks=block_dim, chip=result.chip, mode=result.mode)
         except InputError as e:
             result.verdict, result.kind, result.message = "InputError", NEEDS_INPUT, str(e)
+        except MemoryError:
+            result.verdict, result.kind = "InputError", NEEDS_INPUT
+            result.message = (f"the inputs ({_sizes(result.inputs)}) do not fit in this machine's memory: give "
+                              f"smaller shapes (--shape), or check the shapes alone (--timing)")
         except PytoError as e:
             result.verdict, result.kind, result.message = type(e).__name__, FAILED, str(e)
             error = e
@@ -58,6 +62,10 @@ def check(kernel, *, block_dim: int = 1, seed: int = 0, timing: bool = False, ch
             _add_refused(result.buffers, error, launches[-1])
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _sizes(inputs: dict) -> str:
+    return ", ".join(f"{k} {v['shape']} {v['dtype']}" for k, v in inputs.items() if "shape" in v) or "as given"
 
 
 def _timing(result: CheckResult, rep) -> None:

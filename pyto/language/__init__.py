@@ -48,6 +48,9 @@ from .vector_elementwise import (abs, add, add_relu, add_relu_cast, addc, and_, 
                                  select, shl, shr, sqrt, sub, sub_relu, sub_relu_cast, xor)
 from .vector_reduce import (argmax, argmin, expand_div, expand_max, expand_min, expand_mul, expand_sub, fill_index, sum,
                             transpose)
+from .block_names import *  # noqa: F401,F403 - row_sum, col_expand_mul, ...: PyPTO-Pro's block-op names
+from .block_names import __all__ as _BLOCK_NAMES
+from .types import UnbuiltNamespace
 from .vector_unbuilt import (Vf, dequant, gather, gatherb, gathermask, histogram, mrgsort, mrgsort2, quant, reset_mask,
                              scatter, set_mask_count, set_mask_norm, set_vec_mask, sort32, vector_function)
 
@@ -65,4 +68,7 @@ __all__ = [*_TYPES, "dump_data", "getval", "printf", "pto_assert", "setval", "tr
            "make_tensor", "set_stride", "insert", "load",
            "load_tile", "move", "store", "store_tile", "Tile", "TileGroup", "TileType", "alloc", "make_tile",
            "make_tile_group", "fillpad", "set_validshape", "Kernel", "kernel",
-           *_VECTOR, *_VECTOR_UNBUILT]
+           *_VECTOR, *_VECTOR_UNBUILT, *_BLOCK_NAMES, "simt", "pipeline"]
+
+simt = UnbuiltNamespace("simt", "SIMT: thread-level functions on the vector cores")
+pipeline = UnbuiltNamespace("pipeline", "the automatic cube/vector preload pipeline")

@@ -206,6 +206,8 @@ class JitKernel(Kernel):
     def bind(self, args: tuple, params: dict) -> tuple:
         """(GM arrays, trace-time values by name) of a launch's positional arguments, checked against the
         annotations."""
+        if self.unbuilt:
+            raise UnsupportedError(f"kernel '{self.name}': {self.unbuilt}")
         if params:
             raise KernelError(f"kernel '{self.name}' takes its arguments positionally, in order "
                               f"({', '.join(n for n, _, _ in self.params)}); got keyword(s) {', '.join(params)}")
@@ -250,6 +252,8 @@ class JitKernel(Kernel):
     def __call__(self, *args) -> Any:
         return self.launch(1, args)
 
+    unbuilt: Optional[str] = None     # a pl.jit keyword pyto does not build: refused at launch
+
     def launch(self, block_dim: int, args: tuple):
         """Run on the emulator (full mode; timing mode when every GM argument is a pyto.spec) and return the
         Report."""
@@ -262,27 +266,47 @@ class JitKernel(Kernel):
 def jit(target: Optional[Callable] = None, **options) -> Any:
     """Mark a kernel (PyPTO-Pro's `pl.jit`, bare or called). Keywords: `auto_mutex` (default True: tile groups with
     mutex ids are ordered by their tokens), `arch` ("a5", "a2", "a3" or a pyto chip name), `name`; `tiling_key`
-    is accepted; `pipeline=` (the automatic preload transform) and `datatype=` are not built (UnsupportedError);
+    is accepted; `pipeline=` (the automatic preload transform) and `datatype=` are not built (an UnsupportedError
+    when the kernel is launched, so a file that declares one still imports); a function none of whose parameters
+    is annotated pl.Tensor / pl.Ptr / pl.DT_* is returned as it is (PyPTO-Pro's pass-through, runtime/jit.py);
     `target` and `compile_timeout` have no meaning on the emulator and are ignored. Any other keyword is a
     KernelError."""
     unknown = [k for k in options if k not in _JIT_KEYWORDS]
     if unknown:
         raise KernelError(f"pl.jit got unexpected keyword(s) {', '.join(unknown)}; it takes "
                           f"{', '.join(_JIT_KEYWORDS)}")
+    unbuilt = None
     if options.get("pipeline") is not None:
-        raise UnsupportedError("pl.jit(pipeline=...): the automatic cube/vector preload transform is not built in "
-                               "pyto; write the cross-core sync it would insert (set_cross_core / wait_cross_core)")
-    if options.get("datatype") is not None:
-        raise UnsupportedError("pl.jit(datatype=...): dtype specialisation is not built in pyto; annotate the dtypes")
+        unbuilt = ("pl.jit(pipeline=...): the automatic cube/vector preload transform is not built in pyto; write "
+                   "the cross-core sync it would insert (set_cross_core / wait_cross_core)")
+    elif options.get("datatype") is not None:
+        unbuilt = "pl.jit(datatype=...): dtype specialisation is not built in pyto; annotate the dtypes"
     kw = {k: options[k] for k in ("arch", "auto_mutex", "name", "tiling_key") if k in options}
 
-    def wrap(fn: Callable) -> JitKernel:
+    def wrap(fn: Callable) -> Any:
+        if isinstance(fn, JitKernel):           # @pl.jit twice: one kernel
+            return fn
         if not callable(fn):
             raise KernelError(f"pl.jit decorates a function, got {fn!r}")
-        return JitKernel(fn, **kw)
+        if not _is_kernel(fn):                  # PyPTO-Pro passes a function without kernel annotations through
+            return fn
+        k = JitKernel(fn, **kw)
+        k.unbuilt = unbuilt
+        return k
     if target is not None and not isinstance(target, str):
         return wrap(target)
     return wrap
+
+
+def _is_kernel(fn: Callable) -> bool:
+    """Whether some parameter is annotated as a kernel's is (pl.Tensor, pl.Ptr, a pl.DT_* scalar): PyPTO-Pro's
+    _is_tile_kernel (runtime/jit.py)."""
+    from .trace import _signature
+    try:
+        params = _signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(isinstance(p.annotation, (TensorSpec, PtrSpec, DType, Unbuilt)) for p in params)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -548,7 +548,8 @@ def _mutex_slots(mutex_ids, depth, loc) -> tuple:
 def make_tile_group(*, type: TileType, addrs, mutex_ids=None, depth: Optional[int] = None,  # noqa: A002
                     fwd_ids=None, bwd_ids=None) -> TileGroup:
     """`depth` tiles of one TileType used in turn (PyPTO-Pro's make_tile_group). `addrs`: one base address (slot i
-    at base + i x elements x dtype bytes) or a list, one per slot. `mutex_ids`: per slot an id 0..31 (or a list of
+    at base + i x elements x dtype bytes, also for a fractal tile that pads beyond that: PyPTO-Pro's
+    tile_slot_size) or a list, one per slot. `mutex_ids`: per slot an id 0..31 (or a list of
     them); under auto_mutex each op on a slot takes its ids on its pipe (docs/design.md §4.4); None or [] (then
     `depth` is required): no framework sync. `fwd_ids`/`bwd_ids` feed PyPTO-Pro's pipeline= transform, which pyto
     does not build: they are checked and otherwise unused."""
@@ -571,12 +572,10 @@ def make_tile_group(*, type: TileType, addrs, mutex_ids=None, depth: Optional[in
         base = as_int(addrs)
         if base is None:
             raise KernelError(f"{loc}: addrs must be a base address (int) or a list of them, got {addrs!r}")
-        if n > 1 and spec[6] > slot_size:
-            raise CapacityError(
-                f"{loc}: make_tile_group with one base address puts slot i at base + i x {slot_size} B (elements x "
-                f"dtype bytes), but each {spec[2]} slot uses {spec[6]} B with its fractal padding, so the slots would "
-                f"overlap; give addrs as a list with {spec[6]} B between them", buffer=type.target_memory.name,
-                asked=spec[6], capacity=slot_size, loc=str(loc))
+        # slot i at base + i x elements x dtype bytes, as PyPTO-Pro places them (ir/op/block_ops.py tile_slot_size)
+        # even where a fractal layout pads a slot beyond that (a [1, N] NZ bias row): the slots' padded ranges then
+        # overlap and their stores are followed byte by byte (overlap.py), so only bytes two slots really share
+        # can clobber each other
         at = [base + i * slot_size for i in range(n)]
     name = _name_from_source(tr, loc) or f"group@{at[0]:#x}"
     tiles = [_at(tr, type, a, max(slot_size, spec[6]), f"{name}[{i}]" if n > 1 else name, loc, slots[i], spec)

@@ -285,6 +285,23 @@ class Tracer:
             loc=str(loc))
 
 
+def _signature(fn: Callable) -> inspect.Signature:
+    """fn's signature with its annotations evaluated (a file with `from __future__ import annotations` has them as
+    strings; PyPTO-Pro evaluates them, runtime/jit.py)."""
+    if sys.version_info >= (3, 10):
+        try:
+            return inspect.signature(fn, eval_str=True)
+        except NameError as e:
+            raise KernelError(f"kernel '{fn.__name__}': an annotation names something undefined ({e}); with `from "
+                              f"__future__ import annotations` every annotation must resolve in the module") from None
+    return inspect.signature(fn)
+
+
+def tracing() -> bool:
+    """Whether a kernel is being traced in this thread."""
+    return _STATE.tracer is not None
+
+
 def current() -> Tracer:
     """The active tracer, or KernelError telling the user to launch the kernel."""
     tr = _STATE.tracer
@@ -307,7 +324,7 @@ class Kernel:
     def __init__(self, fn: Callable):
         functools.update_wrapper(self, fn)
         self.fn = fn
-        self.signature = inspect.signature(fn)
+        self.signature = _signature(fn)
         self.name = fn.__name__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -30,6 +30,42 @@ class Unbuilt:
         return f"pl.{self.name}"
 
 
+class UnbuiltNamespace:
+    """A PyPTO-Pro namespace pyto does not execute (pl.simt, pl.pipeline). A module that only names it still
+    imports: its attributes are namespaces too, a call outside a kernel makes a placeholder (a decorator's or a
+    config's: `@pl.simt.function(max_threads=64)`, `pipeline=pl.pipeline.PipelineConfig(preload=2)`), and what it
+    decorates raises UnsupportedError when called. Any call while a kernel is traced is an UnsupportedError."""
+
+    def __init__(self, name: str, what: str):
+        self._name, self._what = name, what
+
+    def __getattr__(self, attr: str) -> "UnbuiltNamespace":
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return UnbuiltNamespace(f"{self._name}.{attr}", self._what)
+
+    def refuse(self, where: str = "") -> UnsupportedError:
+        at = f"{where}: " if where else ""
+        return UnsupportedError(f"{at}pl.{self._name} ({self._what}) is not built in pyto yet")
+
+    def __call__(self, *args, **kwargs):
+        from .trace import tracing
+        if tracing():
+            raise self.refuse()
+        if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], UnbuiltNamespace):
+            fn, refuse = args[0], self.refuse
+
+            def refusing(*a, **k):
+                raise refuse(f"'{getattr(fn, '__name__', fn)}'")
+            refusing.__name__ = getattr(fn, "__name__", "refusing")
+            refusing.__wrapped__ = fn
+            return refusing
+        return UnbuiltNamespace(f"{self._name}(...)", self._what)
+
+    def __repr__(self) -> str:
+        return f"pl.{self._name}"
+
+
 # ---- data types (DataType.md): pyto's six (UINT8 for the compare ops' bit-packed masks), the rest named -------
 DT_FP16, DT_BF16, DT_FP32, DT_INT8, DT_INT32 = DType.fp16, DType.bf16, DType.fp32, DType.int8, DType.int32
 DT_UINT8 = DType.uint8
