@@ -15,7 +15,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..dtypes import DType, as_dtype
-from ..errors import InputError
+from ..errors import InputError, ShapeError
 from ..language.types import Unbuilt
 
 
@@ -41,14 +41,10 @@ def _shape_of(name: str, spec, given) -> tuple:
                              f"{name}=(...); pyto.check(..., {name}=(...)))")
         return tuple(int(d) for d in spec.shape)
     shape = _as_shape(name, given)
-    n = len(spec.shape)
-    if len(shape) < n or (len(shape) != n and not spec.rest):
-        raise InputError(f"parameter '{name}' is annotated {spec}; the shape given, {list(shape)}, has {len(shape)} "
-                         f"dims")
-    for i, (d, s) in enumerate(zip(spec.shape, shape)):
-        if not isinstance(d, _Policy) and int(d) != s:
-            raise InputError(f"parameter '{name}' is annotated {spec}; the shape given, {list(shape)}, has {s} in dim "
-                             f"{i}, not {d}")
+    try:                                 # the launch's own check of a shape against its annotation
+        spec.check(name, shape, as_dtype(spec.dtype))
+    except ShapeError as e:
+        raise InputError(f"the shape given for {e}") from None
     return shape
 
 
