@@ -6,12 +6,12 @@ import contextlib
 import io
 import os
 import time
+import traceback
 from typing import Optional
 
-from ..errors import CapacityError, KernelError, PytoError
+from ..errors import CapacityError, InputError, KernelError, PytoError
 from ..ir import Buf
 from ..language.trace import captured_launches
-from ..errors import InputError
 from .inputs import make_args
 from .result import FAILED, INTERNAL, NEEDS_INPUT, OK, BufferMap, CheckResult, TileRange
 
@@ -49,7 +49,8 @@ def check(kernel, *, block_dim: int = 1, seed: int = 0, timing: bool = False, ch
             error = e
         except Exception as e:              # not a PytoError: pyto itself failed
             result.verdict, result.kind = type(e).__name__, INTERNAL
-            result.message = f"pyto failed (please report): {type(e).__name__}: {e}"
+            result.message = (f"pyto failed (please report, with this traceback): {type(e).__name__}: {e}\n"
+                              + "".join(traceback.format_exc(limit=-8)))
         else:
             _timing(result, rep)
             if trace:
