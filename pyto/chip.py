@@ -43,6 +43,11 @@ MAX_COUNT = 4096       # ids, queue depths, counters, group sizes
 MAX_BYTES = 1 << 48    # sizes in bytes (256 TiB): int64 addresses and float64 byte sums stay exact
 TINY, HUGE = 1e-6, 1e12   # the span of a rate, a clock or a cycle count (the bundled tables' lie in 0.8..5200)
 CUBE_DTYPES = (DType.fp16, DType.bf16, DType.int8, DType.fp32)   # the cube's input types (cycles per step each)
+# The 8-bit float cube inputs and the key of their rate, cube.<key>_cycles_per_step, in the tables that have one
+# (FP8 E4M3FN, E5M2 and their mixes share one rate): optional, and a table without it has no such cube (Atlas A2/A3:
+# PyPTO-Pro's matmul_acc.md lists FP8/HF8 x FP8/HF8 -> FP32 for the 950 only); cube_cycles_per_step holds it under
+# each dtype's name, as it holds the others'.
+LOWP_RATE_KEYS = {DType.fp8e4m3fn: "fp8", DType.fp8e5m2: "fp8", DType.hf8: "hf8"}
 
 
 @dataclass(frozen=True)
@@ -123,9 +128,17 @@ class Chip:
         """docs/bmm_branches.md §2 minCoreNum: ~0.8*C rounded up (26 for C = 32)."""
         return math.ceil(self.min_core_ratio * self.aic - 1e-9)
 
+    def has_cube(self, dtype: DType) -> bool:
+        """Whether the chip's cube takes `dtype` inputs (its table gives their rate)."""
+        return dtype.name in self.cube_cycles_per_step
+
     def peak_flops(self, dtype: DType | str = DType.fp16) -> float:
-        """Chip peak FLOP/s for a cube input dtype: 2*16*16*k0 FLOP per step per core."""
+        """Chip peak FLOP/s for a cube input dtype: 2*16*16*k0 FLOP per step per core (UnsupportedError for a
+        dtype the chip's cube does not take)."""
         d = DType[dtype] if isinstance(dtype, str) else dtype
+        if not self.has_cube(d):
+            raise UnsupportedError(f"chip {self.name} has no {d.name} cube (its table {self.source} gives no "
+                                   f"cube.{LOWP_RATE_KEYS.get(d, d.name)}_cycles_per_step)")
         k0 = 32 // d.itemsize
         return 2 * 16 * 16 * k0 / self.cube_cycles_per_step[d.name] * self.aic * self.clock_hz
 
@@ -280,6 +293,9 @@ _RULES: tuple[_Rule, ...] = (
     _cycles("memory.dma_setup_cycles"),
     *(_rate(f"cube.{d.name}_cycles_per_step", field="cube_cycles_per_step", item=d.name,
             why=" cycles (peak FLOP/s divides by it)") for d in CUBE_DTYPES),
+    # optional (default None: absent, no such cube); one key may fill two dtypes' items (fp8: E4M3FN and E5M2)
+    *(_rate(f"cube.{key}_cycles_per_step", field="cube_cycles_per_step", item=d.name, default=None,
+            why=" cycles per 16x32x16 step (peak FLOP/s divides by it)") for d, key in LOWP_RATE_KEYS.items()),
     _cycles("cube.mmad_head_cycles"),
     _rate("cube.vector_bytes_per_cycle", why=" B/cycle"),
     _cycles("cube.vector_head_cycles"),
@@ -369,7 +385,9 @@ def _validate(chip: "Chip") -> None:
             raise ChipError(f"{where}: '{m}' must be a mapping, got {type(getattr(chip, m)).__name__}")
     for rule in _RULES:
         if rule.field is not None:
-            _check(rule, rule.key, _field(chip, rule, where), where)
+            v = _field(chip, rule, where)
+            if v is not None or rule.default is not None:      # (an optional rate a table leaves out: None)
+                _check(rule, rule.key, v, where)
     by_key = {rule.key: rule for rule in _RULES}
     for rule in _RULES:
         for other, why in rule.at_least:
@@ -398,6 +416,8 @@ def _field(chip: "Chip", rule: _Rule, where: str):
     if rule.item is None:
         return v
     if rule.item not in v:
+        if rule.default is None:       # optional (an 8-bit float rate): absent
+            return None
         raise ChipError(f"{where}: missing key '{rule.key}'")
     return v[rule.item]
 
@@ -483,7 +503,7 @@ def _build(doc: dict, file: str) -> Chip:
                 _check(rule, rule.key, v, r.where)
         elif rule.item is None:
             kw[rule.field] = v
-        else:
+        elif v is not None:            # (None: an optional item the table leaves out)
             kw[rule.field][rule.item] = v
     paths = {}
     for name, node in r.table("paths").items():         # (the names and values are checked by the Chip)

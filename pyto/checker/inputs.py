@@ -21,7 +21,10 @@ from ..language.types import Unbuilt
 
 def _random(rng: np.random.Generator, shape: tuple, dt: DType) -> np.ndarray:
     """Values of `dt` a kernel can compute on without overflow: normal floats; small integers (so that int8
-    products and int32 sums stay exact and in range)."""
+    products and int32 sums stay exact and in range). HF8: normal floats as HF8 codes (uint8, pyto.lowp)."""
+    if dt is DType.hf8:
+        from ..lowp import HF8
+        return HF8.encode(rng.standard_normal(shape))
     if dt.is_float:
         return rng.standard_normal(shape).astype(dt.np)
     info = np.iinfo(dt.np)
@@ -65,6 +68,8 @@ def _scalar(name: str, dt: DType, given, default) -> Any:
                          f"--pyto-scalar {name}=V or the pyto_check marker's {name}=V; pyto.check(..., {name}=V))")
     if isinstance(given, bool) or not isinstance(given, (int, float, np.integer, np.floating)):
         raise InputError(f"parameter '{name}' is a {dt} scalar, got {given!r}")
+    if dt.itemsize == 1 and dt.is_float:
+        raise InputError(f"parameter '{name}' is annotated {dt!r}: FP8 and HF8 are not scalar types (Scalar.md)")
     if not dt.is_float and float(given) != int(given):
         raise InputError(f"parameter '{name}' is a {dt} scalar, got {given!r}: not an integer")
     return float(given) if dt.is_float else int(given)

@@ -43,7 +43,7 @@ The estimate. A launch holds, at its peak,
   timing-mode estimates run low (0.5-0.7x).
 * the arrays of full mode (`data_pass_arrays`, from the first block's trace or a BMM plan): a staged copy of
   every GM tensor (a broadcast view's compact base only: memory.py stages it as a view), the widened fp32
-  copy (float64 for int8) of each fp16/bf16/int8 input a load copies whole into an L1 tile, the outputs (the
+  copy (float64 for int8) of each fp16/bf16/int8/FP8/HF8 input a load copies whole into an L1 tile, the outputs (the
   caller's arrays are written at the end: untouched np.zeros pages become resident then), workspaces, the
   tiles, and the K-stacked products an L0C tile may queue (memory._Products: (m + n) x K rounded up to
   2048 x 2^j, fp32), once per core: an upper bound, as a K loop read as two GM regions stacks nothing.
@@ -65,7 +65,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..dtypes import as_dtype
+from ..dtypes import DType, as_dtype
 from ..errors import CapacityError, KernelError
 from ..ir import Buf, GMTensor, Op, TileStore
 
@@ -164,7 +164,7 @@ def product_bytes(m: int, n: int, k: int, dtype) -> int:
     cap = _PRODUCT_K
     while cap < k:
         cap *= 2
-    wide = 8 if as_dtype(dtype).itemsize == 1 else 4
+    wide = 8 if as_dtype(dtype) is DType.int8 else 4       # (FP8 / HF8 widen to fp32)
     return (m + n) * cap * wide
 
 
@@ -178,7 +178,7 @@ def data_pass_arrays(staged: list, *, widened: list = (), outputs: list = (), wo
     for shape, dt, bc in widened:
         size = as_dtype(dt).itemsize
         if as_dtype(dt).name != "fp32":
-            wide += array_bytes(shape, dt, bc) // size * (8 if size == 1 else 4)
+            wide += array_bytes(shape, dt, bc) // size * (8 if as_dtype(dt) is DType.int8 else 4)
     return {"staged GM copies": sum(array_bytes(s, d, bc) for s, d, bc in staged) + workspace,
             "widened inputs": wide,
             "outputs written back": sum(array_bytes(s, d) for s, d in outputs),

@@ -13,7 +13,9 @@ follows one of ACCUMULATE, chosen per call (pyto.run_options(accumulate=...)):
 * "per_mmad": the hardware's order. A matmul initialises L0C from the bias table (or zero), a matmul_acc
   keeps it; then each MMAD computes its own [m, k] @ [k, n] chunk as one fp32 matmul of its operands (the
   model of one instruction: exact fp16/bf16 products, the chunk's own sum in fp32) and adds it to L0C,
-  rounding to fp32 after every instruction. int8 accumulates exactly in int32 (wrapping) either way.
+  rounding to fp32 after every instruction. int8 accumulates exactly in int32 (wrapping) either way. FP8 and
+  HF8 operands are decoded exactly to fp32 (widen.py) and then accumulate as fp16 ones do: their products are
+  exact in fp32 too.
 
 Both concern L0C only: partials a split-K or Stream-K kernel reduces across blocks (in a GM workspace, or
 Fixpipe's atomic add) are added as the kernel's own instructions say, in either mode.
@@ -176,6 +178,8 @@ class _Binder:
         dst, at = ins.dsts[0], ins.attrs
         wide = np.float64 if at["dtype"] is DType.int8 else np.float32
         (a, sa), (b, sb) = self._operand(ins.srcs[0]), self._operand(ins.srcs[1])
+        if at["dtype"] is DType.hf8:      # HF8 x HF8: uint8 codes, decoded (exactly) to fp32 before the MMAD
+            a, b = self._decoded(a, sa), self._decoded(b, sb)
         for acc in ins.srcs[2:]:          # the bias, and L0C itself when accumulating
             self.origins.read(acc)
         self.origins.wrote(dst)
@@ -221,6 +225,16 @@ class _Binder:
         self.steps.append(step)
         self.twins[step] = (out, a, b, bias, at["accumulate"], wide)
 
+
+    def _decoded(self, view: np.ndarray, spec: Optional[tuple]) -> np.ndarray:
+        """An HF8 operand as fp32: a widened input's region is decoded already (Memory.stage); a tile's codes are
+        decoded into a buffer of their own by a step just before the MMAD's (so both accumulation orders read it).
+        FP8 operands need no such step: their numpy dtype says what they are, and widening decodes them."""
+        if spec is not None:
+            return view
+        buf = np.empty(view.shape, np.float32)
+        self.steps.append(partial(widen_into, view, buf, DType.hf8))
+        return buf
 
     def _fillpad(self, ins: Instr) -> None:
         """pl.fillpad: out[0:vr, 0:vc] = src's valid region (its bits, when the dtypes differ in name only), the pad

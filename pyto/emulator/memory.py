@@ -177,8 +177,9 @@ class Memory:
                          np.empty(_flat3(t.shape), t.dtype.np) for t in tensors}
 
     def wide(self, t: GMTensor) -> np.ndarray:
-        """The widened copy of input `t` (fp32 for fp16/bf16/fp32, float64 for int8: exact) that MMAD operands
-        may be read from (origins.py); filled by `stage` once some operand reads it (`widened`)."""
+        """The widened copy of input `t` (fp32 for fp16/bf16/fp32 and the 8-bit floats, HF8's codes decoded;
+        float64 for int8: exact) that MMAD operands may be read from (origins.py); filled by `stage` once some
+        operand reads it (`widened`)."""
         arr = self._wide.get(id(t))
         if arr is None and id(t) in self.compact:      # a compact input: a compact widened copy, the same view
             c = self.compact[id(t)]
@@ -207,12 +208,13 @@ class Memory:
                 c.stage(a, t.name)
                 wide = self._compact_wide.get(id(t))
                 if wide is not None and id(t) in self.widened and wide is not c:
-                    widen_into(c.base.reshape(-1, c.base.shape[-1]), wide.base.reshape(-1, wide.base.shape[-1]))
+                    widen_into(c.base.reshape(-1, c.base.shape[-1]), wide.base.reshape(-1, wide.base.shape[-1]),
+                               t.dtype)
                 continue
             np.copyto(self.gm[id(t)], a.reshape(self.gm[id(t)].shape))
             wide = self._wide.get(id(t))
             if wide is not None and id(t) in self.widened and wide is not self.gm[id(t)]:
-                widen_into(self.gm[id(t)].reshape(-1, wide.shape[-1]), wide.reshape(-1, wide.shape[-1]))
+                widen_into(self.gm[id(t)].reshape(-1, wide.shape[-1]), wide.reshape(-1, wide.shape[-1]), t.dtype)
 
     # ---- tiles ----------------------------------------------------------------------------
     def tile(self, store: TileStore) -> np.ndarray:

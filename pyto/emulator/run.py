@@ -68,11 +68,14 @@ def _gm_tensors(kernel: Kernel, arrays) -> list:
         raise KernelError(f"kernel '{kernel.name}' takes {len(names)} GM tensors ({', '.join(names)}), "
                           f"got {len(arrays)}{hint}")
     out = []
-    for i, (name, a) in enumerate(zip(names, arrays)):
+    declared = kernel.gm_dtypes()
+    for i, (name, a, want) in enumerate(zip(names, arrays, declared)):
         if isinstance(a, Spec):
             shape, dt = a.shape, a.dtype
         elif isinstance(a, np.ndarray):
             shape, dt = a.shape, as_dtype(a.dtype)
+            if want is not None and want.np == a.dtype:    # a uint8 array declared pl.DT_HF8: HF8 codes
+                dt = want
         else:
             raise ShapeError(f"argument '{name}' must be a numpy array or pyto.spec, got {type(a).__name__}")
         if len(shape) < 2:
@@ -372,7 +375,7 @@ class CompiledKernel:
         for t, a in zip(self.tensors, arrays):
             if not isinstance(a, np.ndarray):
                 raise ShapeError(f"argument '{t.name}' must be a numpy array, got {type(a).__name__}")
-            if a.shape != t.shape or as_dtype(a.dtype) != t.dtype:
+            if a.shape != t.shape or a.dtype != t.dtype.np:      # (an HF8 tensor's array: uint8 codes)
                 raise ShapeError(f"argument '{t.name}' is {list(a.shape)} {as_dtype(a.dtype)}; kernel "
                                  f"'{self.kernel.name}' was compiled for {list(t.shape)} {t.dtype}")
             if id(t) in self._written and not a.flags.writeable:

@@ -1,14 +1,27 @@
 """Exact widening of cube operands for the data path: fp16 and bf16 -> fp32 by table (numpy's casts from
-them convert element by element, ~5x slower), every other dtype by numpy's own cast."""
+them convert element by element, ~5x slower), FP8 E4M3FN / E5M2 by their 256-entry tables, HF8's uint8 codes by
+pyto.lowp's HiFloat8 table (the dtype must be named: their numpy dtype is uint8), every other dtype by numpy's own
+cast. Every FP8 and HF8 value is exact in fp32 (E4M3 2^-9..448, E5M2 2^-16..57344, HF8 2^-22..2^15, at most 3
+significand bits after the leading one; NaN and inf stay NaN and inf)."""
 from __future__ import annotations
+
+from typing import Optional
 
 import ml_dtypes
 import numpy as np
 from numba import njit
 
+from ..dtypes import DType
+from ..lowp import HF8
+
 _EVERY = np.arange(1 << 16, dtype=np.uint16)
+_EVERY8 = np.arange(1 << 8, dtype=np.uint8)
 _TABLES = {np.dtype(np.float16): _EVERY.view(np.float16).astype(np.float32),
-           np.dtype(ml_dtypes.bfloat16): _EVERY.view(ml_dtypes.bfloat16).astype(np.float32)}
+           np.dtype(ml_dtypes.bfloat16): _EVERY.view(ml_dtypes.bfloat16).astype(np.float32),
+           np.dtype(ml_dtypes.float8_e4m3fn): _EVERY8.view(ml_dtypes.float8_e4m3fn).astype(np.float32),
+           np.dtype(ml_dtypes.float8_e5m2): _EVERY8.view(ml_dtypes.float8_e5m2).astype(np.float32)}
+_HF8_TABLE = HF8.table.astype(np.float32)       # exact (module docstring)
+_BITS = {1: np.uint8, 2: np.uint16}
 
 
 @njit(cache=True)
@@ -19,18 +32,25 @@ def _gather(table, src, dst):
             dst[i, j] = table[src[i, j]]
 
 
-def widen_into(x: np.ndarray, out: np.ndarray) -> None:
-    """out[...] = x, value for value (every fp16, bf16 and int8 value is exact in fp32 or float64); `out`
-    may be a transposed or strided view."""
+def widen_into(x: np.ndarray, out: np.ndarray, dtype: Optional[DType] = None) -> None:
+    """out[...] = x, value for value (every fp16, bf16, FP8, HF8 and int8 value is exact in fp32 or float64);
+    `out` may be a transposed or strided view. `dtype`: the DType x holds, needed for HF8 (uint8 codes, whose
+    numpy dtype says nothing); otherwise x's numpy dtype says it."""
+    if dtype is DType.hf8:
+        if out.dtype == np.float32:
+            _gather(_HF8_TABLE, x, out)
+        else:
+            out[...] = HF8.table[x]
+        return
     table = _TABLES.get(x.dtype) if out.dtype == np.float32 else None
     if table is None:
         out[...] = x
     else:
-        _gather(table, x.view(np.uint16), out)
+        _gather(table, x.view(_BITS[x.dtype.itemsize]), out)
 
 
-def widen(x: np.ndarray, wide: type) -> np.ndarray:
-    """`x` as a new array of dtype `wide`, value for value."""
+def widen(x: np.ndarray, wide: type, dtype: Optional[DType] = None) -> np.ndarray:
+    """`x` as a new array of dtype `wide`, value for value (`dtype` as widen_into's)."""
     out = np.empty(x.shape, wide)
-    widen_into(x, out)
+    widen_into(x, out, dtype)
     return out

@@ -4,7 +4,8 @@ module.
 
 The names, by kind (PyPTO-Pro's docs/zh/pypto_pro/api/SIMD-API/ has a page per name):
 - kernels and launch: jit, Tensor, Ptr, Tile, DYNAMIC, STATIC; pyto's extension: kernel (static Python parameters)
-- types: DT_FP16, DT_BF16, DT_FP32, DT_INT8, DT_INT32, DT_UINT8 (the other DT_* are named, not built), MemorySpace,
+- types: DT_FP16, DT_BF16, DT_FP32, DT_INT8, DT_INT32, DT_UINT8, DT_FP8E4M3FN, DT_FP8E5M2, DT_HF8 (the 8-bit floats:
+  storage and matmul inputs only; the other DT_* are named, not built), MemorySpace,
   TileType, TensorLayout with ND, DN, NZ, ZN, ZZ, NN, PipeType, AccPhase, STPhase, AccToVecMode, AtomicType,
   ReluPreMode, CrossCoreSyncMode, SyncCoreType, SyncAllMode, TilePad, FillPadMode, RoundMode, QuantMode
 - tiles: make_tile, make_tile_group; pyto's extension: alloc (the next free address), L1 L0A L0B L0C UB BT FB

@@ -5,7 +5,7 @@ import builtins
 import contextlib
 from typing import Iterator
 
-from ..dtypes import DType
+from ..dtypes import LOW_PRECISION, DType
 from ..errors import KernelError, ShapeError
 from ..ir import GMTensor, Role
 from .debug import Scalar, scalar_max, scalar_min
@@ -133,7 +133,10 @@ def const(value, dtype=None):
     """A typed scalar constant: an int for an integer dtype, a float for a float one."""
     if dtype is None:
         return value
-    dt = dtype_at(dtype, caller_loc())
+    loc = caller_loc()
+    dt = dtype_at(dtype, loc)
+    if dt in LOW_PRECISION:
+        raise ShapeError(f"{loc}: pl.const of {dt!r}: FP8 and HF8 are not scalar types (Scalar.md)")
     return float(dt.np.type(value)) if dt.is_float else int(value)
 
 

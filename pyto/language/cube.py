@@ -16,19 +16,58 @@ written (a bias is read over its first N columns). The operand tiles' shapes mus
 shapes), not the valid ones: the cube costs what the tiles it names cover, which is what pyto's BMM kernels
 trim their views to (the fractal grid of the tile's real extent) and what its cost model plans with; a kernel that
 computes a small valid region in a large tile is charged the large tile.
+
+Operand types (OPERANDS, matmul_acc.md's "数据类型及结果组合", for pl.matmul and pl.matmul_acc alike): FP16 x FP16,
+BF16 x BF16, FP32 x FP32 -> FP32, INT8 x INT8 -> INT32, any two of FP8E4M3FN / FP8E5M2 -> FP32 ("FP8E4M3FN/FP8E5M2
+的任意两两组合输出FP32": E4M3 x E5M2 and E5M2 x E4M3 too), HF8 x HF8 -> FP32. matmul.md's own table lists HF8 among
+lhs's types and says rhs is "与lhs_tile一致" (the same), without FP8; pyto follows matmul_acc.md's fuller table for
+both (the tutorial Cube_matrix_computation.md gives FP8 and HF8 fractals of 16x32 / 32x16 with FP32 results). Any
+other pair is a ShapeError naming both dtypes. The 8-bit floats run on a chip whose table gives their rate
+(cube.fp8_cycles_per_step / hf8_cycles_per_step: the 950); elsewhere an UnsupportedError names the chip.
 """
 from __future__ import annotations
 
 from typing import Optional
 
+from ..chip import LOWP_RATE_KEYS
 from ..dtypes import DType
-from ..errors import KernelError, ShapeError
+from ..errors import KernelError, ShapeError, UnsupportedError
 from ..ir import AccPhase, Buf, Loc, Op, Pipe, Role
 from .opcommon import emit, need_tile, phase_of, region
 from .tile import ACC_FRACTAL, Tile
 from .trace import caller_loc, current
 
 _L0A, _L0B, _L0C, _MMAD = Buf.L0A, Buf.L0B, Buf.L0C, Op.MMAD
+_E4M3, _E5M2 = DType.fp8e4m3fn, DType.fp8e5m2
+#: (lhs dtype, rhs dtype) -> the accumulator's (matmul_acc.md; module docstring)
+OPERANDS = {(DType.fp16, DType.fp16): DType.fp32, (DType.bf16, DType.bf16): DType.fp32,
+            (DType.fp32, DType.fp32): DType.fp32, (DType.int8, DType.int8): DType.int32,
+            **{(x, y): DType.fp32 for x in (_E4M3, _E5M2) for y in (_E4M3, _E5M2)},
+            (DType.hf8, DType.hf8): DType.fp32}
+_PAGE = "matrix_computation/matmul_acc.md"
+
+
+def _operand_types(name: str, dst: Tile, a: Tile, b: Tile, loc: Loc) -> DType:
+    """The accumulator type of lhs x rhs by OPERANDS, checked against dst and (8-bit floats) the chip."""
+    da, db = a.store.dtype, b.store.dtype
+    acc = OPERANDS.get((da, db))
+    if acc is None:
+        if da is not db:
+            raise ShapeError(f"{loc}: {name} operands differ in dtype: {da} x {db} is not a pair the cube takes "
+                             f"({_PAGE}: lhs and rhs share fp16, bf16, fp32 or int8; FP8 E4M3FN and E5M2 mix in "
+                             f"any pair; HF8 pairs with HF8)")
+        raise ShapeError(f"{loc}: the cube takes fp16, bf16, fp32 or int8 operands (matrix_computation/matmul.md), "
+                         f"not {da.name} (and FP8 E4M3FN / E5M2 or HF8 ones: {_PAGE})")
+    if da in LOWP_RATE_KEYS:
+        chip = current().chip
+        for d in {da, db}:
+            if not chip.has_cube(d):
+                raise UnsupportedError(f"{loc}: {name} on {d!r} operands: chip {chip.name}'s cube has no {d.name} "
+                                       f"mode (its table gives no cube.{LOWP_RATE_KEYS[d]}_cycles_per_step; "
+                                       f"PyPTO-Pro's {_PAGE} lists FP8/HF8 matmuls for the Ascend 950)")
+    if dst.store.dtype is not acc:
+        raise ShapeError(f"{loc}: {da} x {db} operands accumulate in {acc}, but {dst!r} is {dst.dtype}")
+    return acc
 
 
 def _ksplit_rules(dst: Tile, name: str, loc: Loc) -> None:
@@ -65,14 +104,8 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
     if k != k2 or d1 - d0 != m or d3 - d2 != n:
         raise ShapeError(f"{loc}: {name} shapes do not chain: {dst!r} {list(dst.shape)} = {a!r} {list(a.shape)} "
                          f"@ {b!r} {list(b.shape)}")
-    dt = a.store.dtype
-    if dt is not b.store.dtype:
-        raise ShapeError(f"{loc}: {name} operands differ in dtype: {a.dtype} vs {b.dtype}")
-    if dt is DType.int32 or dt is DType.uint8:      # matmul.md: FP16, BF16, FP32, INT8 (HF8: not built)
-        raise ShapeError(f"{loc}: the cube takes fp16, bf16, fp32 or int8 operands (matrix_computation/matmul.md), "
-                         f"not {dt.name}")
-    if dst.store.dtype is not dt.acc:
-        raise ShapeError(f"{loc}: {a.dtype} operands accumulate in {a.dtype.acc}, but {dst!r} is {dst.dtype}")
+    dt = a.store.dtype            # (lhs's: an FP8 mix's rate and k0 are either operand's)
+    _operand_types(name, dst, a, b, loc)
     va, vb = a.valid, b.valid
     if va is None and vb is None:          # no tails: the whole tiles
         srcs, out = [a.access, b.access], dst.access
@@ -104,9 +137,10 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
 def matmul(dst_tile: Tile, lhs_tile: Tile, rhs_tile: Tile, *args, phase: Optional[AccPhase] = None, **kwargs) -> None:
     """dst = lhs @ rhs (+ bias): Left x Right -> Acc on the M pipe (matmul.md).
 
-    lhs [M, K] and rhs [K, N] share a dtype (fp16, bf16, fp32 or int8); dst [M, N] is the accumulation type (fp32,
-    int32 for int8). A fourth positional argument is a [1, N] Bias tile of that type: it initialises Acc (so it goes
-    with a K loop's first block only); PyPTO-Pro rejects it as the keyword bias_tile=, and so does pyto. `phase`:
+    lhs [M, K] and rhs [K, N] are one of OPERANDS' pairs (fp16, bf16, fp32 or int8 alike; FP8 E4M3FN / E5M2 in any
+    mix, HF8 x HF8: module docstring); dst [M, N] is the accumulation type (fp32, int32 for int8). A fourth
+    positional argument is a [1, N] Bias tile of that type: it initialises Acc (so it goes with a K loop's first
+    block only); PyPTO-Pro rejects it as the keyword bias_tile=, and so does pyto. `phase`:
     pl.AccPhase.Partial / Final for the unit_flag hand-over to Fixpipe (docs/cube_phase.md §2.1, phase.md)."""
     loc = caller_loc()
     current()

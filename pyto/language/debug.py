@@ -29,7 +29,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..dtypes import DType, as_dtype
+from ..dtypes import LOW_PRECISION, DType, as_dtype
 from ..errors import (KernelAssertionError, KernelError, OutOfBoundsError, ShapeError, UnsupportedError)
 from ..ir import Access, Buf, GMTensor, Instr, Loc, Op, Pipe, Role, core_name
 from ..lazy import Apply, Cell, FormatError, assertion_text, cells, parse_format, render
@@ -309,7 +309,16 @@ def _element(container, idx, op: str, loc: Loc) -> tuple:
     raise ShapeError(f"{loc}: {op} takes a Vec tile or a GM tensor, got {container!r}")
 
 
+def _storage_only(container, op: str, loc: Loc) -> None:
+    """getval.md / setval.md: FP8 and HF8 (storage-only types) have no scalar element access."""
+    dt = getattr(container, "dtype", None)
+    if dt in LOW_PRECISION:
+        raise ShapeError(f"{loc}: {op} on {container!r}, a {dt!r} container: {op}.md does not support FP8E4M3FN, "
+                         f"FP8E5M2 or HF8 (storage-only types, no scalar expressions: Scalar.md)")
+
+
 def _getval(container, idx, loc: Loc) -> Scalar:
+    _storage_only(container, "pl.getval", loc)
     acc, text, role, tiles = _element(container, idx, "pl.getval", loc)
     cell = Cell(container.dtype.np, text, -1)
     ins = _record(Op.GETVAL, Pipe.S, {"cell": cell, "gm": isinstance(container, GMTensor)}, loc, "pl.getval",
@@ -320,6 +329,7 @@ def _getval(container, idx, loc: Loc) -> Scalar:
 
 
 def _setval(container, idx, value, loc: Loc) -> None:
+    _storage_only(container, "pl.setval", loc)
     acc, text, role, tiles = _element(container, idx, "pl.setval", loc)
     dt = container.dtype
     if isinstance(value, Scalar):

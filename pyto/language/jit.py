@@ -7,7 +7,11 @@ annotations (`pl.Tensor[[shape], dtype(, layout)]`, `pl.DYNAMIC` / `pl.STATIC`, 
     rep = k[None, 8](a, 7)        # k[8](...), k(...) (block_dim 1); numpy arrays or torch CPU tensors
 
 Every launch returns the Report and writes outputs into the arrays given, only when the run succeeds. A tensor
-whose shape or dtype does not match its annotation is a ShapeError naming the parameter. `pyto.run(k, ...)` and
+whose shape or dtype does not match its annotation is a ShapeError naming the parameter. The array's numpy dtype
+must be the annotation's storage: fp16 for pl.DT_FP16, ml_dtypes.float8_e4m3fn for pl.DT_FP8E4M3FN, ...; numpy has no
+HiFloat8, so a `pl.Tensor[[...], pl.DT_HF8]` takes a uint8 array of HF8 codes (pyto.lowp.HF8.encode makes them) and
+the kernel sees an HF8 tensor (a uint8 array is DT_UINT8 everywhere else: pyto/dtypes.py). FP8 / HF8 scalars are
+refused (Scalar.md: the low-precision types are storage and tensor-compute only). `pyto.run(k, ...)` and
 `pyto.compile(k, ...)` take a jit kernel too (then `blocks=` is its block_dim). pyto traces the body as Python
 (PyPTO-Pro parses it): scalar parameters and tiling data are concrete at trace time, so a kernel is compiled per
 value of them, as pyto.compile is per shape.
@@ -19,7 +23,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..dtypes import DType, as_dtype
+from ..dtypes import LOW_PRECISION, DType, as_dtype
 from ..errors import KernelError, ShapeError, UnsupportedError
 from .gmview import Ptr, PtrSpec
 from .trace import Kernel
@@ -71,8 +75,10 @@ class TensorSpec:
             if not isinstance(d, _Policy) and int(d) != s:
                 raise ShapeError(f"parameter '{name}' is annotated {self} but got shape {list(shape)}: dim {i} is "
                                  f"{s}, not {d}")
-        if dtype is not want:
-            raise ShapeError(f"parameter '{name}' is annotated {self} but got a {dtype} tensor")
+        if dtype is not want and not (want is DType.hf8 and dtype is DType.uint8):    # HF8: uint8 codes
+            got = f"a {dtype} tensor" + (" (an HF8 tensor is a uint8 array of its codes: pyto.lowp.HF8.encode)"
+                                         if want is DType.hf8 else "")
+            raise ShapeError(f"parameter '{name}' is annotated {self} but got {got}")
 
     def __repr__(self) -> str:
         dims = ", ".join(repr(d) if isinstance(d, _Policy) else str(d) for d in self.shape) + (", ..." if self.rest
@@ -99,6 +105,9 @@ class TileAnnotation:
 
 def _scalar(name: str, dt: DType, value) -> Any:
     """A scalar argument annotated `dt`, as the kernel sees it: an int or a float."""
+    if dt in LOW_PRECISION:
+        raise ShapeError(f"parameter '{name}' is annotated {dt!r}, a storage-only type: FP8 and HF8 are not scalar "
+                         f"types (PyPTO-Pro basic_data_structures/Scalar.md)")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ShapeError(f"parameter '{name}' is a {dt} scalar, got {type(value).__name__} {value!r}")
     if not dt.is_float:
@@ -146,7 +155,7 @@ def _ptr_array(name: str, spec: PtrSpec, a):
         raise spec.dtype.refuse(f"parameter '{name}'")
     want = as_dtype(spec.dtype)
     got = a.dtype if isinstance(a, Spec) else as_dtype(a.dtype)
-    if got is not want:
+    if got is not want and not (want is DType.hf8 and got is DType.uint8):      # HF8: uint8 codes
         raise ShapeError(f"parameter '{name}' is annotated {spec!r} but got a {got} array")
     size = int(np.prod(a.shape, dtype=np.int64))
     if size == 0:
@@ -202,6 +211,12 @@ class JitKernel(Kernel):
     # ---- binding (run.py) ------------------------------------------------------------------------------------
     def gm_names(self) -> list:
         return [n for n, kind, _ in self.params if kind in ("tensor", "ptr")]
+
+    def gm_dtypes(self) -> list:
+        """The DType each GM tensor / pointer parameter is annotated with (run.py: a uint8 array annotated HF8 is
+        an HF8 tensor)."""
+        return [as_dtype(ann.dtype) if isinstance(ann.dtype, DType) else None
+                for _, kind, ann in self.params if kind in ("tensor", "ptr")]
 
     def bind(self, args: tuple, params: dict) -> tuple:
         """(GM arrays, trace-time values by name) of a launch's positional arguments, checked against the

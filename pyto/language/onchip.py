@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import AlignmentError, KernelError, OutOfBoundsError, ShapeError, UnsupportedError
-from ..dtypes import DType
+from ..dtypes import FIXPIPE_OUT, DType
 from ..ir import Access, AccToVecMode, Buf, Loc, Op, Pipe, Role, STPhase
 from .opcommon import emit, extent, need_path, need_tile, no_scale, phase_of, region, relu_of
 from .tile import Tile, as_int
@@ -111,6 +111,7 @@ def _over_dst(dst: Tile, src: Tile, offset, op: str, loc: Loc) -> tuple:
 
 
 # ---- Mat -> Left / Right / Bias (MTE1) ------------------------------------------------------------------------
+_BIAS_SOURCES = (DType.fp16, DType.bf16, DType.fp32, DType.int32)     # (matmul.md: Mat FP16/BF16 -> Bias FP32)
 def _to_l0(dst: Tile, src: Tile, offset, loc: Loc) -> None:
     """Mat -> Left / Right / Bias on MTE1 (L1 -> L0A/L0B/BT). A transposed Mat view (ZN) into Left is
     LoadDataWithTranspose: its view must be whole transpose squares (int8 32 x 32, fp16/bf16 16 x 16, fp32
@@ -136,7 +137,7 @@ def _to_l0(dst: Tile, src: Tile, offset, loc: Loc) -> None:
                              f"{sc} (or end at the tile's edge); got rows {q0}:{q1}, columns {p0}:{p1}")
     if d.buf is _BT:
         want = DType.int32 if src.dtype is DType.int32 else DType.fp32
-        if src.shape[0] != 1 or not (src.dtype.is_float or src.dtype is DType.int32) or dst.dtype is not want:
+        if src.shape[0] != 1 or src.dtype not in _BIAS_SOURCES or dst.dtype is not want:
             raise ShapeError(f"{loc}: bias goes Mat -> Bias as one row of fp16/bf16/fp32 (into an fp32 Bias tile) or "
                              f"of int32 (into an int32 one), got {src!r} {list(src.shape)} {src.dtype} -> {dst!r} "
                              f"{dst.dtype}")
@@ -191,7 +192,7 @@ def _out_of_acc(dst: Tile, src: Tile, mode, phase, relu: bool, loc: Loc) -> None
     attrs = {"phase": phase, "mode": mode, "path": (src.buffer.name, dst.buffer.name), "relu": relu}
     if src.dtype is DType.int32 and dst.dtype is not DType.int32:
         raise ShapeError(f"{loc}: an int32 accumulator moves out as int32, not {dst.dtype}")
-    if src.dtype is DType.fp32 and not dst.dtype.is_float:
+    if src.dtype is DType.fp32 and dst.dtype not in FIXPIPE_OUT[DType.fp32]:
         raise ShapeError(f"{loc}: an fp32 accumulator moves out as fp32/fp16/bf16, not {dst.dtype}")
     if dst.t:
         raise UnsupportedError(f"{loc}: a move out of Acc into the transposed view {dst!r} is not built yet")

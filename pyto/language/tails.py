@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import LOW_PRECISION
 from ..errors import KernelError, ShapeError, UnsupportedError
 from ..ir import Buf, Op, Pipe, Role
 from .opcommon import emit, region
@@ -99,6 +100,10 @@ def fillpad(out, src, *, mode: FillPadMode = FillPadMode.NORMAL) -> None:
             raise UnsupportedError(f"{loc}: pl.fillpad on the transposed view {x!r} is not built yet")
     if not isinstance(mode, FillPadMode):
         raise KernelError(f"{loc}: pl.fillpad mode must be pl.FillPadMode.NORMAL, EXPAND or INPLACE, got {mode!r}")
+    for x in (out, src):
+        if x.dtype in LOW_PRECISION:
+            raise UnsupportedError(f"{loc}: pl.fillpad on the {x.dtype!r} tile {x!r} is not built in pyto (FP8 / HF8 "
+                                   f"tiles are storage and cube inputs only here; their pad values are not modelled)")
     if out.pad is None:
         raise KernelError(f"{loc}: pl.fillpad writes {out!r}'s pad value, but its TileType declares none (pad=None "
                           f"or TilePad.null); declare pad=pl.TilePad.zero / max / min (fillpad.md)")

@@ -338,6 +338,11 @@ class Kernel:
         return [p.name for p in self.signature.parameters.values()
                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
+    def gm_dtypes(self) -> list:
+        """The DType each GM tensor parameter declares, or None (a @pl.kernel's: its array's dtype says it). A
+        declared type whose numpy storage is the array's names it: a uint8 array declared HF8 is HF8 codes."""
+        return [None] * len(self.gm_names())
+
     def bind(self, args: tuple, params: dict) -> tuple:
         """(GM arrays, trace-time values by name) of a launch (run.py checks them)."""
         return list(args), dict(params)

@@ -66,15 +66,16 @@ class UnbuiltNamespace:
         return f"pl.{self._name}"
 
 
-# ---- data types (DataType.md): pyto's six (UINT8 for the compare ops' bit-packed masks), the rest named -------
+# ---- data types (DataType.md): pyto's six (UINT8 for the compare ops' bit-packed masks), the 8-bit floats of the
+# cube (FP8 E4M3FN / E5M2 and HiFloat8: storage and pl.matmul inputs only, pyto/dtypes.py), the rest named -----------
 DT_FP16, DT_BF16, DT_FP32, DT_INT8, DT_INT32 = DType.fp16, DType.bf16, DType.fp32, DType.int8, DType.int32
 DT_UINT8 = DType.uint8
+DT_FP8E4M3FN, DT_FP8E5M2, DT_HF8 = DType.fp8e4m3fn, DType.fp8e5m2, DType.hf8
 _UNBUILT_DTYPES = {
     "DT_BOOL": "bool", "DT_INT4": "4-bit int", "DT_INT16": "16-bit int", "DT_INT64": "64-bit int",
     "DT_UINT4": "4-bit unsigned", "DT_UINT16": "16-bit unsigned",
     "DT_UINT32": "32-bit unsigned", "DT_UINT64": "64-bit unsigned", "DT_FP4": "4-bit float",
-    "DT_FP8E4M3FN": "FP8 E4M3", "DT_FP8E5M2": "FP8 E5M2", "DT_FP8E8M0": "E8M0 MX scale",
-    "DT_FP4E2M1": "FP4 E2M1", "DT_FP4E1M2": "FP4 E1M2", "DT_HF4": "HiFloat4", "DT_HF8": "HiFloat8"}
+    "DT_FP8E8M0": "E8M0 MX scale", "DT_FP4E2M1": "FP4 E2M1", "DT_FP4E1M2": "FP4 E1M2", "DT_HF4": "HiFloat4"}
 globals().update({name: Unbuilt(name, f"the {what} data type") for name, what in _UNBUILT_DTYPES.items()})
 
 
@@ -187,7 +188,8 @@ class QuantMode(enum.Enum):
     ASYM = "ASYM"
 
 
-__all__ = ["Unbuilt", "DT_FP16", "DT_BF16", "DT_FP32", "DT_INT8", "DT_INT32", "DT_UINT8", *_UNBUILT_DTYPES, "MemorySpace",
+__all__ = ["Unbuilt", "DT_FP16", "DT_BF16", "DT_FP32", "DT_INT8", "DT_INT32", "DT_UINT8", "DT_FP8E4M3FN", "DT_FP8E5M2",
+           "DT_HF8", *_UNBUILT_DTYPES, "MemorySpace",
            "L1", "L0A", "L0B", "L0C", "UB", "BT", "FB", "TensorLayout", "ND", "DN", "NZ", "ZN", "ZZ", "NN",
            "PipeType", "AccPhase", "STPhase", "AccToVecMode", "AtomicType", "ReluPreMode", "CrossCoreSyncMode",
            "SyncCoreType", "SyncAllMode", "TilePad", "FillPadMode", "RoundMode", "QuantMode"]

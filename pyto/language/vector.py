@@ -15,7 +15,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from ..dtypes import DType
+from ..dtypes import LOW_PRECISION, DType
 from ..errors import AlignmentError, KernelError, ShapeError
 from ..ir import Access, AccToVecMode, Buf, Loc, Op, Pipe, Role, rect_overlaps
 from .debug import Scalar, depend, operand
@@ -135,6 +135,9 @@ def scalar_of(dtype: DType, value, what: str, loc: Loc):
     """A scalar operand in the tile's type: for a float tile the value rounded once to its dtype (a scalar
     argument has the tile's type T; the vector unit then computes in fp32), for an int tile an int of the dtype's
     range (a KernelError otherwise: the scalar must be a value of the dtype)."""
+    if dtype in LOW_PRECISION:
+        raise ShapeError(f"{loc}: {what} on a {dtype!r} tile: FP8 and HF8 are storage-only types, no scalar is one "
+                         f"(PyPTO-Pro basic_data_structures/Scalar.md); the vector unit does not compute on them here")
     if not is_scalar(value):
         raise KernelError(f"{loc}: {what} takes a Python number, got {value!r}")
     if isinstance(value, Scalar):                 # read by pl.getval: its expression, evaluated in the data pass
