@@ -13,3 +13,17 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))   # tests import each other's kernels (test_scheduler)
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _launch_cache_off():
+    """pyto.run's launch cache (pyto/emulator/launchcache.py) is off in each test, and empty: many tests patch
+    pyto's internals and run one kernel twice to compare the two paths, which a cached launch would not take. The
+    cache's own tests (tests/test_launch_cache.py) turn it on."""
+    import pyto
+    from pyto.emulator import launchcache
+    launchcache.clear()
+    with pyto.run_options(cache=False):
+        yield

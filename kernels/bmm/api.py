@@ -19,13 +19,14 @@ worst |error| / bound).
 from __future__ import annotations
 
 import importlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
 import pyto
-from pyto.chip import Chip
+from pyto.chip import Chip, load_chip
 from pyto.dtypes import DType, as_dtype
 from pyto.emulator import admission
 from pyto.errors import KernelError, ShapeError, UnsupportedError
@@ -71,8 +72,8 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
     if bias is not None:
         bias, _ = user_operand(bias, "bmm", "bias")
     a, b, squeeze = promote_vectors(a, b, transpose_a, transpose_b)
-    p = plan(a.shape, b.shape, dtype=dt, chip=chip, bias=False if bias is None else tuple(bias.shape),
-             transpose_a=transpose_a, transpose_b=transpose_b, branch=branch, reduce=reduce)
+    p = cached_plan(a.shape, b.shape, dt, chip, False if bias is None else tuple(bias.shape), transpose_a,
+                    transpose_b, branch, reduce)
     _admit(p, a, b, bias)
     ops = operands(p.problem, a, b, bias)
     mode = mode_of(ops)
@@ -81,6 +82,28 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
         return None, rep
     out = squeeze(ops.out)
     return (out, rep) if report else out
+
+
+_PLANS: "OrderedDict[tuple, Plan]" = OrderedDict()     # bmm()'s plans per problem (least recently used out)
+PLAN_CACHE_SIZE = 256
+
+
+def cached_plan(a_shape, b_shape, dtype, chip, bias, transpose_a: bool, transpose_b: bool, branch, reduce: str) -> Plan:
+    """plan(...) of a problem bmm() planned before, else planned now and kept (a plan is a pure function of the
+    problem and the chip table: a table edited on disk loads as a new Chip, hence a new key)."""
+    spec = load_chip(chip)
+    key = (tuple(a_shape), tuple(b_shape), dtype, id(spec), bias, bool(transpose_a), bool(transpose_b), branch,
+           reduce)
+    hit = _PLANS.get(key)
+    if hit is not None and hit.chip_spec is spec:
+        _PLANS.move_to_end(key)
+        return hit
+    p = plan(a_shape, b_shape, dtype=dtype, chip=spec, bias=bias, transpose_a=transpose_a, transpose_b=transpose_b,
+             branch=branch, reduce=reduce)
+    _PLANS[key] = p
+    while len(_PLANS) > PLAN_CACHE_SIZE:
+        _PLANS.popitem(last=False)
+    return p
 
 
 def _as_matrix_operand(x, side: str, transpose: bool):

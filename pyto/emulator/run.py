@@ -29,7 +29,7 @@ from ..language.tile import as_int
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
 from .. import progress
-from . import admission, crosscore, debugpass
+from . import admission, crosscore, debugpass, launchcache
 from .datapass import ACCUMULATE, DataPass
 from .memory import Initialised
 from .replay import Span, replay
@@ -216,7 +216,8 @@ class _Options(threading.local):
     """run_options' settings, per thread (a `with` block in one thread does not change another's runs)."""
 
     def __init__(self):
-        self.values = {"check": True, "max_block_instructions": MAX_BLOCK_INSTRUCTIONS, "accumulate": "fused"}
+        self.values = {"check": True, "max_block_instructions": MAX_BLOCK_INSTRUCTIONS, "accumulate": "fused",
+                       "cache": True}
 
 
 _THREAD = _Options()
@@ -234,13 +235,17 @@ class run_options:
     compiled): "fused" sums a K loop's products in one fp32 matmul and adds that to the bias (fast; within
     pyto.testing.matmul_bound of the exact result); "per_mmad" rounds L0C to fp32 after every MMAD
     instruction, starting from the bias, as the cube does (datapass.py states the model). It concerns L0C
-    only, not partials a split-K or Stream-K kernel reduces across blocks in GM. Only a
+    only, not partials a split-K or Stream-K kernel reduces across blocks in GM. `cache` (None: leave as is;
+    default True): pyto.run reuses a launch it checked before for the same kernel, parameters, shapes, dtypes,
+    chip and blocks (emulator/launchcache.py); False traces every run afresh. Only a
     `with` block applies them: called alone it changes nothing and says so (a RuntimeWarning)."""
 
     def __init__(self, *, check: bool = True, max_block_instructions: Optional[int] = None,
-                 accumulate: Optional[str] = None):
+                 accumulate: Optional[str] = None, cache: Optional[bool] = None):
         if not isinstance(check, bool):
             raise KernelError(f"check must be True or False, got {check!r}")
+        if cache is not None and not isinstance(cache, bool):
+            raise KernelError(f"cache must be True or False, got {cache!r}")
         if accumulate is not None and (not isinstance(accumulate, str) or accumulate not in ACCUMULATE):
             raise KernelError(f"accumulate must be one of {', '.join(map(repr, ACCUMULATE))}, got {accumulate!r}")
         if max_block_instructions is not None and (as_int(max_block_instructions) is None
@@ -251,6 +256,8 @@ class run_options:
             self._set["max_block_instructions"] = as_int(max_block_instructions)
         if accumulate is not None:
             self._set["accumulate"] = accumulate
+        if cache is not None:
+            self._set["cache"] = cache
         self._saved: list = []       # the settings each open `with` of this object replaced (re-entrant)
         self._entered = False
 
@@ -303,11 +310,22 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     if not check and mode == "full":
         raise KernelError("check=False is for mode='timing': full mode computes data in checked order")
     with _gc_paused():   # one pause: the collector is not switched back on while the launch's records live
-        compiled = _compile(kernel, arrays, load_chip(chip), blocks, auto_sync, check, params, full=mode == "full")
-        report = compiled(*arrays) if mode == "full" else compiled.report
-        if mode == "timing":
+        chip = load_chip(chip)
+        _check_block_dim(kernel, chip, blocks, None)          # (before the cache: blocks=True is no 1)
+        key = launchcache.key(kernel, arrays, params, chip, blocks, auto_sync, check, mode, _THREAD.values) \
+            if _THREAD.values["cache"] else None
+        cached = launchcache.get(key)
+        if mode == "full":
+            compiled = cached or _compile(kernel, arrays, chip, blocks, auto_sync, check, params, full=True)
+            report = compiled(*arrays)
+            if cached is None:
+                launchcache.put(key, compiled, report.instructions, (kernel, kernel.fn, chip))
+        else:
+            report = cached or _compile(kernel, arrays, chip, blocks, auto_sync, check, params).report
+            if cached is None:
+                launchcache.put(key, report, report.instructions, (kernel, kernel.fn, chip))
+            report = dataclasses.replace(report)             # each run its own Report
             debugpass.emit(report.printed)      # pl.printf / pl.dump_data output (full mode's: after its data pass)
-        del compiled
     return report
 
 
