@@ -17,6 +17,7 @@ import random
 import statistics
 import time
 
+import blas_threads  # noqa: I001 - first: pins the BLAS thread count before numpy loads
 import pyto
 from pyto_kernels.bmm import bmm, legal_branches, plan, run_plan
 
@@ -145,6 +146,7 @@ def evaluate(cases: list, chip: str, floor: float) -> tuple:
 
 
 def main() -> None:
+    print(blas_threads.describe())
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--chip", default="ascend950pr")

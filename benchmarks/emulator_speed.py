@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import blas_threads  # noqa: I001 - first: pins the BLAS thread count before numpy loads
 import numpy as np
 
 import pyto
@@ -33,6 +34,7 @@ def best_of(fn, n: int = 3) -> float:
 
 
 def main(quick: bool = False) -> None:
+    print(blas_threads.describe())
     rng = np.random.default_rng(0)
     pyto.run(matmul_pingpong, np.ones((32, 32), np.float16), np.ones((32, 32), np.float16),
              np.zeros((32, 32), np.float16), TM=32, TN=32, TK=32)  # compile the event loop first

@@ -12,11 +12,13 @@ import argparse
 import resource
 import time
 
+import blas_threads  # noqa: I001 - first: pins the BLAS thread count before numpy loads
 import pyto
 from pyto_kernels.bmm import bmm, plan
 
 
 def main() -> None:
+    print(blas_threads.describe())
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sizes", nargs="*", type=int, metavar="B M N K", help="default 32 4096 4096 4096")
     ap.add_argument("--check", action="store_true", help="keep the race checks (every instruction in memory)")
