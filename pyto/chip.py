@@ -25,9 +25,14 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB", "BT", "FB")
+# The MX scale buffers (PyPTO-Pro MemorySpace.md: ScaleLeft / ScaleRight, the E8M0 scale domains paired with L0A /
+# L0B, "独立于Left/Right数据地址域的4KB逻辑容量"): optional, a table without them has no MX cube (Atlas A2/A3:
+# matmul_mx.md supports the 950 only), and a scale tile there is an UnsupportedError naming the chip.
+MX_BUFFERS = ("L0A_MX", "L0B_MX")
 FORMATS = ("ND", "DN", "NZ", "ZZ", "ZN", "NN")
 # Allocation alignment in bytes per buffer (docs/chips.md §6: L0A/L0B 512B, L0C 64B, L1/UB 32B): a capacity is a multiple
-BUFFER_ALIGN = {"L1": 32, "L0A": 512, "L0B": 512, "L0C": 64, "UB": 32, "BT": 64, "FB": 64}
+BUFFER_ALIGN = {"L1": 32, "L0A": 512, "L0B": 512, "L0C": 64, "UB": 32, "BT": 64, "FB": 64,
+                "L0A_MX": 32, "L0B_MX": 32}     # (MemorySpace.md: ScaleLeft / ScaleRight 32-byte address alignment)
 # The formats the emulator models per buffer (docs/fractal_formats.md §4); only L0A's differs between chips (Zz on A2/A3, Nz on 950)
 MODELLED_FORMATS = {"L1": ("NZ",), "L0A": ("NZ", "ZZ"), "L0B": ("ZN",), "L0C": ("NZ",), "UB": ("ND",)}
 AIV_PER_AIC = 2        # the emulator traces two AIVs per block (AIV0, AIV1)
@@ -37,7 +42,8 @@ L0C_FRACTAL_BYTES = 16 * 16 * 4   # one Nz fractal of an fp32/int32 accumulator:
 # on the others): a capacity below it holds no tile
 SMALLEST_TILE = {"L1": (512, "16 x 16 fp16"), "L0A": (512, "16 x 16 fp16"), "L0B": (512, "16 x 16 fp16"),
                  "L0C": (L0C_FRACTAL_BYTES, "16 x 16 fp32"), "UB": (32, "one 32 B row"), "BT": (32, "one 32 B row"),
-                 "FB": (32, "one 32 B row")}
+                 "FB": (32, "one 32 B row"), "L0A_MX": (32, "one 16 x 2 e8m0 fractal"),
+                 "L0B_MX": (32, "one 2 x 16 e8m0 fractal")}
 MAX_AIC = 4096         # planning walks core counts and their divisors: beyond 128x the 950's 32 is a typo
 MAX_COUNT = 4096       # ids, queue depths, counters, group sizes
 MAX_BYTES = 1 << 48    # sizes in bytes (256 TiB): int64 addresses and float64 byte sums stay exact
@@ -159,7 +165,8 @@ class Chip:
         return self.l2_bandwidth_gbs * 1e9 / self.clock_hz
 
     def capacity(self, buffer: str) -> int:
-        """Bytes of an on-chip buffer ('L1', 'L0A', 'L0B', 'L0C', 'UB', 'BT', 'FB')."""
+        """Bytes of an on-chip buffer ('L1', 'L0A', 'L0B', 'L0C', 'UB', 'BT', 'FB'; 'L0A_MX', 'L0B_MX' where the
+        table has them)."""
         return self.buffers[buffer]
 
     def has_path(self, src: str, dst: str) -> bool:
@@ -176,7 +183,7 @@ class Chip:
             ) from None
 
 
-_PAIR = {(a, b): f"{a}->{b}" for a in ("GM",) + BUFFERS for b in ("GM",) + BUFFERS}
+_PAIR = {(a, b): f"{a}->{b}" for a in ("GM",) + BUFFERS + MX_BUFFERS for b in ("GM",) + BUFFERS + MX_BUFFERS}
 _REQUIRED_PATHS = ("GM->L1", "L1->L0A", "L1->L0B", "L0C->GM", "L0C->L1", "GM->UB", "UB->GM")
 
 
@@ -249,10 +256,10 @@ def _pow2(v) -> bool:
 _POW2 = (_pow2, "a power of two")
 
 
-def _buffer(b: str) -> _Rule:
+def _buffer(b: str, **kw) -> _Rule:
     a, t = BUFFER_ALIGN[b], SMALLEST_TILE[b]
     why = f" B (at least its smallest tile, {t[1]} = {t[0]} B, and its allocation alignment, {a} B)"
-    return _size(f"buffers.{b}", max(a, t[0]), field="buffers", item=b, why=why,
+    return _size(f"buffers.{b}", max(a, t[0]), field="buffers", item=b, why=why, **kw,
                  also=((lambda v: v <= 0 or v % a == 0,
                         f"a multiple of {a} B (its allocation alignment, pyto.chip.BUFFER_ALIGN['{b}'])"),))
 
@@ -277,6 +284,7 @@ _RULES: tuple[_Rule, ...] = (
     _rate("cores.clock_ghz", why=" GHz"),
     _rate("cores.clock_ghz_opsnn", field=None, default=None, why=" GHz (recorded, not used for timing)"),
     *(_buffer(b) for b in BUFFERS),
+    *(_buffer(b, default=None) for b in MX_BUFFERS),     # optional (MX_BUFFERS)
     *(_format(b) for b in MODELLED_FORMATS),
     # a table from before the key: no DN -> Nz conversion on GM -> L1 (what docs/fractal_formats.md §4.4 gives every chip but the 950)
     _flag("formats.dn2nz", default=False),
@@ -395,7 +403,7 @@ def _validate(chip: "Chip") -> None:
             if v < w:
                 raise ChipError(f"{where}: key '{rule.key}' must be at least {other} = {_show(w)} ({why}), "
                                 f"got {_show(v)}")
-    ends = ("GM",) + BUFFERS
+    ends = ("GM",) + BUFFERS + MX_BUFFERS
     for name, spec in chip.paths.items():
         src, _, dst = str(name).partition("->")
         if src not in ends or dst not in ends or src == dst:

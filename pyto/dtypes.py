@@ -4,8 +4,9 @@ The 8-bit floats of the 950's cube (PyPTO-Pro DataType.md: DT_FP8E4M3FN, DT_FP8E
 cube-input types only: loads and moves copy their bytes, `pl.matmul` multiplies them into fp32 (cube.py), and
 nothing else computes on them (Scalar.md: "存储和张量计算专用类型", no scalar expressions; the vector ops' dtype
 sets leave them out). FP8 is stored as ml_dtypes' float8_e4m3fn / float8_e5m2; HF8 (HiFloat8, which ml_dtypes does
-not have) as uint8 codes, as pyto.lowp stores it. So a numpy array's dtype names its DType, except that a uint8
-array is DType.uint8 unless something declares it HF8 (a `pl.Tensor[[...], pl.DT_HF8]` annotation or a
+not have) as uint8 codes, as pyto.lowp stores it. DT_FP8E8M0 (the MX scale, ml_dtypes' float8_e8m0fnu) is storage
+only too, and a cube input only as pl.matmul_mx's scale_a / scale_b (language/cube_mx.py). So a numpy array's dtype
+names its DType, except that a uint8 array is DType.uint8 unless something declares it HF8 (a `pl.Tensor[[...], pl.DT_HF8]` annotation or a
 `pyto.spec(shape, "hf8")`): `as_dtype(np.uint8)` is DType.uint8.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ class DType(enum.Enum):
     fp8e4m3fn = ("fp8e4m3fn", 1, np.dtype(ml_dtypes.float8_e4m3fn))   # OCP FP8 E4M3 (finite + NaN)
     fp8e5m2 = ("fp8e5m2", 1, np.dtype(ml_dtypes.float8_e5m2))         # OCP FP8 E5M2
     hf8 = ("hf8", 1, np.dtype(np.uint8))        # HiFloat8: uint8 codes (pyto.lowp.HF8), numpy has no such type
+    fp8e8m0 = ("fp8e8m0", 1, np.dtype(ml_dtypes.float8_e8m0fnu))    # OCP MX E8M0 scale: 2^(c-127), 0xFF NaN
 
     # itemsize, np, is_float and acc are plain attributes set below: they are read on every traced
     # instruction, and Enum's own `value` property is slow on that path.
@@ -46,20 +48,21 @@ class DType(enum.Enum):
 
 for _d in DType:
     _d.itemsize, _d.np = _d.value[1], _d.value[2]
-    _d.is_float = _d.value[0] in ("fp16", "bf16", "fp32", "fp8e4m3fn", "fp8e5m2", "hf8")
+    _d.is_float = _d.value[0] in ("fp16", "bf16", "fp32", "fp8e4m3fn", "fp8e5m2", "hf8", "fp8e8m0")
 for _d in DType:
     _d.acc = DType.int32 if _d in (DType.int8, DType.uint8) else DType.fp32
 del _d
 
-#: The 8-bit float types: storage and cube inputs only (module docstring), K0 = 32 like int8 in every fractal.
-LOW_PRECISION = frozenset({DType.fp8e4m3fn, DType.fp8e5m2, DType.hf8})
+#: The 8-bit float types: storage and cube inputs only (module docstring), K0 = 32 like int8 in every fractal. E8M0
+#: is one too, but only as pl.matmul_mx's scales (never a cube operand of its own: cube.OPERANDS leaves it out).
+LOW_PRECISION = frozenset({DType.fp8e4m3fn, DType.fp8e5m2, DType.hf8, DType.fp8e8m0})
 
 #: The types Fixpipe writes an L0C accumulator out as (a store / move out of L0C converts once).
 FIXPIPE_OUT = {DType.fp32: (DType.fp32, DType.fp16, DType.bf16), DType.int32: (DType.int32,)}
 
 _ALIASES = {"u8": "uint8", "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
             "float8_e4m3fn": "fp8e4m3fn", "e4m3": "fp8e4m3fn", "float8_e5m2": "fp8e5m2", "e5m2": "fp8e5m2",
-            "hifloat8": "hf8"}
+            "hifloat8": "hf8", "float8_e8m0fnu": "fp8e8m0", "e8m0": "fp8e8m0"}
 #: numpy dtype -> DType: uint8 is DType.uint8 (HF8's codes are uint8 too: only a declaration makes them HF8)
 _BY_NP = {d.np: d for d in DType if d is not DType.hf8}
 

@@ -9,7 +9,8 @@ from typing import Optional
 OK, FAILED, NEEDS_INPUT, INTERNAL = "ok", "failed", "needs-input", "internal-error"
 
 #: each buffer's name in PyPTO-Pro's MemorySpace
-PRO_NAMES = {"L1": "Mat", "L0A": "Left", "L0B": "Right", "L0C": "Acc", "BT": "Bias", "FB": "Scaling", "UB": "Vec"}
+PRO_NAMES = {"L1": "Mat", "L0A": "Left", "L0B": "Right", "L0C": "Acc", "BT": "Bias", "FB": "Scaling", "UB": "Vec",
+             "L0A_MX": "ScaleLeft", "L0B_MX": "ScaleRight"}
 
 
 @dataclass

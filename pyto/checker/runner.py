@@ -77,11 +77,11 @@ def _timing(result: CheckResult, rep) -> None:
     result.printed = list(rep.printed)
 
 
-_ORDER = [Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.BT, Buf.FB, Buf.UB]
+_ORDER = [Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.BT, Buf.FB, Buf.UB, Buf.L0A_MX, Buf.L0B_MX]
 
 
 def buffer_maps(launch) -> list:
-    """Each buffer's map in `launch`, in the chip's order (L1, L0A, L0B, L0C, BT, FB, UB): the fullest block's."""
+    """Each buffer's map in `launch`, in the chip's order (L1, L0A, L0B, L0C, BT, FB, UB, then the MX scale buffers): the fullest block's."""
     by_buf: dict = {}
     for (block, buf), space in launch.spaces().items():
         by_buf.setdefault(buf, []).append((block, space))

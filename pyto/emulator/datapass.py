@@ -15,7 +15,8 @@ follows one of ACCUMULATE, chosen per call (pyto.run_options(accumulate=...)):
   model of one instruction: exact fp16/bf16 products, the chunk's own sum in fp32) and adds it to L0C,
   rounding to fp32 after every instruction. int8 accumulates exactly in int32 (wrapping) either way. FP8 and
   HF8 operands are decoded exactly to fp32 (widen.py) and then accumulate as fp16 ones do: their products are
-  exact in fp32 too.
+  exact in fp32 too. MX operands (pl.matmul_mx) are decoded and scaled by their groups' E8M0 powers of two into
+  fp32 first (_scaled), then the same.
 
 Both concern L0C only: partials a split-K or Stream-K kernel reduces across blocks (in a GM workspace, or
 Fixpipe's atomic add) are added as the kernel's own instructions say, in either mode.
@@ -29,11 +30,12 @@ import numpy as np
 
 from ..dtypes import DType
 from ..ir import SYNC_OPS, Access, Buf, GMTensor, Instr, Op
+from ..lowp import MX_GROUP
 from .datapath import EFFECTS, convert, is_floating
 from .debugpass import HANDLERS as DEBUG_HANDLERS
 from .memory import Memory, add_into, region_view
 from .origins import Origins
-from .widen import widen_into
+from .widen import widen, widen_into
 
 ACCUMULATE = ("fused", "per_mmad")     # the L0C accumulation orders a data pass can follow (module docstring)
 
@@ -180,6 +182,10 @@ class _Binder:
         (a, sa), (b, sb) = self._operand(ins.srcs[0]), self._operand(ins.srcs[1])
         if at["dtype"] is DType.hf8:      # HF8 x HF8: uint8 codes, decoded (exactly) to fp32 before the MMAD
             a, b = self._decoded(a, sa), self._decoded(b, sb)
+        if "mx" in at:                    # MX: srcs 2, 3 are the E8M0 scales, applied into fp32 operands
+            a = self._scaled(a, mem.bound(ins.srcs[2]), 1)
+            b = self._scaled(b, mem.bound(ins.srcs[3]), 0)
+            sa = sb = None
         for acc in ins.srcs[2:]:          # the bias, and L0C itself when accumulating
             self.origins.read(acc)
         self.origins.wrote(dst)
@@ -234,6 +240,21 @@ class _Binder:
             return view
         buf = np.empty(view.shape, np.float32)
         self.steps.append(partial(widen_into, view, buf, DType.hf8))
+        return buf
+
+    def _scaled(self, view: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray:
+        """An MX operand as fp32 (pl.matmul_mx): each element decoded and multiplied by 2^(scale - 127) of its
+        32-element group along K (`axis`), in float64 (exact) and rounded once to fp32 (exact while the scaled value
+        is normal in fp32); scale 0xFF is NaN. A step just before the MMAD's writes it (both accumulation orders
+        read it)."""
+        buf = np.empty(view.shape, np.float32)
+
+        def scale_step() -> None:
+            codes = scales.view(np.uint8)
+            f = np.where(codes == 255, np.nan, np.ldexp(1.0, codes.astype(np.int32) - 127))
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                buf[...] = widen(view, np.float64) * np.repeat(f, MX_GROUP, axis=axis)
+        self.steps.append(scale_step)
         return buf
 
     def _fillpad(self, ins: Instr) -> None:

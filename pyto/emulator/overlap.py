@@ -19,7 +19,7 @@ on the root's elements.
 
 A view's bytes follow its store's layout (docs/fractal_formats.md §3): ND rows (padded to 32 B), NZ columns of fractals (each a
 contiguous run of padded-rows x 32 B), ZZ rows of fractals, ZN (L0B) rows of K0 x 16 fractals; L0C's NZ has
-16 x 16 fractals.
+16 x 16 fractals; MX scales (E8M0) ZZ rows of 16 x 2 fractals, NN columns of 2 x 16 ones.
 """
 from __future__ import annotations
 
@@ -60,6 +60,8 @@ def _fractal(store: TileStore) -> tuple:
     c0 = 32 // store.dtype.itemsize
     if store.buf is Buf.L0C:
         return 16, 16
+    if store.dtype.name == "fp8e8m0":       # MX scales: Zz 16 x 2, Nn 2 x 16 (seeds/004 §5.1)
+        return (16, 2) if store.layout == "ZZ" else (2, 16)
     if store.layout == "ZN":
         return c0, 16
     return 16, c0
@@ -79,7 +81,7 @@ def byte_intervals(store: TileStore, rect: tuple) -> list:
     else:
         fr, fc = _fractal(store)
         fbytes = fr * fc * isz
-        if store.layout == "NZ":          # column blocks of fc, each padded rows x fc contiguous
+        if store.layout in ("NZ", "NN"):  # column blocks of fc, each padded rows x fc contiguous
             for j in range(c0 // fc, -(-c1 // fc)):
                 out.append((j * rows * fc * isz + r0 * fc * isz, j * rows * fc * isz + r1 * fc * isz))
         else:                             # ZZ / ZN: row blocks of fr, each fr x padded cols contiguous

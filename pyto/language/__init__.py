@@ -5,14 +5,14 @@ module.
 The names, by kind (PyPTO-Pro's docs/zh/pypto_pro/api/SIMD-API/ has a page per name):
 - kernels and launch: jit, Tensor, Ptr, Tile, DYNAMIC, STATIC; pyto's extension: kernel (static Python parameters)
 - types: DT_FP16, DT_BF16, DT_FP32, DT_INT8, DT_INT32, DT_UINT8, DT_FP8E4M3FN, DT_FP8E5M2, DT_HF8 (the 8-bit floats:
-  storage and matmul inputs only; the other DT_* are named, not built), MemorySpace,
+  storage and matmul inputs only), DT_FP8E8M0 (matmul_mx's scales; the other DT_* are named, not built), MemorySpace,
   TileType, TensorLayout with ND, DN, NZ, ZN, ZZ, NN, PipeType, AccPhase, STPhase, AccToVecMode, AtomicType,
   ReluPreMode, CrossCoreSyncMode, SyncCoreType, SyncAllMode, TilePad, FillPadMode, RoundMode, QuantMode
 - tiles: make_tile, make_tile_group; pyto's extension: alloc (the next free address), L1 L0A L0B L0C UB BT FB
 - tails: set_validshape, fillpad
 - GM views: Ptr, addptr, make_ptr, make_tensor, set_stride
 - data movement: load, load_tile, store, store_tile, move, insert
-- cube: matmul, matmul_acc
+- cube: matmul, matmul_acc, matmul_mx, matmul_mx_acc (MXFP8; MXFP4 named, not built)
 - debugging and element access: printf, pto_assert, dump_data, trap, getval, setval (and tile[i, j])
 - vector (memory_vector_computation/): add sub mul div maximum minimum (tile or scalar rhs) and_ shl shr xor, neg abs
   exp log sqrt rsqrt recip relu, expands, cast(mode=), add_relu_cast sub_relu_cast mul_cast, eq ne lt le gt ge
@@ -33,6 +33,7 @@ from . import system
 from .control import (const, get_block_idx, get_block_num, get_subblock_idx, get_subblock_num, has_dn2nz, max, min,
                       range, section_cube, section_vector, workspace)
 from .cube import matmul, matmul_acc
+from .cube_mx import matmul_mx, matmul_mx_acc
 from .debug import dump_data, getval, printf, pto_assert, setval, trap
 from .gmview import addptr, make_ptr, make_tensor, set_stride
 from .jit import DYNAMIC, STATIC, JitKernel, Ptr, Tensor, TilingKeyField, jit
@@ -65,6 +66,7 @@ _VECTOR_UNBUILT = ["gather", "gatherb", "gathermask", "scatter", "mrgsort", "mrg
 
 __all__ = [*_TYPES, "dump_data", "getval", "printf", "pto_assert", "setval", "trap", "system", "const", "get_block_idx", "get_block_num", "get_subblock_idx", "get_subblock_num",
            "has_dn2nz", "max", "min", "range", "section_cube", "section_vector", "workspace", "matmul", "matmul_acc",
+           "matmul_mx", "matmul_mx_acc",
            "DYNAMIC", "STATIC", "JitKernel", "Ptr", "Tensor", "TilingKeyField", "jit", "addptr", "make_ptr",
            "make_tensor", "set_stride", "insert", "load",
            "load_tile", "move", "store", "store_tile", "Tile", "TileGroup", "TileType", "alloc", "make_tile",

@@ -26,13 +26,14 @@ from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, Buf, GMTensor, Loc, Op, Pipe, Role, STPhase
 from .opcommon import atomic_of, emit, extent, need_path, need_tile, no_scale, phase_of, relu_of
 from .opcommon import region as region_of
+from .mx_scales import is_scale_tile, load_scale
 from .tile import Tile, as_int
 from .trace import caller_loc, current
 
 _L1, _L0A, _L0B, _L0C, _UB, _BT = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.UB, Buf.BT
 _LOAD, _MTE1, _MTE2, _AIC = Op.LOAD, Pipe.MTE1, Pipe.MTE2, Role.AIC
 _GM_TO = {Buf.L1: (("GM", "L1"), "GM->L1", Role.AIC), Buf.UB: (("GM", "UB"), "GM->UB", Role.AIV0)}
-_CUBE_SIDE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.BT, Buf.L0C)     # a move into / out of these is the AIC's
+_CUBE_SIDE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.BT, Buf.L0C, Buf.L0A_MX, Buf.L0B_MX)     # a move into / out of these is the AIC's
 
 
 def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc: Loc, tile: Optional[Tile] = None,
@@ -188,6 +189,11 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
             tr.skip(loc)                  # the AIC's trace: the AIVs' traces check and record it
             return
         src = src_tensor
+        if is_scale_tile(dst):            # E8M0 into a ZZ / NN Mat tile: the MX scale layout (mx_scales.py)
+            if nd_num != 1:
+                raise UnsupportedError(f"{loc}: pl.load of MX scales with nd_num={nd_num} is not built in pyto")
+            load_scale(tr, dst, src, offsets, order, loc, _emit_gm_load, _gm_region, _GM_TO[_L1])
+            return
         if type(src) is GMTensor and order is None and nd_num == 1 and not dst.t:
             # the common case, all its checks in one go (the general path below says which one fails)
             d = dst.store

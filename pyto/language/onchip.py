@@ -3,6 +3,7 @@ insert.md): each call checks its arguments and records exactly one Instr. The pi
 spaces (move.md's table):
 
     move                 Mat -> Left / Right / Bias (extract at an offset)  MTE1   the AIC's
+                         Mat (ZZ / NN E8M0) -> ScaleLeft / ScaleRight       MTE1   the AIC's
                          Acc -> Vec (acc_to_vec_mode), Acc -> Mat           FIX    the AIC's
                          Mat -> Vec                                         V      each AIV's
                          Vec -> Mat (a sub-block or an NZ source: insert)   MTE3   each AIV's
@@ -43,7 +44,10 @@ from .trace import caller_loc, current
 
 _L1, _L0A, _L0B, _L0C, _UB, _BT = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.UB, Buf.BT
 _LOAD, _MTE1, _MTE2, _AIC = Op.LOAD, Pipe.MTE1, Pipe.MTE2, Role.AIC
-_L1_TO = {Buf.L0A: (("L1", "L0A"), "L1->L0A"), Buf.L0B: (("L1", "L0B"), "L1->L0B"), Buf.BT: (("L1", "BT"), "L1->BT")}
+_L1_TO = {Buf.L0A: (("L1", "L0A"), "L1->L0A"), Buf.L0B: (("L1", "L0B"), "L1->L0B"), Buf.BT: (("L1", "BT"), "L1->BT"),
+          Buf.L0A_MX: (("L1", "L0A_MX"), "L1->L0A_MX"), Buf.L0B_MX: (("L1", "L0B_MX"), "L1->L0B_MX")}
+#: Mat -> ScaleLeft / ScaleRight (move.md: MTE1): the scale tile's layout, which its Mat source must have
+_SCALE_LAYOUT = {Buf.L0A_MX: "ZZ", Buf.L0B_MX: "NN"}
 _SPLITM, _SPLITN = AccToVecMode.DualModeSplitM, AccToVecMode.DualModeSplitN
 
 
@@ -128,6 +132,13 @@ def _to_l0(dst: Tile, src: Tile, offset, loc: Loc) -> None:
         raise ShapeError(f"{loc}: {src!r} is an ND row in Mat (for the Bias table); the cube's operands come from NZ "
                          f"or ZN Mat tiles")
     need_path("L1", d.buf.name, loc)
+    if d.buf in _SCALE_LAYOUT and s.layout != _SCALE_LAYOUT[d.buf]:
+        raise ShapeError(f"{loc}: pl.move({dst!r}, {src!r}): {d.buf!r} takes E8M0 scales from a "
+                         f"{_SCALE_LAYOUT[d.buf]} Mat tile (move.md; matmul_mx.md: scale_a ZZ, scale_b NN), got a "
+                         f"{s.layout} one")
+    if s.dtype is DType.fp8e8m0 and d.buf not in _SCALE_LAYOUT:
+        raise ShapeError(f"{loc}: pl.move({dst!r}, {src!r}): an E8M0 scale tile moves to ScaleLeft (ZZ) or "
+                         f"ScaleRight (NN), not {d.buf!r}")
     if transpose and d.buf is _L0A and not _squares_ok(d, dst.rect):
         sr, sc = _TRANSPOSE_SQUARE[dst.dtype.itemsize]
         q0, q1, p0, p1 = dst.rect
@@ -341,7 +352,7 @@ def move(dst_tile: Tile, src_tile: Tile, offset=None, *, acc_to_vec_mode: Option
     # (a move out of Acc, or out of Vec, is recorded in every trace: the other side's trace keeps it as a marker,
     # which pairs pyto's cross-core moves, crosscore.py)
     need_tile(src, "pl.move source", (Buf.L1, Buf.L0C, Buf.UB), loc)
-    need_tile(dst, "pl.move destination", (Buf.L0A, Buf.L0B, Buf.BT, Buf.L1, Buf.UB), loc)
+    need_tile(dst, "pl.move destination", (Buf.L0A, Buf.L0B, Buf.BT, Buf.L1, Buf.UB, Buf.L0A_MX, Buf.L0B_MX), loc)
     no_scale(scale, loc, "pl.move")
     sb, db = src.buffer, dst.buffer
     if sb is _L0C:
@@ -361,9 +372,9 @@ def move(dst_tile: Tile, src_tile: Tile, offset=None, *, acc_to_vec_mode: Option
         if db is _UB:
             _mat_to_vec(dst, src, offset, loc)
             return
-        if db not in (_L0A, _L0B, _BT):
+        if db not in (_L0A, _L0B, _BT) and db not in _SCALE_LAYOUT:
             raise UnsupportedError(f"{loc}: pl.move {src.buffer!r} -> {dst.buffer!r} is not built in pyto (Mat moves "
-                                   f"to Left, Right, Bias or Vec)")
+                                   f"to Left, Right, Bias, ScaleLeft, ScaleRight or Vec)")
         _to_l0(dst, src, offset, loc)
         return
     if db is _L1:        # Vec -> Mat

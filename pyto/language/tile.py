@@ -29,16 +29,21 @@ _NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.(?:alloc|make_tile_group
 _PLACING = re.compile(r"\bpl\.(?:alloc|make_tile_group|make_tile)\b")
 _TUPLE_TARGET = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s*,?\s*=(?!=)(.*)$")
 #: the layout each memory space takes when a TileType names none (TileType.md's table for A5; Left: the chip's)
-_DEFAULT_LAYOUT = {Buf.L1: "NZ", Buf.L0B: "ZN", Buf.L0C: "NZ", Buf.UB: "ND", Buf.BT: "ND", Buf.FB: "ND"}
+_DEFAULT_LAYOUT = {Buf.L1: "NZ", Buf.L0B: "ZN", Buf.L0C: "NZ", Buf.UB: "ND", Buf.BT: "ND", Buf.FB: "ND",
+                   Buf.L0A_MX: "ZZ", Buf.L0B_MX: "NN"}
 #: the layouts pyto models per memory space (TileType.md allows more in some: those raise UnsupportedError)
-_LEGAL = {Buf.L1: ("NZ", "ZN", "ND"), Buf.L0A: ("NZ", "ZZ"), Buf.L0B: ("ZN",), Buf.L0C: ("NZ",),
-          Buf.UB: ("ND", "DN", "NZ"), Buf.BT: ("ND",), Buf.FB: ("ND",)}
+_LEGAL = {Buf.L1: ("NZ", "ZN", "ND", "ZZ", "NN"), Buf.L0A: ("NZ", "ZZ"), Buf.L0B: ("ZN",), Buf.L0C: ("NZ",),
+          Buf.UB: ("ND", "DN", "NZ"), Buf.BT: ("ND",), Buf.FB: ("ND",), Buf.L0A_MX: ("ZZ",), Buf.L0B_MX: ("NN",)}
+#: MX scale tiles (E8M0, matmul_mx.md; seeds/004 §5.1): scale_a [M, K/32] in Zz fractals of 16 x 2, scale_b [K/32, N]
+#: in Nn fractals of 2 x 16 (32 B each), in Mat and in ScaleLeft / ScaleRight; layout -> fractal (rows, cols)
+SCALE_FRACTAL = {"ZZ": (16, 2), "NN": (2, 16)}
+_SCALE_BUFS = (Buf.L0A_MX, Buf.L0B_MX)
 #: a layout that is the transpose of the store's: the tile is a transposed view of a store in the other one
 _TRANSPOSE = {"ZN": "NZ", "DN": "ND"}
 _STORE_LAYOUT = {Buf.L0B: "ZN"}      # ZN in L0B is that buffer's own format, not a view of an NZ store
 #: Acc FP32/INT32 tiles' fractal when the TileType names none (TileType.md)
 ACC_FRACTAL = 1024
-_CUBE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.BT, Buf.FB)
+_CUBE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.BT, Buf.FB, Buf.L0A_MX, Buf.L0B_MX)
 
 
 def _ceil(x: int, a: int) -> int:
@@ -122,7 +127,7 @@ class TileType:
             raise target_memory.refuse(str(loc))
         if not isinstance(target_memory, Buf) or target_memory is Buf.GM:
             raise ShapeError(f"{loc}: TileType target_memory must be an on-chip pl.MemorySpace (Vec, Mat, Left, Right, "
-                             f"Acc, Bias, Scaling), got {target_memory!r}")
+                             f"Acc, Bias, Scaling, ScaleLeft, ScaleRight), got {target_memory!r}")
         self.target_memory = target_memory
         if layout is not None:
             lay = str(layout.value if isinstance(layout, TensorLayout) else layout).upper()
@@ -417,6 +422,27 @@ def _check_dtype(buf: Buf, dt: DType, loc) -> None:
         raise ShapeError(f"{loc}: Acc (L0C) tiles accumulate in fp32 or int32, got {dt}")
     if buf is Buf.BT and dt not in (DType.fp32, DType.int32):
         raise ShapeError(f"{loc}: Bias tiles hold fp32 (int32 for int8 matmuls), got {dt}")
+    if buf in _SCALE_BUFS and dt is not DType.fp8e8m0:
+        raise ShapeError(f"{loc}: {buf!r} tiles hold E8M0 MX scales (pl.DT_FP8E8M0, MemorySpace.md: "
+                         f"\"仅用于...DT_FP8E8M0分组缩放因子\"), got {dt}")
+    if dt is DType.fp8e8m0 and buf not in (Buf.L1,) + _SCALE_BUFS:
+        raise UnsupportedError(f"{loc}: an E8M0 (pl.DT_FP8E8M0) tile in {buf!r} is not built in pyto: E8M0 scales "
+                               f"go GM -> Mat (layout ZZ / NN) -> ScaleLeft / ScaleRight for pl.matmul_mx")
+
+
+def _check_scale_layout(tr, buf: Buf, dt: DType, lay: str, loc) -> None:
+    """The MX scale tiles' rules once the layout is known: E8M0 in Mat is ZZ (scale_a) or NN (scale_b), and only
+    E8M0 is; a scale buffer exists only on a chip whose table has it (the 950: chip.MX_BUFFERS)."""
+    if buf is Buf.L1 and (dt is DType.fp8e8m0) != (lay in SCALE_FRACTAL):
+        if dt is DType.fp8e8m0:
+            raise ShapeError(f"{loc}: an E8M0 Mat tile is an MX scale tile, layout pl.ZZ (scale_a [M, K/32]) or "
+                             f"pl.NN (scale_b [K/32, N]) (matmul_mx.md), got {lay}")
+        raise ShapeError(f"{loc}: Mat layout {lay} is for E8M0 MX scale tiles only (matmul_mx.md), got a {dt} tile; "
+                         f"matrices in Mat are NZ (or ZN)")
+    if buf in _SCALE_BUFS and buf.name not in tr.chip.buffers:
+        raise UnsupportedError(f"{loc}: {buf!r} (the MX scale buffer {buf.name}) does not exist on chip "
+                               f"{tr.chip.name}: its table has no buffers.{buf.name} (PyPTO-Pro MemorySpace.md / "
+                               f"matmul_mx.md: ScaleLeft / ScaleRight and MX matmuls are the Ascend 950's)")
 
 
 def _stores(tr, key, buf: Buf, shape: tuple, dt: DType, layout: str, name: str, loc: Loc, addr: int,
@@ -425,6 +451,8 @@ def _stores(tr, key, buf: Buf, shape: tuple, dt: DType, layout: str, name: str, 
     made and registered in the block's address map on first use."""
     launch = tr.launch
     grid = grid_of(Buf.UB if (buf is Buf.L1 and layout == "ND") else Buf.L1 if _nz_in_ub(buf, layout) else buf, dt)
+    if dt is DType.fp8e8m0:
+        grid = SCALE_FRACTAL[layout]          # an MX scale tile: its Zz / Nn fractal grid
 
     def make(prog: int) -> TileStore:
         return TileStore(buf, shape, padded, dt, layout, grid, name, key, prog, loc, nbytes, addr, autosync,
@@ -447,6 +475,9 @@ def _nz_in_ub(buf: Buf, layout: str) -> bool:
 def _padded_bytes(buf: Buf, shape: tuple, layout: str, dt: DType) -> tuple:
     nd_row = buf is Buf.L1 and layout == "ND"
     padded = padded_of(Buf.UB if nd_row else buf, shape, dt)     # an ND row in L1: as UB rows are stored
+    if dt is DType.fp8e8m0 and layout in SCALE_FRACTAL:            # MX scales: whole 16 x 2 / 2 x 16 fractals
+        f0, f1 = SCALE_FRACTAL[layout]
+        padded = (_ceil(shape[0], f0), _ceil(shape[1], f1))
     if _nz_in_ub(buf, layout):
         padded = (_ceil(shape[0], 16), padded[1])                 # whole 16-row fractals
     return padded, padded[0] * padded[1] * dt.itemsize
@@ -460,6 +491,7 @@ def _spec(tr, tt: TileType, loc) -> tuple:
     dt = dtype_at(tt.dtype, loc)
     _check_dtype(buf, dt, loc)
     lay, shape, t = _canonical(buf, tt.shape, _resolve_layout(tr, buf, tt.layout, loc))
+    _check_scale_layout(tr, buf, dt, lay, loc)
     if lay == "ND" and buf is Buf.L1 and shape[0] != 1:
         raise ShapeError(f"{loc}: an ND Mat (L1) tile is a single row (pyto's bias row for the Bias table), got "
                          f"{list(shape)}; matrices in L1 are NZ (or ZN)")
@@ -609,6 +641,7 @@ def alloc(buffer: Buf, shape: Sequence[int], dtype, *, layout=None, buffers: int
         raise ShapeError(f"{loc}: layout {lay_in} is not legal for {buffer!r} tiles: {buffer.name} takes "
                          f"{' or '.join(_LEGAL[buffer])}")
     lay, sshape, t = _canonical(buffer, shape, lay_in)
+    _check_scale_layout(tr, buffer, dt, lay, loc)
     if lay == "ND" and buffer is Buf.L1 and sshape[0] != 1:
         raise ShapeError(f"{loc}: an ND tile in L1 is a single row (a bias row for BT), got {list(shape)}; matrices "
                          f"in L1 are NZ")

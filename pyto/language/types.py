@@ -71,19 +71,20 @@ class UnbuiltNamespace:
 DT_FP16, DT_BF16, DT_FP32, DT_INT8, DT_INT32 = DType.fp16, DType.bf16, DType.fp32, DType.int8, DType.int32
 DT_UINT8 = DType.uint8
 DT_FP8E4M3FN, DT_FP8E5M2, DT_HF8 = DType.fp8e4m3fn, DType.fp8e5m2, DType.hf8
+DT_FP8E8M0 = DType.fp8e8m0          # the MX scale (pl.matmul_mx's scale_a / scale_b; storage only)
 _UNBUILT_DTYPES = {
     "DT_BOOL": "bool", "DT_INT4": "4-bit int", "DT_INT16": "16-bit int", "DT_INT64": "64-bit int",
     "DT_UINT4": "4-bit unsigned", "DT_UINT16": "16-bit unsigned",
     "DT_UINT32": "32-bit unsigned", "DT_UINT64": "64-bit unsigned", "DT_FP4": "4-bit float",
-    "DT_FP8E8M0": "E8M0 MX scale", "DT_FP4E2M1": "FP4 E2M1", "DT_FP4E1M2": "FP4 E1M2", "DT_HF4": "HiFloat4"}
+    "DT_FP4E2M1": "FP4 E2M1", "DT_FP4E1M2": "FP4 E1M2", "DT_HF4": "HiFloat4"}
 globals().update({name: Unbuilt(name, f"the {what} data type") for name, what in _UNBUILT_DTYPES.items()})
 
 
 # ---- memory spaces (MemorySpace.md) ----------------------------------------------------------------------
 class MemorySpace:
     """Where a tile lives: the buffers pyto models (DDR = GM, Vec = UB, Mat = L1, Left = L0A, Right = L0B,
-    Acc = L0C, Bias = the bias table BT, Scaling = the fixpipe buffer FB); ScaleLeft/ScaleRight (MX scales) are
-    named but not built."""
+    Acc = L0C, Bias = the bias table BT, Scaling = the fixpipe buffer FB, ScaleLeft / ScaleRight = the MX scale
+    domains L0A_MX / L0B_MX paired with L0A / L0B: pl.matmul_mx's E8M0 scales, the 950 only)."""
 
     DDR = Buf.GM
     Vec = Buf.UB
@@ -93,8 +94,8 @@ class MemorySpace:
     Acc = Buf.L0C
     Bias = Buf.BT
     Scaling = Buf.FB
-    ScaleLeft = Unbuilt("MemorySpace.ScaleLeft", "the MX scale domain paired with L0A")
-    ScaleRight = Unbuilt("MemorySpace.ScaleRight", "the MX scale domain paired with L0B")
+    ScaleLeft = Buf.L0A_MX
+    ScaleRight = Buf.L0B_MX
 
 
 L1, L0A, L0B, L0C, UB, BT, FB = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.UB, Buf.BT, Buf.FB
@@ -189,7 +190,7 @@ class QuantMode(enum.Enum):
 
 
 __all__ = ["Unbuilt", "DT_FP16", "DT_BF16", "DT_FP32", "DT_INT8", "DT_INT32", "DT_UINT8", "DT_FP8E4M3FN", "DT_FP8E5M2",
-           "DT_HF8", *_UNBUILT_DTYPES, "MemorySpace",
+           "DT_HF8", "DT_FP8E8M0", *_UNBUILT_DTYPES, "MemorySpace",
            "L1", "L0A", "L0B", "L0C", "UB", "BT", "FB", "TensorLayout", "ND", "DN", "NZ", "ZN", "ZZ", "NN",
            "PipeType", "AccPhase", "STPhase", "AccToVecMode", "AtomicType", "ReluPreMode", "CrossCoreSyncMode",
            "SyncCoreType", "SyncAllMode", "TilePad", "FillPadMode", "RoundMode", "QuantMode"]
