@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import time
 
-import blas_threads  # noqa: I001 - first: pins the BLAS thread count before numpy loads
+import os as _os, sys as _sys  # noqa: E401 - blas_threads lives beside this script, which may be loaded by path
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import blas_threads  # noqa: E402,I001 - first: pins the BLAS thread count before numpy loads
 import numpy as np
 
 import pyto
