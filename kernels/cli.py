@@ -15,6 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the kernels' subcommands to the `pyto` parser."""
     register_plan(sub)
     register_bmm(sub)
+    register_tune(sub)
 
 
 def plan_shapes(B: int, M: int, N: int, K: int, batch_a: int | None = None, batch_b: int | None = None,
@@ -56,6 +57,32 @@ def register_plan(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="choose a BMM branch (docs/bmm_branches.md §10) and explain the decision")
     _shared_args(p)
     p.set_defaults(func=cmd_plan)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Print the tuned plan's explanation (every candidate simulated, its time) and the chosen plan."""
+    from pyto_kernels.bmm import plan
+    a_shape, b_shape = plan_shapes(args.B, args.M, args.N, args.K, args.batch_a, args.batch_b,
+                                   args.transpose_a, args.transpose_b)
+    p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
+             transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
+             override=None if args.seed_only else OVERRIDE, tune=True)
+    print(p.explain())
+    c = p.tuning.candidates[p.tuning.chosen]
+    print(f"\nchosen: {p.summary()}; simulated {c.simulated_us:,.3f} us ({c.brief})")
+    _reduce_note(p, args.reduce)
+    return 0
+
+
+def register_tune(sub: argparse._SubParsersAction) -> None:
+    """`pyto tune B M N K ...`: simulate the planner's candidates, take the fastest (cached per chip table)."""
+    p = sub.add_parser("tune", help="simulate the legal BMM branches and the planner's top tilings, take the fastest",
+                       description="Simulate in timing mode every legal BMM branch with the planner's tiling and the "
+                                   "cost model's next-best tilings of each, print every candidate's time and the "
+                                   "fastest plan. Results are cached per chip table and pyto version under "
+                                   "$PYTO_CACHE_DIR (default $XDG_CACHE_HOME/pyto or ~/.cache/pyto).")
+    _shared_args(p)
+    p.set_defaults(func=cmd_tune)
 
 
 def count(text: str) -> int:

@@ -54,12 +54,14 @@ def launcher(branch: str):
 
 
 def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional[str] = None,
-        transpose_a: bool = False, transpose_b: bool = False, report: bool = False, reduce: str = "workspace"):
+        transpose_a: bool = False, transpose_b: bool = False, report: bool = False, reduce: str = "workspace",
+        tune: bool = False):
     """C = A @ B (+ bias) with numpy.matmul semantics, run by the branch kernel the planner picks.
 
     branch forces a branch (PlanError when its structural preconditions fail; UnsupportedError when its
     kernel is not built). reduce: StreamK's reduction, "workspace" (deterministic, the default) or "atomic"
-    (AtomicAdd). Inputs given as pyto.spec run in timing mode and return (None, report).
+    (AtomicAdd). tune: the plan of plan(..., tune=True), the fastest simulated candidate (its file cache makes
+    the second tune of a problem free). Inputs given as pyto.spec run in timing mode and return (None, report).
     Returns C, or (C, Report) with report=True.
     """
     for flag, v in (("transpose_a", transpose_a), ("transpose_b", transpose_b), ("report", report)):
@@ -73,7 +75,7 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
         bias, _ = user_operand(bias, "bmm", "bias")
     a, b, squeeze = promote_vectors(a, b, transpose_a, transpose_b)
     p = cached_plan(a.shape, b.shape, dt, chip, False if bias is None else tuple(bias.shape), transpose_a,
-                    transpose_b, branch, reduce)
+                    transpose_b, branch, reduce, tune)
     _admit(p, a, b, bias)
     ops = operands(p.problem, a, b, bias)
     mode = mode_of(ops)
@@ -88,18 +90,19 @@ _PLANS: "OrderedDict[tuple, Plan]" = OrderedDict()     # bmm()'s plans per probl
 PLAN_CACHE_SIZE = 256
 
 
-def cached_plan(a_shape, b_shape, dtype, chip, bias, transpose_a: bool, transpose_b: bool, branch, reduce: str) -> Plan:
+def cached_plan(a_shape, b_shape, dtype, chip, bias, transpose_a: bool, transpose_b: bool, branch, reduce: str,
+                tune: bool = False) -> Plan:
     """plan(...) of a problem bmm() planned before, else planned now and kept (a plan is a pure function of the
     problem and the chip table: a table edited on disk loads as a new Chip, hence a new key)."""
     spec = load_chip(chip)
     key = (tuple(a_shape), tuple(b_shape), dtype, id(spec), bias, bool(transpose_a), bool(transpose_b), branch,
-           reduce)
+           reduce, bool(tune))
     hit = _PLANS.get(key)
     if hit is not None and hit.chip_spec is spec:
         _PLANS.move_to_end(key)
         return hit
     p = plan(a_shape, b_shape, dtype=dtype, chip=spec, bias=bias, transpose_a=transpose_a, transpose_b=transpose_b,
-             branch=branch, reduce=reduce)
+             branch=branch, reduce=reduce, tune=bool(tune))
     _PLANS[key] = p
     while len(_PLANS) > PLAN_CACHE_SIZE:
         _PLANS.popitem(last=False)

@@ -233,6 +233,7 @@ class Plan:
     alternatives: tuple[tuple[str, float | None, str], ...]   # (branch, T_total us when forced, or why illegal)
     forced: bool = False
     chip_spec: Chip | None = field(default=None, repr=False, compare=False)
+    tuning: object = field(default=None, repr=False, compare=False)   # tune.Tuning with tune=True, else None
 
     def buffer_use(self) -> dict[str, int]:
         """Bytes the tiling holds in each on-chip buffer (tile x buffer count)."""
@@ -379,7 +380,7 @@ def _alternatives(p: Problem, chip: Chip, reduce: str) -> tuple[tuple[str, float
 
 def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16", chip: object = "ascend950pr",
          bias: object = False, transpose_a: bool = False, transpose_b: bool = False, branch: str | None = None,
-         *, reduce: str = "workspace", override: float | None = OVERRIDE) -> Plan:
+         *, reduce: str = "workspace", override: float | None = OVERRIDE, tune: bool = False) -> Plan:
     """Choose a BMM branch and its tiling for A @ B (numpy.matmul broadcasting), or force `branch`.
 
     bias: False, True, or the bias's shape (which sets the bias bytes of the roofline; see parse_problem).
@@ -387,7 +388,12 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
     override: the fraction by which a legal branch outside its home ground (or, for StreamK, by half of it, a
     grid_K beyond the theta cap) must be estimated faster than the seed's decision to be taken instead (module
     docstring); None: the seed's decision alone.
+    tune: simulate (timing mode) the legal branches and the cost model's next-best tilings of each (only the
+    forced branch's when `branch` is given), return the fastest, its candidates and times in explain(); cached
+    in a file per chip table and pyto version (pyto_kernels.bmm.tune).
     """
+    if tune:
+        return _tuned(a_shape, b_shape, dtype, chip, bias, transpose_a, transpose_b, branch, reduce, override)
     p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b)
     spec = load_chip(chip)
     _fits_gm(p, spec)
@@ -412,6 +418,20 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
         chosen, t = _override(chosen, t, alternatives, override, p, spec, reduce, lines)
     return Plan(chosen, t, estimate(p, t, spec), p, spec.name, checks, tuple(lines), alternatives,
                 branch is not None, spec)
+
+
+def _tuned(a_shape, b_shape, dtype, chip, bias, transpose_a, transpose_b, branch, reduce, override) -> Plan:
+    """plan(..., tune=True): the seed's plan, then pyto_kernels.bmm.tune over the legal branches."""
+    from . import tune
+    kw = dict(dtype=dtype, chip=load_chip(chip), bias=bias, transpose_a=transpose_a, transpose_b=transpose_b,
+              reduce=reduce)
+    seed = plan(a_shape, b_shape, branch=branch, override=override, **kw)
+    branches = [branch] if branch is not None else legal_branches(a_shape, b_shape, dtype, kw["chip"], bias,
+                                                                    transpose_a, transpose_b)
+    forced = lambda b: plan(a_shape, b_shape, branch=b, **kw)  # noqa: E731
+    key = tune.problem_key(a_shape, b_shape, as_dtype(dtype).name, bias, transpose_a, transpose_b, reduce, override,
+                           branch)
+    return tune.tune(seed, forced, branches, kw["chip"], key, (a_shape, b_shape, bias))
 
 
 def _fits_gm(p: Problem, chip: Chip) -> None:
@@ -519,6 +539,8 @@ def _explain(plan: Plan) -> str:
     out.append(f"Roofline max(FLOPs/peak, bytes/W_GM) = {roofline_us(p, c):.3f} us")
     out.append("Every branch forced (for reference): " + "; ".join(
         f"{b} {t:.3f} us" if t is not None else f"{b} not legal ({why})" for b, t, why in plan.alternatives))
+    if plan.tuning is not None:
+        out += [""] + plan.tuning.lines()
     return "\n".join(out)
 
 
