@@ -462,3 +462,16 @@ def test_inputs_too_large_for_memory_are_needs_input(monkeypatch):
     r = runner.check(dict(kf.kernels)["relu_rows"])
     assert (r.kind, r.verdict) == ("needs-input", "InputError")
     assert "do not fit in this machine's memory: give smaller shapes (--shape)" in r.message
+
+
+def test_a_missing_cross_core_wait_leads_with_the_hand_over_fix(capsys):
+    """The replay ran the AIV's read before the AIC's write (two cores have no program order): the report lists the
+    RAW hand-over's fix first (set on the writer's pipe after the write, wait on the reader's before the read)."""
+    doc = _json(capsys, KERNELS / "cv_misuses.py", "no_cross_core_wait")
+    msg = doc["kernels"][0]["message"]
+    write, read = _line("cv_misuses.py", "pl.move(product, c_acc"), _line("cv_misuses.py", "pl.store(out, product",
+                                                                             after="def no_cross_core_wait")
+    assert re.search(rf"fix: if the read is meant to see this write \(a hand-over, RAW\): pl\.system\.set_cross_core\("
+                     rf"pipe=pl\.PipeType\.FIX, event_id=\.\.\.\) after cv_misuses\.py:{write} and pl\.system\."
+                     rf"wait_cross_core\(pipe=pl\.PipeType\.MTE3, event_id=\.\.\.\) before cv_misuses\.py:{read}; if "
+                     rf"the write must wait until the read is done \(WAR\)", msg), msg

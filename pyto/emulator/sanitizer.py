@@ -104,6 +104,16 @@ def race_error(obj, acc: Access, e: tuple, ins: Instr, write: bool, note: str = 
             and not all(p is not None for p in phases)):
         lines.append("  hint: one side carries a phase and the other does not; with a phase no software "
                      "sync is inserted on the M<->FIX edge, so both sides need AccPhase/STPhase (docs/cube_phase.md §4.1)")
+    elif kind == "WAR" and first.core != second.core and first.core // 3 == second.core // 3 and not aiv_only:
+        # two cores of a block have no program order: the replay ran the read first, but a cross-core hand-over
+        # (the writer producing what the reader consumes) is the usual intent, so its fix comes first
+        w, r = second, first
+        name = lambda i: f"{i.loc.file.rsplit('/', 1)[-1]}:{i.loc.line}"  # noqa: E731
+        lines.append(f"  fix: if the read is meant to see this write (a hand-over, RAW): "
+                     f"pl.system.set_cross_core(pipe=pl.PipeType.{w.pipe.name}, event_id=...) after {name(w)} and "
+                     f"pl.system.wait_cross_core(pipe=pl.PipeType.{r.pipe.name}, event_id=...) before {name(r)}; if "
+                     f"the write must wait until the read is done (WAR): set_cross_core on {r.pipe.name} after "
+                     f"{name(r)} and wait_cross_core on {w.pipe.name} before {name(w)}")
     else:
         lines.append("  fix: " + _fix(first, second, aiv_only))
         if kind == "WAR" and first.core != second.core:
