@@ -475,3 +475,13 @@ def test_a_missing_cross_core_wait_leads_with_the_hand_over_fix(capsys):
                      rf"pipe=pl\.PipeType\.FIX, event_id=\.\.\.\) after cv_misuses\.py:{write} and pl\.system\."
                      rf"wait_cross_core\(pipe=pl\.PipeType\.MTE3, event_id=\.\.\.\) before cv_misuses\.py:{read}; if "
                      rf"the write must wait until the read is done \(WAR\)", msg), msg
+
+
+def test_default_scalar_gives_every_open_scalar_a_value(capsys, tmp_path):
+    """vector_kernels.py's scale_add takes a fp32 scalar alpha: --default-scalar gives it (as a float; an int
+    dtype would get an int), a --scalar wins over it."""
+    path = _unmarked(tmp_path, "vector_kernels.py")
+    doc = _json(capsys, path, "scale_add", "--default-scalar", "3")
+    assert doc["kernels"][0]["inputs"]["alpha"] == {"value": 3.0} and doc["kernels"][0]["verdict"] == "ok"
+    doc = _json(capsys, path, "scale_add", "--default-scalar", "3", "--scalar", "alpha=0.5")
+    assert doc["kernels"][0]["inputs"]["alpha"] == {"value": 0.5}

@@ -67,6 +67,18 @@ def _open_dims(kf, values: dict, default: int) -> dict:
     return out
 
 
+def _open_scalars(kf, values: dict, default: float) -> dict:
+    """--default-scalar V: every pl.DT_* scalar parameter no --scalar gave (and that has no default) takes V (as
+    an int for an integer dtype)."""
+    out = dict(values)
+    for name, k in kf.kernels:
+        defaults = {p.name for p in k.signature.parameters.values() if p.default is not p.empty}
+        for p, kind, ann in k.params:
+            if kind == "scalar" and p not in out and f"{name}.{p}" not in out and p not in defaults:
+                out[f"{name}.{p}"] = float(default) if ann.is_float else int(default)
+    return out
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     out = sys.stdout
     doc = {"pyto_check": SCHEMA_VERSION, "file": args.file, "kernels": []}
@@ -79,6 +91,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         select(kf, args.kernels)
         if args.default_dim is not None:
             opts["values"] = _open_dims(kf, opts["values"], args.default_dim)
+        if args.default_scalar is not None:
+            opts["values"] = _open_scalars(kf, opts["values"], args.default_scalar)
         results = check_kernels(kf, args.kernels, opts=opts, trace_dir=args.trace, show_progress=not args.json)
     except (LoadError, InputError) as e:
         if args.json:
@@ -127,6 +141,8 @@ def register(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--default-dim", type=int, metavar="N",
                    help="give every open dim (pl.DYNAMIC, pl.STATIC) no --shape gave the size N, a leading (batch) "
                         "one 2 (for surveys)")
+    p.add_argument("--default-scalar", type=float, metavar="V",
+                   help="give every scalar parameter no --scalar gave the value V (an int for integer dtypes)")
     p.add_argument("--seed", type=int, help="seed of the random inputs (default 0)")
     p.add_argument("--timing", action="store_true", help="timing mode: shapes only, no data (large shapes)")
     p.add_argument("--trace", metavar="DIR", help="write a Perfetto trace per kernel (DIR/KERNEL.json.gz)")
