@@ -67,6 +67,12 @@ _ALIASES = {"u8": "uint8", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"
 _BY_NP = {d.np: d for d in DType if d is not DType.hf8}
 
 
+def stored_as(declared: DType, got: DType) -> bool:
+    """Whether an array of dtype `got` holds `declared`'s elements: the same numpy storage (so an HF8 tensor is a
+    uint8 array of its codes, module docstring)."""
+    return got is declared or got.np == declared.np
+
+
 def as_dtype(x: object) -> DType:
     """DType from a DType, a name ('fp16', 'bfloat16', 'hf8', ...), a numpy dtype or an array; ShapeError otherwise.
     A uint8 numpy dtype is DType.uint8 (never hf8: HF8 is named, module docstring)."""

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..dtypes import LOW_PRECISION, DType, as_dtype
+from ..dtypes import LOW_PRECISION, DType, as_dtype, stored_as
 from ..errors import KernelError, ShapeError, UnsupportedError
 from .gmview import Ptr, PtrSpec
 from .trace import Kernel
@@ -75,7 +75,7 @@ class TensorSpec:
             if not isinstance(d, _Policy) and int(d) != s:
                 raise ShapeError(f"parameter '{name}' is annotated {self} but got shape {list(shape)}: dim {i} is "
                                  f"{s}, not {d}")
-        if dtype is not want and not (want is DType.hf8 and dtype is DType.uint8):    # HF8: uint8 codes
+        if not stored_as(want, dtype):
             got = f"a {dtype} tensor" + (" (an HF8 tensor is a uint8 array of its codes: pyto.lowp.HF8.encode)"
                                          if want is DType.hf8 else "")
             raise ShapeError(f"parameter '{name}' is annotated {self} but got {got}")
@@ -155,7 +155,7 @@ def _ptr_array(name: str, spec: PtrSpec, a):
         raise spec.dtype.refuse(f"parameter '{name}'")
     want = as_dtype(spec.dtype)
     got = a.dtype if isinstance(a, Spec) else as_dtype(a.dtype)
-    if got is not want and not (want is DType.hf8 and got is DType.uint8):      # HF8: uint8 codes
+    if not stored_as(want, got):
         raise ShapeError(f"parameter '{name}' is annotated {spec!r} but got a {got} array")
     size = int(np.prod(a.shape, dtype=np.int64))
     if size == 0:
@@ -179,8 +179,9 @@ class JitKernel(Kernel):
     gm_sync = False       # PyPTO-Pro orders GM only by the kernel's own synchronisation
 
     def __init__(self, fn: Callable, *, arch: Optional[str] = None, auto_mutex: bool = True,
-                 name: Optional[str] = None, tiling_key=None):
+                 name: Optional[str] = None, tiling_key=None, unbuilt: Optional[str] = None):
         super().__init__(fn)
+        self.unbuilt = unbuilt        # a pl.jit keyword pyto does not build: refused at launch (bind)
         if not isinstance(auto_mutex, bool):
             raise KernelError(f"pl.jit auto_mutex must be True or False, got {auto_mutex!r}")
         self.auto_mutex = auto_mutex
@@ -267,8 +268,6 @@ class JitKernel(Kernel):
     def __call__(self, *args) -> Any:
         return self.launch(1, args)
 
-    unbuilt: Optional[str] = None     # a pl.jit keyword pyto does not build: refused at launch
-
     def launch(self, block_dim: int, args: tuple):
         """Run on the emulator (full mode; timing mode when every GM argument is a pyto.spec) and return the
         Report."""
@@ -305,9 +304,7 @@ def jit(target: Optional[Callable] = None, **options) -> Any:
             raise KernelError(f"pl.jit decorates a function, got {fn!r}")
         if not _is_kernel(fn):                  # PyPTO-Pro passes a function without kernel annotations through
             return fn
-        k = JitKernel(fn, **kw)
-        k.unbuilt = unbuilt
-        return k
+        return JitKernel(fn, **kw, unbuilt=unbuilt)
     if target is not None and not isinstance(target, str):
         return wrap(target)
     return wrap
