@@ -43,13 +43,14 @@ def _frozen(v: Any) -> Any:
         return ("dict", tuple(sorted((str(k), _frozen(x)) for k, x in v.items())))
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return (type(v), tuple((f.name, _frozen(getattr(v, f.name))) for f in dataclasses.fields(v)))
-    if isinstance(v, type) or callable(v) or hasattr(v, "__hash__") and type(v).__hash__ is not object.__hash__:
-        try:
-            hash(v)
-        except TypeError:
-            raise _Unkeyable from None
-        return ("obj", v)
-    raise _Unkeyable
+    by_identity = type(v).__hash__ is object.__hash__      # equal only to itself: a mutable object may have changed
+    if by_identity and not (isinstance(v, type) or callable(v)):
+        raise _Unkeyable
+    try:
+        hash(v)
+    except TypeError:
+        raise _Unkeyable from None
+    return ("obj", v)
 
 
 def _arg_key(a: Any) -> tuple:
