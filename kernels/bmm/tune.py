@@ -152,7 +152,7 @@ def candidates(seed, forced: Callable[[str], object], branches: list, chip: Chip
             seen.add(key)
             out.append(("planner's tiling (forced)", (), fp, False))
         ranked = []
-        for ch in _knobs(fp.tiling, fp.problem, chip):
+        for ch in (_knobs(fp.tiling, fp.problem, chip) if top > 0 else ()):
             try:
                 alt = fp.with_tiling(**ch)
             except PlanError:
@@ -172,6 +172,11 @@ def candidates(seed, forced: Callable[[str], object], branches: list, chip: Chip
 def simulate(p, a_shape, b_shape, bias) -> float:
     """The plan's simulated time (us) in timing mode on operands of these stored shapes, without the race checks.
     bias: False, True (one row per batch) or its shape."""
+    return simulate_report(p, a_shape, b_shape, bias).time_us
+
+
+def simulate_report(p, a_shape, b_shape, bias=False):
+    """simulate()'s emulator Report (pyto sweep keeps each pipe's time, the bottleneck and the bound)."""
     from .api import run_plan
     pr = p.problem
     bias_spec = None
@@ -180,7 +185,7 @@ def simulate(p, a_shape, b_shape, bias) -> float:
         bias_spec = pyto.spec(shape, DType.int32 if pr.dtype is DType.int8 else pr.dtype)
     with pyto.run_options(check=False):
         a, b = pyto.spec(tuple(a_shape), pr.dtype), pyto.spec(tuple(b_shape), pr.dtype)
-        return run_plan(p, a, b, bias_spec)[1].time_us
+        return run_plan(p, a, b, bias_spec)[1]
 
 
 # ---- the file cache --------------------------------------------------------------------------------------
