@@ -94,8 +94,13 @@ __all__ = [
     "PytoError", "CapacityError", "AlignmentError", "TilingError", "DeadlockError", "RaceError",
     "UninitializedReadError", "ClobberedReadError", "OutOfBoundsError", "ShapeError", "PlanError", "UnsupportedError", "KernelError", "SyncError",
     "KernelAssertionError", "TrapError",
-    "ChipError",
+    "ChipError", "CalibrationError",
 ]
+
+
+class CalibrationError(PytoError):
+    """A fitted-constants file (pyto calibrate; pyto_kernels.bmm.fitted) that is unreadable, of another format, or
+    whose key is missing, unknown or out of range (names the file and the key); or a sweep it cannot fit."""
 
 
 class InputError(PytoError):

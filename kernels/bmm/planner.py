@@ -71,6 +71,7 @@ from pyto.errors import PlanError, ShapeError
 
 from .conditions import (BRANCHES, REDUCE_MODES, SEED_NAMES, BranchCheck, Problem, asw_checks, iter_checks, iter_l1,
                          merge_checks, special_checks, stream_checks, to_matmul_checks)
+from . import fitted
 from .cost import RESOLUTION, Estimate, estimate, roofline_us
 from .tiling_asw import asw_tiling, to_matmul_folds, to_matmul_tiling
 from .tiling_batch import iter_tiling, merge_tiling
@@ -279,16 +280,21 @@ def _pick(cands: list[tuple[str, Tiling]], p: Problem, chip: Chip, lines: list[s
     """An overlap of home grounds: the smallest analytic T_total, where it is clear. Candidates within the model's
     RESOLUTION of the fastest are not ordered by it: among them the seed's price order decides (the cheaper
     parallelism), then T_total, then the busiest core's shorter MTE2 pipe time (a tie at the shared-bandwidth
-    bound: fewer, larger transfers)."""
+    bound: fewer, larger transfers). With fitted constants (fitted.for_chip) the times compared are the calibrated
+    ones and the resolution is the fitted one."""
+    fit = fitted.for_chip(chip)
+    res = RESOLUTION if fit.resolution is None else fit.resolution
     ests = [(b, t, estimate(p, t, chip)) for b, t in cands]
-    fastest = min(e.t_total for _, _, e in ests)
-    close = [x for x in ests if x[2].t_total <= fastest * (1 + RESOLUTION)]
-    b, t, e = min(close, key=lambda x: (PRICE[x[0]], x[2].t_total, x[2].t_mte2_pipe))
+    ests = [(b, t, e, fit.time(b, e.t_total)) for b, t, e in ests]
+    fastest = min(x[3] for x in ests)
+    close = [x for x in ests if x[3] <= fastest * (1 + res)]
+    b, t, e, _ = min(close, key=lambda x: (PRICE[x[0]], x[3], x[2].t_mte2_pipe))
     if len(ests) > 1:
-        lines.append(f"   overlap ({what}): T_total decides: " + ", ".join(f"{x} {ex.t_total:.3f} us"
-                                                                         for x, _, ex in ests)
-                     + (f" (within {RESOLUTION:.0%} of the fastest, the seed's price order, then T_total: "
-                        + ", ".join(x for x, _, _ in close) + ")" if len(close) > 1 else "")
+        what_t = "T_total" if fit.empty else f"calibrated T_total (fitted {fit.version})"
+        lines.append(f"   overlap ({what}): {what_t} decides: " + ", ".join(f"{x} {tt:.3f} us"
+                                                                          for x, _, _, tt in ests)
+                     + (f" (within {res:.0%} of the fastest, the seed's price order, then T_total: "
+                        + ", ".join(x[0] for x in close) + ")" if len(close) > 1 else "")
                      + f" -> {b}")
     else:
         lines.append(f"   -> {b}")
@@ -445,12 +451,15 @@ def _fits_gm(p: Problem, chip: Chip) -> None:
 def _override(chosen: str, t: Tiling, alternatives: tuple, margin: float, p: Problem, chip: Chip, reduce: str,
               lines: list[str]) -> tuple[str, Tiling]:
     """The seed's decision, or a legal branch estimated at least `margin` faster; then, for StreamK, a grid_K
-    beyond the seed's theta estimated at least margin / 2 faster (module docstring)."""
+    beyond the seed's theta estimated at least margin / 2 faster (module docstring). With fitted constants the
+    branches' times are the calibrated ones (fitted.for_chip); the grid_K step compares StreamK with itself, raw."""
     if not 0 <= margin < 1:
         raise PlanError(f"override must be None or a fraction in [0, 1), got {margin!r}")
     ests = {b: est for b, est, _ in alternatives if est is not None}
     if not ests.get(chosen):     # not legal when forced, or nothing to do (an empty output)
         return chosen, t
+    fit = fitted.for_chip(chip)
+    ests = {b: fit.time(b, est) for b, est in ests.items()}
     step = lambda: len([x for x in lines if x[:1].isdigit()]) + 1  # noqa: E731
     fastest = min(ests, key=ests.get)
     gain = 1 - ests[fastest] / ests[chosen]

@@ -1,0 +1,294 @@
+"""`pyto calibrate SWEEP`: fit the planner's free constants (fitted.py) to a sweep, judged on cases it did not see.
+
+The fit, in two stages (numpy only):
+1. Per branch, a least-squares line through the sweep's rows, simulated ~ scale * T_total + overhead_us, on
+   relative residuals (each row weighted by 1 / simulated: a 10% error weighs the same at 2 us as at 200 us),
+   overhead_us >= 0 (a latency the model under-counts; a negative one is refitted with overhead 0). This is the
+   model's systematic error per branch, which the planner's comparisons between branches inherit. Rows of every
+   tiling count (the next-best ones too): more points on the same line.
+2. A coordinate search over the decision constants, maximising the agreement of the planner with the fastest
+   simulated row of each case (then the least mean regret): start from today's constants; try stage 1's lines as
+   one move; then, per branch, its scale times 0.85-1.15 (overhead kept), and `resolution` and `override` on
+   small grids; keep a move only where it strictly improves; two rounds. Agreement is a step function of the
+   constants (the planner compares, it does not add up), so it is searched, not differentiated; stage 1 gives the
+   search a start with a physical meaning, and a constant the search does not move stays absent (today's).
+   Every score replays plan() itself (fitted.using) on the case's shapes and looks the chosen (branch, tiling)
+   up in the case's rows: the entry conditions, the price order and the override are the planner's own.
+
+Cases, never rows, are split: held_out_fraction of them (by a seeded permutation of the case ids) are only
+scored, before and after; the rest are fitted. A case's fastest row is its oracle; regret = the planner's row's
+simulated time / the oracle's - 1; agreement: regret <= AGREE (0.5%, benchmarks/bmm_planner.py's).
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import statistics
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable, Optional
+
+import numpy as np
+
+from pyto.errors import CalibrationError, PytoError
+
+from . import fitted
+from .fitted import Fitted
+from .planner import OVERRIDE, plan
+
+AGREE = 0.005
+SCALE_STEPS = (0.85, 0.9, 0.95, 1.05, 1.1, 1.15)
+RESOLUTIONS = (0.0, 0.01, 0.02, 0.05, 0.08)
+OVERRIDES = (0.05, 0.1, 0.15, 0.25, 0.3)
+ROUNDS = 2
+
+
+@dataclass(frozen=True)
+class Score:
+    """The planner against the fastest simulated row of each case."""
+
+    cases: int
+    agree: int
+    median_regret: float
+    worst_regret: float
+    mean_regret: float
+    unmatched: int = 0     # cases whose planned tiling has no row: scored by its branch's forced row
+
+    @property
+    def agreement(self) -> float:
+        return self.agree / self.cases if self.cases else 0.0
+
+    def cells(self) -> str:
+        return (f"{self.agree:>4}/{self.cases:<4} {self.agreement:>7.1%} {self.median_regret:>8.1%} "
+                f"{self.worst_regret:>8.1%}")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fit's result: the constants (`fitted`), stage 1's lines (`lines`: {branch: (scale, overhead_us, rows)}),
+    the split, and the scores before (today's constants) and after, on the fitted and the held-out cases."""
+
+    fitted: Fitted
+    lines: dict
+    fit_cases: tuple
+    held_cases: tuple
+    before_fit: Score
+    after_fit: Score
+    before_held: Score
+    after_held: Score
+    moves: tuple = ()      # the search's accepted moves, in order
+
+    def table(self) -> str:
+        """Before/after, fitted and held-out cases (what `pyto calibrate` prints)."""
+        head = f"{'':<22} {'agree':>9} {'rate':>7} {'median':>8} {'worst':>8}   (regret vs the fastest simulated row)"
+        out = [head]
+        for name, s in (("fit cases, before", self.before_fit), ("fit cases, after", self.after_fit),
+                        ("held-out, before", self.before_held), ("held-out, after", self.after_held)):
+            out.append(f"{name:<22} {s.cells()}" + (f"  ({s.unmatched} scored by the forced row)"
+                                                     if s.unmatched else ""))
+        f = self.fitted
+        out.append("fitted constants: " + (", ".join(
+            [f"resolution {f.resolution:g}"] * (f.resolution is not None) + [f"override {f.override:g}"] *
+            (f.override is not None) + [f"scale.{b} {v:.4f}" for b, v in f.scale] +
+            [f"overhead_us.{b} {v:.4f}" for b, v in f.overhead_us]) or "none (today's planner)"))
+        out.append("stage 1 lines (simulated ~ scale * T_total + overhead_us): " + ", ".join(
+            f"{b} {s:.4f} x + {o:.3f} us ({n} rows)" for b, (s, o, n) in sorted(self.lines.items())))
+        return "\n".join(out)
+
+
+# ---- the sweep's cases -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Case:
+    id: str
+    a_shape: tuple
+    b_shape: tuple
+    dtype: str
+    chip: str
+    rows: tuple            # ((branch, tiling, simulated_us, est_us), ...) of rows that ran
+    best: float
+
+
+def _shape(v) -> tuple:
+    return tuple(int(x) for x in (json.loads(v) if isinstance(v, str) else v))
+
+
+def cases_of(rows: Iterable[dict]) -> dict:
+    """{case id: _Case} of the rows that ran (simulated_us set, no error); a case none of whose rows ran is left
+    out. CalibrationError when a row lacks a column the fit reads."""
+    need = ("case", "a_shape", "b_shape", "dtype", "chip", "branch", "tiling", "simulated_us", "est_us")
+    by: dict = {}
+    for i, r in enumerate(rows):
+        missing = [k for k in need if k not in r]
+        if missing:
+            raise CalibrationError(f"sweep row {i}: column(s) {', '.join(missing)} missing (a pyto sweep output "
+                                   f"has them: kernels/bmm/sweep.py)")
+        if r["simulated_us"] is None or r["est_us"] is None or r.get("error") or not r["branch"]:
+            continue
+        by.setdefault(r["case"], []).append(r)
+    out = {}
+    for cid, rs in by.items():
+        r0 = rs[0]
+        ran = tuple((r["branch"], r["tiling"], float(r["simulated_us"]), float(r["est_us"])) for r in rs)
+        out[cid] = _Case(cid, _shape(r0["a_shape"]), _shape(r0["b_shape"]), r0["dtype"], r0["chip"], ran,
+                         min(x[2] for x in ran))
+    return out
+
+
+def split(case_ids: Iterable[str], held_out_fraction: float = 0.3, seed: int = 0) -> tuple[tuple, tuple]:
+    """(fit ids, held-out ids): a seeded permutation of the sorted case ids, the first held_out_fraction held out
+    (at least one of each when there are two or more cases and the fraction is in (0, 1))."""
+    if not 0 <= held_out_fraction < 1:
+        raise CalibrationError(f"held_out_fraction must be in [0, 1), got {held_out_fraction!r}")
+    ids = sorted(set(case_ids))
+    order = [ids[i] for i in np.random.default_rng(seed).permutation(len(ids))]
+    n = int(round(held_out_fraction * len(ids)))
+    if held_out_fraction > 0 and len(ids) >= 2:
+        n = min(max(n, 1), len(ids) - 1)
+    return tuple(sorted(order[n:])), tuple(sorted(order[:n]))
+
+
+# ---- stage 1: a line per branch -------------------------------------------------------------------------
+
+def fit_lines(cases: Iterable[_Case]) -> dict:
+    """{branch: (scale, overhead_us, rows)}: simulated ~ scale * est + overhead on relative residuals, overhead >= 0."""
+    pts: dict = {}
+    for c in cases:
+        for b, _, sim, est in c.rows:
+            if sim > 0 and est > 0:
+                pts.setdefault(b, []).append((est, sim))
+    out = {}
+    for b, xy in pts.items():
+        est, sim = np.array(xy, dtype=np.float64).T
+        # (scale * est + overhead - sim) / sim: columns est/sim and 1/sim against 1
+        a = np.stack([est / sim, 1.0 / sim], axis=1)
+        (s, o), *_ = np.linalg.lstsq(a, np.ones_like(sim), rcond=None)
+        if len(xy) < 2 or o < 0 or s <= 0:
+            s, o = float(np.sum(est / sim) / np.sum((est / sim) ** 2)), 0.0
+        out[b] = (float(s), float(o), len(xy))
+    return out
+
+
+# ---- scoring: the planner replayed -----------------------------------------------------------------------
+
+def _chosen(c: _Case, fit: Fitted) -> tuple[str, str]:
+    from .tune import _brief
+    margin = OVERRIDE if fit.override is None else fit.override
+    with fitted.using(replace(fit, chip=c.chip)):
+        p = plan(c.a_shape, c.b_shape, c.dtype, c.chip, override=margin)
+    return p.branch, _brief(p.tiling)
+
+
+def _regret(c: _Case, fit: Fitted) -> tuple[float, bool]:
+    """(regret, matched): the planner's plan's row; its branch's row of least estimate when its tiling has none."""
+    try:
+        b, brief = _chosen(c, fit)
+    except PytoError:
+        return float("inf"), False
+    hit = [sim for br, t, sim, _ in c.rows if br == b and t == brief]
+    if hit:
+        return hit[0] / c.best - 1, True
+    same = sorted((est, sim) for br, _, sim, est in c.rows if br == b)
+    return (same[0][1] / c.best - 1 if same else float("inf")), False
+
+
+def score(cases: Iterable[_Case], fit: Fitted) -> Score:
+    """The planner with these constants on these cases."""
+    res = [_regret(c, fit) for c in cases]
+    if not res:
+        return Score(0, 0, 0.0, 0.0, 0.0)
+    regs = [r for r, _ in res]
+    finite = [r for r in regs if r != float("inf")] or [0.0]
+    return Score(len(regs), sum(r <= AGREE for r in regs), statistics.median(regs), max(regs),
+                 sum(finite) / len(finite), sum(not m for _, m in res))
+
+
+def _better(a: Score, b: Score) -> bool:
+    """a strictly better than b: more agreement, then less mean regret (by more than float noise)."""
+    return a.agree > b.agree or (a.agree == b.agree and a.mean_regret < b.mean_regret - 1e-9)
+
+
+# ---- stage 2: the search ---------------------------------------------------------------------------------
+
+def _with(fit: Fitted, **kw) -> Fitted:
+    for k in ("scale", "overhead_us"):
+        if k in kw and isinstance(kw[k], dict):
+            kw[k] = tuple(sorted(kw[k].items()))
+    return replace(fit, **kw)
+
+
+def search(cases: list, lines: dict, chip: str, rounds: int = ROUNDS) -> tuple[Fitted, tuple]:
+    """Stage 2 (module docstring): the constants and the accepted moves."""
+    best = Fitted(chip)
+    best_s = score(cases, best)
+    moves = []
+
+    def attempt(cand: Fitted, what: str) -> None:
+        nonlocal best, best_s
+        s = score(cases, cand)
+        if _better(s, best_s):
+            best, best_s = cand, s
+            moves.append(f"{what}: agreement {s.agree}/{s.cases}, mean regret {s.mean_regret:.2%}")
+
+    attempt(_with(best, scale={b: s for b, (s, _, _) in lines.items()},
+                  overhead_us={b: o for b, (_, o, _) in lines.items() if o > 0}), "stage 1 lines")
+    for _ in range(rounds):
+        before = best
+        for b in sorted(lines):
+            scale = dict(best.scale)
+            base = scale.get(b, 1.0)
+            for f in SCALE_STEPS:
+                attempt(_with(best, scale={**scale, b: base * f}), f"scale.{b} {base * f:.4f}")
+        for r in RESOLUTIONS:
+            attempt(replace(best, resolution=r), f"resolution {r:g}")
+        for o in OVERRIDES:
+            attempt(replace(best, override=o), f"override {o:g}")
+        if best == before:
+            break
+    return best, tuple(moves)
+
+
+def fit(rows: Iterable[dict], held_out_fraction: float = 0.3, seed: int = 0, chip: Optional[str] = None,
+        rounds: int = ROUNDS) -> Calibration:
+    """Fit the planner's free constants to a sweep's rows (module docstring), one chip (`chip`, or the rows' only
+    one); scored before and after on the held-out cases."""
+    cases = cases_of(rows)
+    chips = sorted({c.chip for c in cases.values()})
+    if chip is None:
+        if len(chips) != 1:
+            raise CalibrationError(f"the sweep has cases on {len(chips)} chips ({', '.join(chips) or 'none ran'}); "
+                                   f"name one (chip=, --chip): the constants are fitted per chip")
+        chip = chips[0]
+    cases = {k: c for k, c in cases.items() if c.chip == chip}
+    if len(cases) < 2:
+        raise CalibrationError(f"the sweep has {len(cases)} case(s) that ran on {chip}: a fit needs two or more "
+                               f"(some to fit, some held out)")
+    fit_ids, held_ids = split(cases, held_out_fraction, seed)
+    train, held = [cases[i] for i in fit_ids], [cases[i] for i in held_ids]
+    lines = fit_lines(train)
+    got, moves = search(train, lines, chip, rounds)
+    today = Fitted(chip)
+    return Calibration(got, lines, fit_ids, held_ids, score(train, today), score(train, got), score(held, today),
+                       score(held, got), moves)
+
+
+def provenance(cal: Calibration, sweep_path: "str | Path", rows: int, held_out_fraction: float, seed: int) -> Fitted:
+    """The fitted constants with their [sweep] and [agreement] tables and a version (date + sweep hash)."""
+    data = Path(sweep_path).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    today = datetime.date.today().isoformat()
+    sweep = {"file": Path(sweep_path).name, "sha256": digest, "cases": len(cal.fit_cases) + len(cal.held_cases),
+             "rows": rows, "fit_cases": len(cal.fit_cases), "held_out_cases": len(cal.held_cases),
+             "held_out_fraction": held_out_fraction, "seed": seed, "date": today}
+    agree = {"held_out_before": cal.before_held.agreement, "held_out_after": cal.after_held.agreement,
+             "held_out_median_regret_before": cal.before_held.median_regret,
+             "held_out_median_regret_after": cal.after_held.median_regret,
+             "held_out_worst_regret_before": cal.before_held.worst_regret,
+             "held_out_worst_regret_after": cal.after_held.worst_regret,
+             "fit_before": cal.before_fit.agreement, "fit_after": cal.after_fit.agreement}
+    agree = {k: (v if v != float("inf") else 1e9) for k, v in agree.items()}
+    return replace(cal.fitted, version=f"{today}.{digest[:8]}", meta={"sweep": sweep, "agreement": agree})
+
+
+__all__ = ["AGREE", "Calibration", "Score", "cases_of", "fit", "fit_lines", "provenance", "score", "search", "split"]
