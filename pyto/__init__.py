@@ -8,8 +8,8 @@ from . import layout, progress
 from .chip import Chip, load_chip, list_chips
 from .dtypes import DType
 from .errors import (AlignmentError, CapacityError, ChipError, ClobberedReadError, DeadlockError, OutOfBoundsError,
-                     PlanError, PytoError, RaceError, ShapeError, TilingError, UninitializedReadError, UnsupportedError,
-                     KernelError, SyncError, KernelAssertionError, TrapError, InputError, LoadError)
+                     PlanError, PytoError, RaceError, ShapeError, SparsityError, TilingError, UninitializedReadError,
+                     UnsupportedError, KernelError, SyncError, KernelAssertionError, TrapError, InputError, LoadError)
 from .emulator import CompiledKernel, Spec, compile, run, run_options, spec
 from .report import Report
 from .tiling import CubeTileShapes, set_cube_tile_shapes, get_cube_tile_shapes, reset_cube_tile_shapes
@@ -19,7 +19,7 @@ from .checker import CheckResult, check, check_file
 __version__ = "0.1.0"
 
 __all__ = ["layout", "Chip", "load_chip", "list_chips", "DType", "PytoError", "AlignmentError", "CapacityError",
-           "DeadlockError", "OutOfBoundsError", "PlanError", "RaceError", "ShapeError", "TilingError",
+           "DeadlockError", "OutOfBoundsError", "PlanError", "RaceError", "ShapeError", "SparsityError", "TilingError",
            "UninitializedReadError", "ClobberedReadError", "UnsupportedError", "KernelError", "SyncError", "ChipError",
            "KernelAssertionError", "TrapError", "InputError", "LoadError", "Spec", "run", "compile", "CompiledKernel",
            "run_options", "spec", "Report", "CubeTileShapes", "set_cube_tile_shapes", "get_cube_tile_shapes",

@@ -29,10 +29,16 @@ BUFFERS = ("L1", "L0A", "L0B", "L0C", "UB", "BT", "FB")
 # L0B, "独立于Left/Right数据地址域的4KB逻辑容量"): optional, a table without them has no MX cube (Atlas A2/A3:
 # matmul_mx.md supports the 950 only), and a scale tile there is an UnsupportedError naming the chip.
 MX_BUFFERS = ("L0A_MX", "L0B_MX")
+# The 4:2 sparse index buffer (pyto's SparseIndex): the cube's own buffer LoadDataWithSparse fills with the 2-bit index
+# beside L0B ("索引矩阵存储在内部缓冲区", MmadWithSparse.md; Atlas A2/A3 only: the 950 removed 4:2 sparsity). Optional
+# likewise: a table without it has no sparse cube (language/cube_sparse.py).
+SPARSE_BUFFERS = ("L0B_SP",)
+OPTIONAL_BUFFERS = MX_BUFFERS + SPARSE_BUFFERS
 FORMATS = ("ND", "DN", "NZ", "ZZ", "ZN", "NN")
 # Allocation alignment in bytes per buffer (docs/chips.md §6: L0A/L0B 512B, L0C 64B, L1/UB 32B): a capacity is a multiple
 BUFFER_ALIGN = {"L1": 32, "L0A": 512, "L0B": 512, "L0C": 64, "UB": 32, "BT": 64, "FB": 64,
-                "L0A_MX": 32, "L0B_MX": 32}     # (MemorySpace.md: ScaleLeft / ScaleRight 32-byte address alignment)
+                "L0A_MX": 32, "L0B_MX": 32,     # (MemorySpace.md: ScaleLeft / ScaleRight 32-byte address alignment)
+                "L0B_SP": 128}                  # (one 128 B index fractal: L0B's 512 B / 4, at L0B's address / 4)
 # The formats the emulator models per buffer (docs/fractal_formats.md §4); only L0A's differs between chips (Zz on A2/A3, Nz on 950)
 MODELLED_FORMATS = {"L1": ("NZ",), "L0A": ("NZ", "ZZ"), "L0B": ("ZN",), "L0C": ("NZ",), "UB": ("ND",)}
 AIV_PER_AIC = 2        # the emulator traces two AIVs per block (AIV0, AIV1)
@@ -43,7 +49,7 @@ L0C_FRACTAL_BYTES = 16 * 16 * 4   # one Nz fractal of an fp32/int32 accumulator:
 SMALLEST_TILE = {"L1": (512, "16 x 16 fp16"), "L0A": (512, "16 x 16 fp16"), "L0B": (512, "16 x 16 fp16"),
                  "L0C": (L0C_FRACTAL_BYTES, "16 x 16 fp32"), "UB": (32, "one 32 B row"), "BT": (32, "one 32 B row"),
                  "FB": (32, "one 32 B row"), "L0A_MX": (32, "one 16 x 2 e8m0 fractal"),
-                 "L0B_MX": (32, "one 2 x 16 e8m0 fractal")}
+                 "L0B_MX": (32, "one 2 x 16 e8m0 fractal"), "L0B_SP": (128, "one 8 x 16 sparse index fractal")}
 MAX_AIC = 4096         # planning walks core counts and their divisors: beyond 128x the 950's 32 is a typo
 MAX_COUNT = 4096       # ids, queue depths, counters, group sizes
 MAX_BYTES = 1 << 48    # sizes in bytes (256 TiB): int64 addresses and float64 byte sums stay exact
@@ -183,7 +189,7 @@ class Chip:
             ) from None
 
 
-_PAIR = {(a, b): f"{a}->{b}" for a in ("GM",) + BUFFERS + MX_BUFFERS for b in ("GM",) + BUFFERS + MX_BUFFERS}
+_PAIR = {(a, b): f"{a}->{b}" for a in ("GM",) + BUFFERS + OPTIONAL_BUFFERS for b in ("GM",) + BUFFERS + OPTIONAL_BUFFERS}
 _REQUIRED_PATHS = ("GM->L1", "L1->L0A", "L1->L0B", "L0C->GM", "L0C->L1", "GM->UB", "UB->GM")
 
 
@@ -284,7 +290,7 @@ _RULES: tuple[_Rule, ...] = (
     _rate("cores.clock_ghz", why=" GHz"),
     _rate("cores.clock_ghz_opsnn", field=None, default=None, why=" GHz (recorded, not used for timing)"),
     *(_buffer(b) for b in BUFFERS),
-    *(_buffer(b, default=None) for b in MX_BUFFERS),     # optional (MX_BUFFERS)
+    *(_buffer(b, default=None) for b in OPTIONAL_BUFFERS),     # optional (MX_BUFFERS, SPARSE_BUFFERS)
     *(_format(b) for b in MODELLED_FORMATS),
     # a table from before the key: no DN -> Nz conversion on GM -> L1 (what docs/fractal_formats.md §4.4 gives every chip but the 950)
     _flag("formats.dn2nz", default=False),
@@ -403,7 +409,7 @@ def _validate(chip: "Chip") -> None:
             if v < w:
                 raise ChipError(f"{where}: key '{rule.key}' must be at least {other} = {_show(w)} ({why}), "
                                 f"got {_show(v)}")
-    ends = ("GM",) + BUFFERS + MX_BUFFERS
+    ends = ("GM",) + BUFFERS + OPTIONAL_BUFFERS
     for name, spec in chip.paths.items():
         src, _, dst = str(name).partition("->")
         if src not in ends or dst not in ends or src == dst:

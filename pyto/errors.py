@@ -56,6 +56,11 @@ class ShapeError(PytoError):
     """User shapes or dtypes that do not fit the operation."""
 
 
+class SparsityError(ShapeError):
+    """A 4:2 sparse operand breaks the 4:2 rule (seeds/004 §5.2): a group of 4 along K with more than 2 non-zeros, or
+    an index pair the cube's selection table does not hold; names the group, the values and the rule."""
+
+
 class PlanError(PytoError):
     """No legal plan, or a forced branch whose structural preconditions fail."""
 
@@ -92,7 +97,7 @@ class ChipError(PytoError):
 
 __all__ = [
     "PytoError", "CapacityError", "AlignmentError", "TilingError", "DeadlockError", "RaceError",
-    "UninitializedReadError", "ClobberedReadError", "OutOfBoundsError", "ShapeError", "PlanError", "UnsupportedError", "KernelError", "SyncError",
+    "UninitializedReadError", "ClobberedReadError", "OutOfBoundsError", "ShapeError", "SparsityError", "PlanError", "UnsupportedError", "KernelError", "SyncError",
     "KernelAssertionError", "TrapError",
     "ChipError", "CalibrationError",
 ]

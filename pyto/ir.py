@@ -31,7 +31,9 @@ class Buf(enum.IntEnum):
     """Memories: GM (global), L1 and L0A/L0B/L0C/BT/FB on the cube core, UB on each vector core. PyPTO-Pro's
     `pl.MemorySpace` names the same buffers: DDR = GM, Mat = L1, Left = L0A, Right = L0B, Acc = L0C, Vec = UB,
     Bias = BT, Scaling = FB, ScaleLeft = L0A_MX, ScaleRight = L0B_MX (the MX scale domains paired with L0A / L0B,
-    PTO-ISA's __ca__ / __cb__ scale spaces: MemorySpace.md; the 950 only)."""
+    PTO-ISA's __ca__ / __cb__ scale spaces: MemorySpace.md; the 950 only). pyto's extension: SparseIndex = L0B_SP,
+    the cube's own buffer LoadDataWithSparse fills with a 4:2 sparse B's 2-bit index beside L0B (Atlas A2/A3;
+    language/cube_sparse.py)."""
 
     GM = 0
     L1 = 1
@@ -43,13 +45,15 @@ class Buf(enum.IntEnum):
     FB = 7
     L0A_MX = 8
     L0B_MX = 9
+    L0B_SP = 10
 
     def __repr__(self) -> str:
         return f"pl.MemorySpace.{_SPACE_NAME[self]}"
 
 
 _SPACE_NAME = {Buf.GM: "DDR", Buf.L1: "Mat", Buf.L0A: "Left", Buf.L0B: "Right", Buf.L0C: "Acc", Buf.UB: "Vec",
-               Buf.BT: "Bias", Buf.FB: "Scaling", Buf.L0A_MX: "ScaleLeft", Buf.L0B_MX: "ScaleRight"}
+               Buf.BT: "Bias", Buf.FB: "Scaling", Buf.L0A_MX: "ScaleLeft", Buf.L0B_MX: "ScaleRight",
+               Buf.L0B_SP: "SparseIndex"}
 
 
 class Role(enum.IntEnum):

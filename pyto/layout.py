@@ -24,7 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from .dtypes import as_dtype
-from .errors import ShapeError
+from .errors import ShapeError, SparsityError
 
 Fractal = tuple[int, int]
 
@@ -375,7 +375,7 @@ def densify_4_2(b: object) -> tuple[np.ndarray, np.ndarray]:
     count = nz.sum(axis=-2)
     if (count > 2).any():
         pos = np.argwhere(count > 2)[0]
-        raise ShapeError(f"4:2 sparsity broken: group of K rows {4 * pos[-2]}..{4 * pos[-2] + 3} (column "
+        raise SparsityError(f"4:2 sparsity broken: group of K rows {4 * pos[-2]}..{4 * pos[-2] + 3} (column "
                          f"{pos[-1]}{', batch ' + str(tuple(pos[:-2])) if batch else ''}) has {count[tuple(pos)]} nonzeros")
     first = nz.argmax(axis=-2)
     second = (nz & (np.cumsum(nz, axis=-2) == 2)).argmax(axis=-2)
@@ -393,9 +393,45 @@ def expand_4_2(dense: object, idx: object) -> np.ndarray:
     if d.shape != i.shape or d.shape[-2] % 2:
         raise ShapeError(f"expand_4_2 needs dense and index of one shape with K/2 even, got {d.shape}, {i.shape}")
     *batch, K2, N = d.shape
+    check_sparse_index(i, "expand_4_2")
     pos = i.reshape(*batch, K2 // 2, 2, N).astype(np.intp) + np.array([0, 1]).reshape(2, 1)
-    if pos.size and (i.max() > 2 or (pos[..., 0, :] >= pos[..., 1, :]).any()):
-        raise ShapeError("expand_4_2: indices must be 0..2 and the two places of a group distinct, in order")
     out = np.zeros((*batch, K2 // 2, 4, N), dtype=d.dtype)
     np.put_along_axis(out, pos, d.reshape(*batch, K2 // 2, 2, N), axis=-2)
     return out.reshape(*batch, 2 * K2, N)
+
+
+def check_sparse_index(idx: object, what: str = "the 4:2 sparse index") -> None:
+    """SparsityError unless every group's pair (i0, i1) of `idx` (..., K/2, N) is one of the six the cube selects
+    by (MmadWithSparse.md's table 2: 0 <= i0 <= i1 <= 2, places i0 and 1 + i1 of the group's 4). The table's
+    (1, 0) and (2, 0) rows pick one element twice ("X/X"), (2, 1) and the code 3 are not in it: pyto refuses them."""
+    i = np.asarray(idx)
+    if i.ndim < 2 or i.shape[-2] % 2:
+        raise ShapeError(f"{what} is (..., K/2, N) with K/2 even (two indices per group of 4), got shape {i.shape}")
+    pairs = i.reshape(*i.shape[:-2], i.shape[-2] // 2, 2, i.shape[-1]).astype(np.int64)
+    bad = (pairs[..., 0, :] > pairs[..., 1, :]) | (pairs.max(axis=-2, initial=0) > 2) | (pairs.min(axis=-2, initial=0) < 0)
+    if bad.any():
+        at = np.argwhere(bad)[0]
+        g, n = int(at[-2]), int(at[-1])
+        i0, i1 = (int(v) for v in pairs[(*at[:-2], g, slice(None), n)])
+        raise SparsityError(f"{what}: group {g} (dense rows {2 * g}, {2 * g + 1}; original K rows {4 * g}..{4 * g + 3}) "
+                            f"of column {n}{', batch ' + str(tuple(int(v) for v in at[:-2])) if at.size > 2 else ''} "
+                            f"has the index pair ({i0}, {i1}): the cube selects places i0 and 1 + i1 with "
+                            f"0 <= i0 <= i1 <= 2 (seeds/004 §5.2, MmadWithSparse.md table 2); pyto.layout.densify_4_2 "
+                            f"makes valid ones")
+
+
+def pack_sparse_index(idx: object) -> np.ndarray:
+    """docs/fractal_formats.md §5.2's uint8 of four 2-bit indices: index (..., K/2, N), values 0..2 -> (..., K/8, N) bytes,
+    each holding 4 indices consecutive along K, the first in the lowest bits (LoadDataWithSparse.md's "逆序": the
+    indices 1 2 0 1 are the byte 1 0 2 1 written high to low). The Zn fractals of these bytes, 8 x 16 (128 B), are
+    sparse_index_to_zn(idx, packed=True): nd_to_zn(pack_sparse_index(idx), fractal=(8, 16))."""
+    i = _as_matrix(idx, "pack_sparse_index")
+    if i.shape[-2] % 4:
+        raise ShapeError(f"pack_sparse_index needs K/2 divisible by 4 (4 indices a byte), got {i.shape[-2]}")
+    return np.ascontiguousarray(np.swapaxes(pack_2bit(np.swapaxes(i, -1, -2)), -1, -2))
+
+
+def unpack_sparse_index(packed: object) -> np.ndarray:
+    """Inverse of pack_sparse_index: (..., K/8, N) uint8 -> (..., K/2, N) indices 0..3."""
+    p = _as_matrix(packed, "unpack_sparse_index")
+    return np.ascontiguousarray(np.swapaxes(unpack_2bit(np.swapaxes(p, -1, -2)), -1, -2))

@@ -36,6 +36,7 @@ from .cost_asw import _asw, _to_matmul
 from .cost_batch import _iter, _merge
 from .cost_pipes import Estimate
 from .cost_streamk_special import _special, _stream
+from .memo import memoised
 from .tilings import (AswTiling, IterBatchTiling, MergeBatchTiling, SpecialTiling, StreamKTiling, Tiling,
                       ToMatmulTiling)
 
@@ -55,6 +56,7 @@ _MODELS = {AswTiling: _asw, ToMatmulTiling: _to_matmul, IterBatchTiling: _iter, 
            StreamKTiling: _stream, SpecialTiling: _special}
 
 
+@memoised(16384, key=lambda p, tiling, chip: (p, tiling, id(chip)), keep=lambda p, tiling, chip: chip)
 def estimate(p: Problem, tiling: Tiling, chip: Chip) -> Estimate:
-    """The analytic time of running `tiling` on `p` (branch given by the tiling's type)."""
+    """The analytic time of running `tiling` on `p` (branch given by the tiling's type); memoised (memo.py)."""
     return _MODELS[type(tiling)](tiling, p, chip).finish()

@@ -8,6 +8,7 @@ from pyto.errors import PlanError
 from ..swizzle import l2_blocks
 from .conditions import ACC_BYTES, Problem, align_up, asw_window, cdiv
 from .cost import RESOLUTION, estimate
+from .memo import memoised
 from .tiling_cube import cube_candidates
 from .tilings import AswTiling, ToMatmulTiling
 
@@ -39,6 +40,7 @@ def _asw_of(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, tiles: t
                      min(tasks, C), split, asw_window(chip), ml2, nl2, full_load, bres, notes)
 
 
+@memoised(4096, key=lambda p, chip, *a: (p, id(chip)) + a, keep=lambda p, chip, *a: chip)
 def _asw_tiles(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, full_load: str) -> tuple:
     """The base tiles of an ASW tile walk: of every tile shape that fits (cube_candidates), the one the cost
     model (cost.estimate, the same model the planner arbitrates with) finds fastest; ties to less padding,

@@ -6,6 +6,7 @@ from pyto.chip import Chip
 from pyto.errors import PlanError
 
 from .conditions import ACC_BYTES, FRACTAL, Problem, align_down, align_up, cdiv
+from .memo import memoised
 from .tilings import bias_l1_bytes
 
 
@@ -35,6 +36,12 @@ def _k_l1(rows: int, bk: int, kp: int, budget: int, p: Problem) -> tuple[int, in
     return 0, 0, 0
 
 
+def _candidates_key(m, n, k, batch, p, chip, *, cores, a_in_l1=False, b_in_l1=False, hold_copies=1, sharing=None,
+                    held_twice=False) -> tuple:
+    return (m, n, k, batch, p, id(chip), cores, a_in_l1, b_in_l1, hold_copies, sharing, held_twice)
+
+
+@memoised(2048, key=_candidates_key, keep=lambda *a, **kw: a[5], copy=list)
 def cube_candidates(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, *, cores: int,
                     a_in_l1: bool = False, b_in_l1: bool = False, hold_copies: int = 1,
                     sharing: int | None = None, held_twice: bool = False

@@ -10,7 +10,7 @@ OK, FAILED, NEEDS_INPUT, INTERNAL = "ok", "failed", "needs-input", "internal-err
 
 #: each buffer's name in PyPTO-Pro's MemorySpace
 PRO_NAMES = {"L1": "Mat", "L0A": "Left", "L0B": "Right", "L0C": "Acc", "BT": "Bias", "FB": "Scaling", "UB": "Vec",
-             "L0A_MX": "ScaleLeft", "L0B_MX": "ScaleRight"}
+             "L0A_MX": "ScaleLeft", "L0B_MX": "ScaleRight", "L0B_SP": "SparseIndex"}
 
 
 @dataclass

@@ -77,7 +77,7 @@ def _timing(result: CheckResult, rep) -> None:
     result.printed = list(rep.printed)
 
 
-_ORDER = [Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.BT, Buf.FB, Buf.UB, Buf.L0A_MX, Buf.L0B_MX]
+_ORDER = [Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.BT, Buf.FB, Buf.UB, Buf.L0A_MX, Buf.L0B_MX, Buf.L0B_SP]
 
 
 def buffer_maps(launch) -> list:

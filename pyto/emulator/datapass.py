@@ -30,6 +30,7 @@ import numpy as np
 
 from ..dtypes import DType
 from ..ir import SYNC_OPS, Access, Buf, GMTensor, Instr, Op
+from ..layout import check_sparse_index, expand_4_2, unpack_sparse_index
 from ..lowp import MX_GROUP
 from .datapath import EFFECTS, convert, is_floating
 from .debugpass import HANDLERS as DEBUG_HANDLERS
@@ -186,12 +187,14 @@ class _Binder:
             a = self._scaled(a, mem.bound(ins.srcs[2]), 1)
             b = self._scaled(b, mem.bound(ins.srcs[3]), 0)
             sa = sb = None
+        if "sparse" in at:                # 4:2 sparse: b is the dense half, srcs[2] its index; expanded to [K, N]
+            b, sb = self._expanded(b, mem.bound(ins.srcs[2]), ins), None
         for acc in ins.srcs[2:]:          # the bias, and L0C itself when accumulating
             self.origins.read(acc)
         self.origins.wrote(dst)
         out = mem.bound(dst)
         qdst, a_tail, b_tail = dst, a, b      # what the fused step queues
-        if (a.shape[0], a.shape[1], b.shape[1]) != (at["m"], at["k"], at["n"]):
+        if (a.shape[0], a.shape[1], b.shape[1]) != (at["m"], at.get("sparse", at["k"]), at["n"]):
             # a tail MMAD (valid M/K/N smaller than its tiles): the fused step multiplies the valid operands
             # zero-padded to the tiles' shapes and queues the product on the tiles' L0C rectangle (zero past the
             # valid rows and columns, so the stale values there stay), which is the arithmetic, and so the bits,
@@ -255,6 +258,19 @@ class _Binder:
             with np.errstate(over="ignore", under="ignore", invalid="ignore"):
                 buf[...] = widen(view, np.float64) * np.repeat(f, MX_GROUP, axis=axis)
         self.steps.append(scale_step)
+        return buf
+
+    def _expanded(self, dense: np.ndarray, packed: np.ndarray, ins: Instr) -> np.ndarray:
+        """A 4:2 sparse MMAD's B (pl.matmul_sparse): the dense [K/2, N] put back at the places its index names, zeros
+        elsewhere -> [K, N] (pyto.layout.expand_4_2 of the unpacked [K/8, N] index bytes); an index pair outside the
+        cube's table is a SparsityError naming the MMAD. A step just before the MMAD's writes it."""
+        buf = np.empty((2 * dense.shape[0], dense.shape[1]), dense.dtype)
+
+        def expand_step() -> None:
+            idx = unpack_sparse_index(packed)
+            check_sparse_index(idx, f"{ins.loc}: {ins.name or 'the sparse MMAD'}'s index")
+            buf[...] = expand_4_2(dense, idx)
+        self.steps.append(expand_step)
         return buf
 
     def _fillpad(self, ins: Instr) -> None:

@@ -62,6 +62,8 @@ def _fractal(store: TileStore) -> tuple:
         return 16, 16
     if store.dtype.name == "fp8e8m0":       # MX scales: Zz 16 x 2, Nn 2 x 16 (seeds/004 §5.1)
         return (16, 2) if store.layout == "ZZ" else (2, 16)
+    if store.dtype.name == "uint8" and store.buf in (Buf.L1, Buf.L0B_SP):    # a 4:2 sparse index (seeds/004 §5.2):
+        return (16, 8) if store.layout == "NZ" else (8, 16)                  # 128 B fractals, tile.INDEX_FRACTAL
     if store.layout == "ZN":
         return c0, 16
     return 16, c0

@@ -12,7 +12,8 @@ The names, by kind (PyPTO-Pro's docs/zh/pypto_pro/api/SIMD-API/ has a page per n
 - tails: set_validshape, fillpad
 - GM views: Ptr, addptr, make_ptr, make_tensor, set_stride
 - data movement: load, load_tile, store, store_tile, move, insert
-- cube: matmul, matmul_acc, matmul_mx, matmul_mx_acc (MXFP8; MXFP4 named, not built)
+- cube: matmul, matmul_acc, matmul_mx, matmul_mx_acc (MXFP8; MXFP4 named, not built); pyto's extension (Atlas A2/A3):
+  the 4:2 sparse matmul move_sparse, matmul_sparse, matmul_sparse_acc (cube_sparse.py)
 - debugging and element access: printf, pto_assert, dump_data, trap, getval, setval (and tile[i, j])
 - vector (memory_vector_computation/): add sub mul div maximum minimum (tile or scalar rhs) and_ shl shr xor, neg abs
   exp log sqrt rsqrt recip relu, expands, cast(mode=), add_relu_cast sub_relu_cast mul_cast, eq ne lt le gt ge
@@ -34,6 +35,7 @@ from .control import (const, get_block_idx, get_block_num, get_subblock_idx, get
                       range, section_cube, section_vector, workspace)
 from .cube import matmul, matmul_acc
 from .cube_mx import matmul_mx, matmul_mx_acc
+from .cube_sparse import matmul_sparse, matmul_sparse_acc, move_sparse
 from .debug import dump_data, getval, printf, pto_assert, setval, trap
 from .gmview import addptr, make_ptr, make_tensor, set_stride
 from .jit import DYNAMIC, STATIC, JitKernel, Ptr, Tensor, TilingKeyField, jit
@@ -66,7 +68,7 @@ _VECTOR_UNBUILT = ["gather", "gatherb", "gathermask", "scatter", "mrgsort", "mrg
 
 __all__ = [*_TYPES, "dump_data", "getval", "printf", "pto_assert", "setval", "trap", "system", "const", "get_block_idx", "get_block_num", "get_subblock_idx", "get_subblock_num",
            "has_dn2nz", "max", "min", "range", "section_cube", "section_vector", "workspace", "matmul", "matmul_acc",
-           "matmul_mx", "matmul_mx_acc",
+           "matmul_mx", "matmul_mx_acc", "matmul_sparse", "matmul_sparse_acc", "move_sparse",
            "DYNAMIC", "STATIC", "JitKernel", "Ptr", "Tensor", "TilingKeyField", "jit", "addptr", "make_ptr",
            "make_tensor", "set_stride", "insert", "load",
            "load_tile", "move", "store", "store_tile", "Tile", "TileGroup", "TileType", "alloc", "make_tile",

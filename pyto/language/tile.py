@@ -30,20 +30,26 @@ _PLACING = re.compile(r"\bpl\.(?:alloc|make_tile_group|make_tile)\b")
 _TUPLE_TARGET = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s*,?\s*=(?!=)(.*)$")
 #: the layout each memory space takes when a TileType names none (TileType.md's table for A5; Left: the chip's)
 _DEFAULT_LAYOUT = {Buf.L1: "NZ", Buf.L0B: "ZN", Buf.L0C: "NZ", Buf.UB: "ND", Buf.BT: "ND", Buf.FB: "ND",
-                   Buf.L0A_MX: "ZZ", Buf.L0B_MX: "NN"}
+                   Buf.L0A_MX: "ZZ", Buf.L0B_MX: "NN", Buf.L0B_SP: "ZN"}
 #: the layouts pyto models per memory space (TileType.md allows more in some: those raise UnsupportedError)
 _LEGAL = {Buf.L1: ("NZ", "ZN", "ND", "ZZ", "NN"), Buf.L0A: ("NZ", "ZZ"), Buf.L0B: ("ZN",), Buf.L0C: ("NZ",),
-          Buf.UB: ("ND", "DN", "NZ"), Buf.BT: ("ND",), Buf.FB: ("ND",), Buf.L0A_MX: ("ZZ",), Buf.L0B_MX: ("NN",)}
+          Buf.UB: ("ND", "DN", "NZ"), Buf.BT: ("ND",), Buf.FB: ("ND",), Buf.L0A_MX: ("ZZ",), Buf.L0B_MX: ("NN",),
+          Buf.L0B_SP: ("ZN",)}
 #: MX scale tiles (E8M0, matmul_mx.md; seeds/004 §5.1): scale_a [M, K/32] in Zz fractals of 16 x 2, scale_b [K/32, N]
 #: in Nn fractals of 2 x 16 (32 B each), in Mat and in ScaleLeft / ScaleRight; layout -> fractal (rows, cols)
 SCALE_FRACTAL = {"ZZ": (16, 2), "NN": (2, 16)}
 _SCALE_BUFS = (Buf.L0A_MX, Buf.L0B_MX)
+#: the 4:2 sparse index (seeds/004 §5.2; language/cube_sparse.py): uint8 bytes of four 2-bit indices, in Zn fractals of
+#: 32 indices along K (8 bytes) x 16 along N = 128 B, one per 512 B int8 fractal of the dense B. A uint8 Mat tile is
+#: one (a ZN [K/8, N] tile: its NZ store [N, K/8] holds a fractal as 16 x 8), and so is every SparseIndex tile
+#: (ZN [K/8, N], its own format as L0B's); buffer -> the store's fractal grid (rows, cols)
+INDEX_FRACTAL = {Buf.L1: (16, 8), Buf.L0B_SP: (8, 16)}
 #: a layout that is the transpose of the store's: the tile is a transposed view of a store in the other one
 _TRANSPOSE = {"ZN": "NZ", "DN": "ND"}
-_STORE_LAYOUT = {Buf.L0B: "ZN"}      # ZN in L0B is that buffer's own format, not a view of an NZ store
+_STORE_LAYOUT = {Buf.L0B: "ZN", Buf.L0B_SP: "ZN"}   # ZN in L0B (and SparseIndex) is its own format, not a view
 #: Acc FP32/INT32 tiles' fractal when the TileType names none (TileType.md)
 ACC_FRACTAL = 1024
-_CUBE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.BT, Buf.FB, Buf.L0A_MX, Buf.L0B_MX)
+_CUBE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.BT, Buf.FB, Buf.L0A_MX, Buf.L0B_MX, Buf.L0B_SP)
 
 
 def _ceil(x: int, a: int) -> int:
@@ -425,6 +431,9 @@ def _check_dtype(buf: Buf, dt: DType, loc) -> None:
     if buf in _SCALE_BUFS and dt is not DType.fp8e8m0:
         raise ShapeError(f"{loc}: {buf!r} tiles hold E8M0 MX scales (pl.DT_FP8E8M0, MemorySpace.md: "
                          f"\"仅用于...DT_FP8E8M0分组缩放因子\"), got {dt}")
+    if buf is Buf.L0B_SP and dt is not DType.uint8:
+        raise ShapeError(f"{loc}: {buf!r} tiles hold the 4:2 sparse index, pl.DT_UINT8 bytes of four 2-bit indices "
+                         f"(LoadDataWithSparse.md: idx is uint8_t; pl.move_sparse), got {dt}")
     if dt is DType.fp8e8m0 and buf not in (Buf.L1,) + _SCALE_BUFS:
         raise UnsupportedError(f"{loc}: an E8M0 (pl.DT_FP8E8M0) tile in {buf!r} is not built in pyto: E8M0 scales "
                                f"go GM -> Mat (layout ZZ / NN) -> ScaleLeft / ScaleRight for pl.matmul_mx")
@@ -439,6 +448,10 @@ def _check_scale_layout(tr, buf: Buf, dt: DType, lay: str, loc) -> None:
                              f"pl.NN (scale_b [K/32, N]) (matmul_mx.md), got {lay}")
         raise ShapeError(f"{loc}: Mat layout {lay} is for E8M0 MX scale tiles only (matmul_mx.md), got a {dt} tile; "
                          f"matrices in Mat are NZ (or ZN)")
+    if buf is Buf.L0B_SP and buf.name not in tr.chip.buffers:
+        raise UnsupportedError(f"{loc}: {buf!r} (the 4:2 sparse index buffer {buf.name}) does not exist on chip "
+                               f"{tr.chip.name}: its table has no buffers.{buf.name} (LoadDataWithSparse / "
+                               f"MmadWithSparse are Atlas A2/A3's; the Ascend 950 has no 4:2 sparse cube)")
     if buf in _SCALE_BUFS and buf.name not in tr.chip.buffers:
         raise UnsupportedError(f"{loc}: {buf!r} (the MX scale buffer {buf.name}) does not exist on chip "
                                f"{tr.chip.name}: its table has no buffers.{buf.name} (PyPTO-Pro MemorySpace.md / "
@@ -453,6 +466,8 @@ def _stores(tr, key, buf: Buf, shape: tuple, dt: DType, layout: str, name: str, 
     grid = grid_of(Buf.UB if (buf is Buf.L1 and layout == "ND") else Buf.L1 if _nz_in_ub(buf, layout) else buf, dt)
     if dt is DType.fp8e8m0:
         grid = SCALE_FRACTAL[layout]          # an MX scale tile: its Zz / Nn fractal grid
+    if _is_index(buf, dt, layout):
+        grid = INDEX_FRACTAL[buf]             # a 4:2 sparse index tile: its 128 B Zn fractals
 
     def make(prog: int) -> TileStore:
         return TileStore(buf, shape, padded, dt, layout, grid, name, key, prog, loc, nbytes, addr, autosync,
@@ -472,11 +487,19 @@ def _nz_in_ub(buf: Buf, layout: str) -> bool:
     return buf is Buf.UB and layout == "NZ"
 
 
+def _is_index(buf: Buf, dt: DType, layout: str) -> bool:
+    """Whether a store is a 4:2 sparse index's (INDEX_FRACTAL): uint8 in a Mat NZ store or in SparseIndex."""
+    return dt is DType.uint8 and (buf is Buf.L0B_SP or (buf is Buf.L1 and layout == "NZ"))
+
+
 def _padded_bytes(buf: Buf, shape: tuple, layout: str, dt: DType) -> tuple:
     nd_row = buf is Buf.L1 and layout == "ND"
     padded = padded_of(Buf.UB if nd_row else buf, shape, dt)     # an ND row in L1: as UB rows are stored
     if dt is DType.fp8e8m0 and layout in SCALE_FRACTAL:            # MX scales: whole 16 x 2 / 2 x 16 fractals
         f0, f1 = SCALE_FRACTAL[layout]
+        padded = (_ceil(shape[0], f0), _ceil(shape[1], f1))
+    if _is_index(buf, dt, layout):                                 # a sparse index: whole 128 B fractals
+        f0, f1 = INDEX_FRACTAL[buf]
         padded = (_ceil(shape[0], f0), _ceil(shape[1], f1))
     if _nz_in_ub(buf, layout):
         padded = (_ceil(shape[0], 16), padded[1])                 # whole 16-row fractals

@@ -46,7 +46,8 @@ _WORKSPACE_NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*=\s*pl\.workspace\b") 
 
 # Which role owns each buffer: its capacity is charged on that role's core.
 OWNER = {Buf.L1: Role.AIC, Buf.L0A: Role.AIC, Buf.L0B: Role.AIC, Buf.L0C: Role.AIC, Buf.BT: Role.AIC,
-         Buf.FB: Role.AIC, Buf.UB: Role.AIV0, Buf.L0A_MX: Role.AIC, Buf.L0B_MX: Role.AIC}
+         Buf.FB: Role.AIC, Buf.UB: Role.AIV0, Buf.L0A_MX: Role.AIC, Buf.L0B_MX: Role.AIC,
+         Buf.L0B_SP: Role.AIC}
 # Allocation alignment in bytes per buffer (chip.BUFFER_ALIGN).
 ALIGN = {Buf[name]: align for name, align in BUFFER_ALIGN.items()}
 

@@ -96,6 +96,7 @@ class MemorySpace:
     Scaling = Buf.FB
     ScaleLeft = Buf.L0A_MX
     ScaleRight = Buf.L0B_MX
+    SparseIndex = Buf.L0B_SP      # pyto's extension: the 4:2 sparse index beside Right (Atlas A2/A3; cube_sparse.py)
 
 
 L1, L0A, L0B, L0C, UB, BT, FB = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.UB, Buf.BT, Buf.FB
