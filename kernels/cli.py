@@ -16,6 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     register_plan(sub)
     register_bmm(sub)
     register_tune(sub)
+    register_sweep(sub)
 
 
 def plan_shapes(B: int, M: int, N: int, K: int, batch_a: int | None = None, batch_b: int | None = None,
@@ -225,3 +226,62 @@ def register_bmm(sub: argparse._SubParsersAction) -> None:
                         "schedules of millions of instructions)")
     p.add_argument("--seed", type=count, default=0, help="random seed of the inputs (default 0)")
     p.set_defaults(func=cmd_bmm)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Run a sweep spec into OUT (skipping the cases already there) and/or plot a sweep's 2-D slices."""
+    from pyto_kernels.bmm.sweep import sweep
+    from pyto_kernels.bmm.sweep_io import read_rows
+
+    if args.source and args.spec:
+        print("pyto sweep: give a SPEC to run or --from FILE to plot, not both", file=sys.stderr)
+        return 2
+    if args.source:
+        if not args.plot:
+            print("pyto sweep: --from FILE plots a sweep: give --plot DIR", file=sys.stderr)
+            return 2
+        rows = read_rows(args.source)
+    elif not args.spec or not args.out:
+        print("pyto sweep: give a SPEC and -o OUT.parquet|OUT.csv (or --from FILE --plot DIR)", file=sys.stderr)
+        return 2
+    else:
+        rows = sweep(args.spec, args.out, workers=args.workers, scheduler=args.scheduler)
+        cases = {}
+        for r in rows:
+            cases.setdefault(r["case"], []).append(r)
+        agree = sum(any(r["fastest"] and r["branch"] == r["model_branch"] for r in rs) for rs in cases.values())
+        ran = sum(any(r["fastest"] for r in rs) for rs in cases.values())
+        errors = sum(bool(r["error"]) for r in rows)
+        print(f"pyto sweep: {len(cases)} cases, {len(rows)} rows ({errors} with an error) in {args.out}; plan()'s "
+              f"branch is the fastest simulated one in {agree}/{ran} cases")
+    if args.plot:
+        from pyto_kernels.bmm.sweep_plot import parse_slice, plot
+        axes = args.axes.split(",") if args.axes else None
+        if axes is not None and len(axes) != 2:
+            print(f"pyto sweep: --axes takes X,Y (two of B, M, N, K), got {args.axes!r}", file=sys.stderr)
+            return 2
+        for path in plot(rows, args.plot, parse_slice(args.slice or []), axes):
+            print(f"plot: {path}")
+    return 0
+
+
+def register_sweep(sub: argparse._SubParsersAction) -> None:
+    """`pyto sweep SPEC -o OUT`: every case of a spec in timing mode, one row per shape x branch x tiling."""
+    p = sub.add_parser("sweep", help="simulate a TOML/CSV spec of BMM shapes: one row per shape x branch x tiling",
+                       description="Run every case of SPEC (a .toml of grids and random draws, or a .csv of one case "
+                                   "a row: docs in pyto_kernels.bmm.sweep_spec) in timing mode and write one row per "
+                                   "(shape, branch, tiling) to OUT (.parquet needs pyarrow, .csv the stdlib; columns: "
+                                   "pyto_kernels.bmm.sweep). Cases already in OUT are skipped (resume). A local "
+                                   "process pool by default, a Dask cluster with --scheduler (pip install "
+                                   "'pyto[sweep]'). --plot DIR draws each 2-D slice: the winning branch and its "
+                                   "margin beside the seed's home grounds (pip install 'pyto[plot]').")
+    p.add_argument("spec", nargs="?", default=None, help="the spec file (.toml or .csv)")
+    p.add_argument("-o", "--out", default=None, help="the output file (.parquet or .csv), appended to")
+    p.add_argument("--workers", type=count, default=None, help="local worker processes (default: the CPUs; 1: serial)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS", help="a Dask scheduler (tcp://host:8786)")
+    p.add_argument("--plot", default=None, metavar="DIR", help="write a PNG per 2-D slice into DIR")
+    p.add_argument("--from", dest="source", default=None, metavar="FILE", help="plot this sweep file (no run)")
+    p.add_argument("--slice", action="append", metavar="COL=VALUE",
+                   help="fix a column for the plot (B, M, N, K, dtype, chip, broadcast, tilings); repeat or join with commas")
+    p.add_argument("--axes", default=None, metavar="X,Y", help="the plot's axes (default: the two dims that vary)")
+    p.set_defaults(func=cmd_sweep)

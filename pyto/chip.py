@@ -60,6 +60,10 @@ CUBE_DTYPES = (DType.fp16, DType.bf16, DType.int8, DType.fp32)   # the cube's in
 # PyPTO-Pro's matmul_acc.md lists FP8/HF8 x FP8/HF8 -> FP32 for the 950 only); cube_cycles_per_step holds it under
 # each dtype's name, as it holds the others'.
 LOWP_RATE_KEYS = {DType.fp8e4m3fn: "fp8", DType.fp8e5m2: "fp8", DType.hf8: "hf8"}
+# The MX matmuls' rates (pl.matmul_mx), optional likewise: cube_cycles_per_step item -> table key. MXFP8 has its own
+# key (steps of 16x32x16); FP4's only cube mode is MXFP4, so its rate sits under the FP4 dtypes' names (steps of
+# 16x64x16, k0 = 64). A table without them has no such mode (UnsupportedError at the MMAD).
+MX_RATE_KEYS = {"mxfp8": "mxfp8", DType.fp4e2m1.name: "mxfp4", DType.fp4e1m2.name: "mxfp4"}
 
 
 @dataclass(frozen=True)
@@ -310,6 +314,8 @@ _RULES: tuple[_Rule, ...] = (
     # optional (default None: absent, no such cube); one key may fill two dtypes' items (fp8: E4M3FN and E5M2)
     *(_rate(f"cube.{key}_cycles_per_step", field="cube_cycles_per_step", item=d.name, default=None,
             why=" cycles per 16x32x16 step (peak FLOP/s divides by it)") for d, key in LOWP_RATE_KEYS.items()),
+    *(_rate(f"cube.{key}_cycles_per_step", field="cube_cycles_per_step", item=item, default=None,
+            why=" cycles per MX step (16x32x16 MXFP8, 16x64x16 MXFP4)") for item, key in MX_RATE_KEYS.items()),
     _cycles("cube.mmad_head_cycles"),
     _rate("cube.vector_bytes_per_cycle", why=" B/cycle"),
     _cycles("cube.vector_head_cycles"),

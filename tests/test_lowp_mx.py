@@ -190,10 +190,8 @@ def one_mx(*, da=E4, db=E5, dst=pl.DT_FP32, m=32, k=64, n=32, sa_shape=None, sb_
 
     @pl.jit(arch=chip)
     def k1(x: pl.Tensor[[16, 32], pl.DT_FP16]):
-        al = pl.make_tile(tt([m, k], da, MS.Left), addr=a_addr,
-                           size=padded([m, k], 32, 32, getattr(da, "itemsize", 1)))
-        br = pl.make_tile(tt([k, n], db, MS.Right), addr=b_addr,
-                           size=padded([k, n], 32, 32, getattr(db, "itemsize", 1)))
+        al = pl.make_tile(tt([m, k], da, MS.Left), addr=a_addr, size=fractal_bytes([m, k], da))
+        br = pl.make_tile(tt([k, n], db, MS.Right), addr=b_addr, size=fractal_bytes([k, n], db))
         sal = pl.make_tile(tt(sa_shape, E8, MS.ScaleLeft), addr=sa_addr, size=padded(sa_shape, 16, 2))
         sbr = pl.make_tile(tt(sb_shape, E8, MS.ScaleRight), addr=sb_addr, size=padded(sb_shape, 2, 16))
         ac = pl.make_tile(tt([m, n], dst, MS.Acc), addr=0, size=padded([m, n], 16, 16, 4))
@@ -204,6 +202,13 @@ def one_mx(*, da=E4, db=E5, dst=pl.DT_FP32, m=32, k=64, n=32, sa_shape=None, sb_
             else:
                 pl.matmul_mx_acc(ac, ac if acc_is_dst else other, al, br, sal, sbr)
     return lambda: k1(np.zeros((16, 32), np.float16))
+
+
+def fractal_bytes(shape, dt):
+    """Bytes of a Left / Right tile padded as pyto pads it (tile.padded_of: 32 for 8-bit types, 64 for 4-bit)."""
+    bits = getattr(dt, "bits", 8)
+    a = {8: 32, 4: 64}.get(bits, 32)
+    return padded(shape, a, a) * bits // 8
 
 
 PAGE = r"matrix_computation/matmul_mx\.md"
@@ -233,19 +238,20 @@ def test_dst_must_be_fp32():
 
 
 @pytest.mark.parametrize("da,db", [(pl.DT_FP16, E5), (E4, pl.DT_HF8), (pl.DT_INT8, pl.DT_INT8)])
-def test_the_operands_are_mxfp8(da, db):
+def test_the_operands_are_mx_elements(da, db):
     bad, what = (da, "lhs_tile") if da not in (E4, E5) else (db, "rhs_tile")
     with pytest.raises(pyto.ShapeError, match=rf"pl.matmul_mx {what} .* is {bad.name}: the MX matmul takes MXFP8 "
-                                              rf"elements, DT_FP8E4M3FN or DT_FP8E5M2, in any pair \({PAGE}\); MXFP4 "
-                                              rf"\(DT_FP4E2M1 / DT_FP4E1M2\) needs 4-bit tiles, which pyto does not "
-                                              rf"build"):
+                                              rf"elements \(DT_FP8E4M3FN, DT_FP8E5M2\) or MXFP4 ones \(DT_FP4E2M1, "
+                                              rf"DT_FP4E1M2\), any pair within a group \({PAGE}\)"):
         one_mx(da=da, db=db)()
 
 
-@pytest.mark.parametrize("fp4", ["DT_FP4E2M1", "DT_FP4E1M2"])
-def test_mxfp4_is_refused_naming_it(fp4):
-    with pytest.raises(pyto.UnsupportedError, match=rf"pl.{fp4} \(the FP4 E\dM\d data type\) is not built"):
-        one_mx(da=getattr(pl, fp4), db=getattr(pl, fp4))()
+@pytest.mark.parametrize("da,db", [(E4, pl.DT_FP4E2M1), (pl.DT_FP4E1M2, E5)])
+def test_mxfp8_and_mxfp4_do_not_mix(da, db):
+    g = ("MXFP8", "MXFP4") if da in (E4, E5) else ("MXFP4", "MXFP8")
+    with pytest.raises(pyto.ShapeError, match=rf"pl.matmul_mx mixes groups: lhs_tile .* is {da.name} \({g[0]}\), "
+                                              rf"rhs_tile .* is {db.name} \({g[1]}\); {PAGE}: MXFP8与MXFP4不能混合使用"):
+        one_mx(da=da, db=db, k=128)()
 
 
 @pytest.mark.parametrize("k", [32, 96, 160])
@@ -424,7 +430,7 @@ def test_shapes(m, n, groups, da, db):
 def test_mxfp8_mmad_time_against_fp16_is_what_the_table_predicts():
     """M-pipe cycles of one [64, 256] x [256, 64] MX MMAD (FP8 elements) and of the same FP16 pl.matmul:
     ceil(m/16) ceil(n/16) ceil(k/k0) steps at the table's cycles per step (k0 = 32 for FP8, 16 for FP16) plus the
-    head; the MX step runs at cube.fp8_cycles_per_step (Huawei Connect 2025: FP8 and MXFP8 both 1 PFLOPS)."""
+    head; the MX step runs at cube.mxfp8_cycles_per_step (Huawei Connect 2025: FP8 and MXFP8 both 1 PFLOPS)."""
     chip = pyto.load_chip("ascend950pr")
     m, k, n = 64, 256, 64
 
@@ -454,8 +460,8 @@ def test_mxfp8_mmad_time_against_fp16_is_what_the_table_predicts():
             + chip.mmad_head_cycles
 
     t_mx, t16 = cycles(mx), cycles(fp16)
-    assert t_mx == predicted("fp8e4m3fn", 32) and t16 == predicted("fp16", 16)
-    assert t_mx / t16 == pytest.approx(predicted("fp8e4m3fn", 32) / predicted("fp16", 16), rel=1e-12)
+    assert t_mx == predicted("mxfp8", 32) and t16 == predicted("fp16", 16)
+    assert t_mx / t16 == pytest.approx(predicted("mxfp8", 32) / predicted("fp16", 16), rel=1e-12)
     assert t_mx < t16
 
 

@@ -84,9 +84,9 @@ def test_illegal_layouts_name_the_space():
 
 def test_unbuilt_names_refuse():
     x = np.zeros((16, 16), np.float16)
-    with pytest.raises(pyto.UnsupportedError, match=r"pl.DT_FP4E2M1 \(the FP4 E2M1 data type\) is not built"):
-        _one_tile(lambda: pl.TileType(shape=[16, 32], dtype=pl.DT_FP4E2M1), 0)(x)
-    # (ScaleLeft / ScaleRight and DT_FP8E8M0 are built: tests/test_lowp_mx.py)
+    with pytest.raises(pyto.UnsupportedError, match=r"pl.DT_HF4 \(the HiFloat4 data type\) is not built"):
+        _one_tile(lambda: pl.TileType(shape=[16, 32], dtype=pl.DT_HF4), 0)(x)
+    # (ScaleLeft / ScaleRight, DT_FP8E8M0 and the FP4 types are built: tests/test_lowp_mx.py, test_lowp_fp4.py)
 
 
 def test_overlap_charges_the_union_and_alloc_takes_the_next_free_range():

@@ -155,7 +155,7 @@ def broadcast_axes(a) -> tuple:
 
 def array_bytes(shape, dtype, broadcast: tuple = ()) -> int:
     """Bytes of an array of `shape` and `dtype` kept compact along the stride-0 axes `broadcast` (memory.py)."""
-    return math.prod(1 if i in broadcast else int(s) for i, s in enumerate(shape)) * as_dtype(dtype).itemsize
+    return math.prod(1 if i in broadcast else int(s) for i, s in enumerate(shape)) * as_dtype(dtype).gm_itemsize
 
 
 def product_bytes(m: int, n: int, k: int, dtype) -> int:

@@ -184,8 +184,8 @@ class _Binder:
         if at["dtype"] is DType.hf8:      # HF8 x HF8: uint8 codes, decoded (exactly) to fp32 before the MMAD
             a, b = self._decoded(a, sa), self._decoded(b, sb)
         if "mx" in at:                    # MX: srcs 2, 3 are the E8M0 scales, applied into fp32 operands
-            a = self._scaled(a, mem.bound(ins.srcs[2]), 1)
-            b = self._scaled(b, mem.bound(ins.srcs[3]), 0)
+            a = self._scaled(a, mem.bound(ins.srcs[2]), 1, at["mx"][0])
+            b = self._scaled(b, mem.bound(ins.srcs[3]), 0, at["mx"][1])
             sa = sb = None
         if "sparse" in at:                # 4:2 sparse: b is the dense half, srcs[2] its index; expanded to [K, N]
             b, sb = self._expanded(b, mem.bound(ins.srcs[2]), ins), None
@@ -245,18 +245,19 @@ class _Binder:
         self.steps.append(partial(widen_into, view, buf, DType.hf8))
         return buf
 
-    def _scaled(self, view: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray:
-        """An MX operand as fp32 (pl.matmul_mx): each element decoded and multiplied by 2^(scale - 127) of its
-        32-element group along K (`axis`), in float64 (exact) and rounded once to fp32 (exact while the scaled value
-        is normal in fp32); scale 0xFF is NaN. A step just before the MMAD's writes it (both accumulation orders
-        read it)."""
+    def _scaled(self, view: np.ndarray, scales: np.ndarray, axis: int, dtype: DType) -> np.ndarray:
+        """An MX operand of `dtype` as fp32 (pl.matmul_mx): each element decoded (FP8 by its numpy dtype, FP4's
+        uint8 codes by `dtype`'s table; a widened input's region is decoded already) and multiplied by
+        2^(scale - 127) of its 32-element group along K (`axis`), in float64 (exact) and rounded once to fp32 (exact
+        while the scaled value is normal in fp32); scale 0xFF is NaN. A step just before the MMAD's writes it (both
+        accumulation orders read it)."""
         buf = np.empty(view.shape, np.float32)
 
         def scale_step() -> None:
             codes = scales.view(np.uint8)
             f = np.where(codes == 255, np.nan, np.ldexp(1.0, codes.astype(np.int32) - 127))
             with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-                buf[...] = widen(view, np.float64) * np.repeat(f, MX_GROUP, axis=axis)
+                buf[...] = widen(view, np.float64, dtype) * np.repeat(f, MX_GROUP, axis=axis)
         self.steps.append(scale_step)
         return buf
 

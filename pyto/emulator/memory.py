@@ -7,6 +7,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..dtypes import FP4
 from ..errors import ShapeError, UninitializedReadError, UnsupportedError
 from ..ir import Access, GMTensor, Instr, TileStore, core_name
 from .gmviews import strided
@@ -16,6 +17,19 @@ from .widen import widen_into
 def _flat3(shape: tuple) -> tuple:
     """(batch, rows, cols) view of a GM tensor shape with any number of leading dimensions."""
     return (int(np.prod(shape[:-2], dtype=np.int64)),) + tuple(shape[-2:])
+
+
+def _staged_shape(t: GMTensor) -> tuple:
+    """The (batch, rows, cols) of a tensor's staged array: an FP4 tensor is staged unpacked, one 4-bit code a uint8
+    element, so its columns are twice its shape's packed bytes (language/movement.py: loads address it so)."""
+    b, r, c = _flat3(t.shape)
+    return (b, r, 2 * c) if t.dtype in FP4 else (b, r, c)
+
+
+def _unpack_into(out: np.ndarray, packed: np.ndarray) -> None:
+    """FP4 pairs (element 2i in the low nibble, pyto.lowp.pack_fp4) into one code an element."""
+    np.bitwise_and(packed, 0x0F, out=out[..., 0::2])
+    np.right_shift(packed, 4, out=out[..., 1::2])
 
 
 class _Batched:
@@ -170,11 +184,11 @@ class Memory:
         self.widened: set = set() # ids of the inputs whose widened copy a pass reads
         # inputs given as broadcast views ({id(tensor): stride-0 axes}) are staged compact (_Compact)
         self.compact: dict = {id(t): _Compact(t.shape, broadcast[id(t)], t.dtype.np) for t in tensors
-                              if broadcast and broadcast.get(id(t))}
+                              if broadcast and broadcast.get(id(t)) and t.dtype not in FP4}
         self._compact_wide: dict = {}     # id(input) -> its compact widened copy (`wide`)
         self.gm_views: dict = {}          # id(GM view) -> its strided array over its root's (gmviews.py; not staged)
         self.gm: dict = {id(t): self.compact[id(t)].flat if id(t) in self.compact else
-                         np.empty(_flat3(t.shape), t.dtype.np) for t in tensors}
+                         np.empty(_staged_shape(t), t.dtype.np) for t in tensors}
 
     def wide(self, t: GMTensor) -> np.ndarray:
         """The widened copy of input `t` (fp32 for fp16/bf16/fp32 and the 8-bit floats, HF8's codes decoded;
@@ -211,7 +225,10 @@ class Memory:
                     widen_into(c.base.reshape(-1, c.base.shape[-1]), wide.base.reshape(-1, wide.base.shape[-1]),
                                t.dtype)
                 continue
-            np.copyto(self.gm[id(t)], a.reshape(self.gm[id(t)].shape))
+            if t.dtype in FP4:
+                _unpack_into(self.gm[id(t)], a.reshape(_flat3(t.shape)))
+            else:
+                np.copyto(self.gm[id(t)], a.reshape(self.gm[id(t)].shape))
             wide = self._wide.get(id(t))
             if wide is not None and id(t) in self.widened and wide is not self.gm[id(t)]:
                 widen_into(self.gm[id(t)].reshape(-1, wide.shape[-1]), wide.reshape(-1, wide.shape[-1]), t.dtype)

@@ -96,7 +96,7 @@ def byte_intervals(store: TileStore, rect: tuple) -> list:
             merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
         else:
             merged.append((lo, hi))
-    return [(base + lo, base + hi) for lo, hi in merged]
+    return [(base + int(lo), base + int(hi)) for lo, hi in merged]    # (FP4: whole bytes, a Fraction itemsize)
 
 
 class ByteAccesses:

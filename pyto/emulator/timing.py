@@ -26,11 +26,14 @@ class Cost(NamedTuple):
     l2_bytes: float   # bytes over the chip-wide L2 channel
 
 
-def mmad_cycles(chip: Chip, m: int, n: int, k: int, dtype) -> float:
-    """ceil(m/16)*ceil(n/16)*ceil(k/k0) fractal steps (k0 = 32B/itemsize) + the instruction head."""
+def mmad_cycles(chip: Chip, m: int, n: int, k: int, dtype, mx: bool = False) -> float:
+    """ceil(m/16)*ceil(n/16)*ceil(k/k0) fractal steps (k0 = 32B/itemsize: 64 for FP4) + the instruction head. An MX
+    MMAD (pl.matmul_mx, `mx`) steps at the table's MX rate: cube.mxfp8_cycles_per_step for FP8 data, the FP4 dtypes'
+    cube.mxfp4_cycles_per_step for FP4; its E8M0 scales add no cycles (the chip table's assumption)."""
     k0 = 32 // dtype.itemsize
     steps = math.ceil(m / 16) * math.ceil(n / 16) * math.ceil(k / k0)
-    return steps * chip.cube_cycles_per_step[dtype.name] + chip.mmad_head_cycles
+    rate = chip.cube_cycles_per_step["mxfp8" if mx and dtype.bits == 8 else dtype.name]
+    return steps * rate + chip.mmad_head_cycles
 
 
 def burst_bytes(chip: Chip, attrs: dict) -> float:
@@ -52,7 +55,7 @@ def _transfer(chip: Chip, ins: Instr) -> Cost:
 
 def _mmad(chip: Chip, ins: Instr) -> Cost:
     a = ins.attrs
-    return Cost(mmad_cycles(chip, a["m"], a["n"], a["k"], a["dtype"]), 0.0, 0.0, 0.0)
+    return Cost(mmad_cycles(chip, a["m"], a["n"], a["k"], a["dtype"], "mx" in a), 0.0, 0.0, 0.0)
 
 
 def _vector(chip: Chip, ins: Instr) -> Cost:
@@ -129,7 +132,7 @@ def _scalar_key(a: dict) -> tuple:
 # memoises costs on them; a test checks that every cost function reads nothing else.
 COST_KEYS = {
     Op.LOAD: _transfer_key, Op.STORE: _transfer_key, Op.MOVE: _transfer_key,
-    Op.MMAD: lambda a: (a["m"], a["n"], a["k"], a["dtype"]),
+    Op.MMAD: lambda a: (a["m"], a["n"], a["k"], a["dtype"], "mx" in a),
     **{op: (lambda a: (a["elems"], a["width"], a.get("passes", 1))) for op, f in COSTS.items()
        if f is _vector or f is _fill},      # _fill: the pipe, in the memo key, picks V or MTE2
     **{op: _scalar_key for op, f in COSTS.items() if f is _scalar},

@@ -5,8 +5,8 @@ import builtins
 import contextlib
 from typing import Iterator
 
-from ..dtypes import LOW_PRECISION, DType
-from ..errors import KernelError, ShapeError
+from ..dtypes import FP4, LOW_PRECISION, DType
+from ..errors import KernelError, ShapeError, UnsupportedError
 from ..ir import GMTensor, Role
 from .debug import Scalar, scalar_max, scalar_min
 from .tile import as_int, dtype_at
@@ -108,7 +108,11 @@ def workspace(shape, dtype) -> GMTensor:
     if not (isinstance(shape, (tuple, list)) and len(shape) >= 2
             and all(as_int(s) is not None and s > 0 for s in shape)):
         raise ShapeError(f"{loc}: workspace shape must be two or more positive ints, got {shape!r}")
-    ws = tr.launch.workspace(tr.n_workspace, tuple(int(s) for s in shape), dtype_at(dtype, loc), loc)
+    dt = dtype_at(dtype, loc)
+    if dt in FP4:
+        raise UnsupportedError(f"{loc}: a {dt!r} workspace is not built in pyto: FP4 GM tensors are MXFP4 inputs (packed "
+                               f"pairs the caller passes), and nothing on chip writes FP4")
+    ws = tr.launch.workspace(tr.n_workspace, tuple(int(s) for s in shape), dt, loc)
     tr.n_workspace += 1
     return ws
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..chip import LOWP_RATE_KEYS
-from ..dtypes import DType
+from ..dtypes import FP4, DType
 from ..errors import KernelError, ShapeError, UnsupportedError
 from ..ir import AccPhase, Buf, Loc, Op, Pipe, Role
 from .opcommon import emit, need_tile, phase_of, region
@@ -52,6 +52,10 @@ def _operand_types(name: str, dst: Tile, a: Tile, b: Tile, loc: Loc) -> DType:
     da, db = a.store.dtype, b.store.dtype
     acc = OPERANDS.get((da, db))
     if acc is None:
+        if da in FP4 or db in FP4:
+            raise ShapeError(f"{loc}: {name} on {da} x {db} operands: FP4 data is a cube input of the MX matmul only "
+                             f"(pl.matmul_mx with E8M0 scales, matrix_computation/matmul_mx.md); {_PAGE} lists no FP4 "
+                             f"pair")
         if da is not db:
             raise ShapeError(f"{loc}: {name} operands differ in dtype: {da} x {db} is not a pair the cube takes "
                              f"({_PAGE}: lhs and rhs share fp16, bf16, fp32 or int8; FP8 E4M3FN and E5M2 mix in "

@@ -8,10 +8,11 @@ The rules, each checked in `_check_mx` with its own error naming the tiles and t
 补充约束 unless said otherwise):
 
 1. dst_tile is an Acc tile of DT_FP32 (ShapeError).
-2. lhs_tile a Left tile and rhs_tile a Right tile of the MXFP8 group, DT_FP8E4M3FN or DT_FP8E5M2, any mix ("同一侧
-   的两种格式可以交叉组合"; PyPTO-Pro's test_matmul_mx.py runs all four pairs) (ShapeError). MXFP4 (DT_FP4E2M1 /
-   DT_FP4E1M2) needs 4-bit tiles, which pyto does not build: an FP4 tile is refused where it is made (UnsupportedError
-   naming the dtype), and matmul_mx names MXFP4 as not built for any other operand type.
+2. lhs_tile a Left tile and rhs_tile a Right tile of one MX group (MX_GROUPS): MXFP8, DT_FP8E4M3FN or DT_FP8E5M2,
+   or MXFP4, DT_FP4E2M1 or DT_FP4E1M2, in any mix within the group ("同一侧的两种格式可以交叉组合；MXFP8与MXFP4不能
+   混合使用"; PyPTO-Pro's test_matmul_mx.py runs all eight pairs) (ShapeError naming both dtypes). FP4 tiles hold
+   half a byte an element (K0 = 64: Nz fractals 16 x 64, dtypes.py, tile.py); their GM tensors are packed pairs
+   (movement.py).
 3. lhs [M, K] and rhs [K, N] chain into dst [M, N]; K % 64 == 0 (ShapeError), on the tiles' declared K and on the
    valid K an MMAD with tails covers (two whole 32-element scale groups per 64).
 4. scale_a is a ScaleLeft tile [M, K/32], scale_b a ScaleRight tile [K/32, N] (the logical shapes, "该约束按逻辑shape
@@ -24,13 +25,14 @@ The rules, each checked in `_check_mx` with its own error naming the tiles and t
    address of its own here: UnsupportedError).
 6. phase as pl.matmul / pl.matmul_acc (pl.AccPhase.Partial / Final), with the 950's K-split rules for a phased
    accumulation (cube._ksplit_rules: Acc fractal 1024 and set_mm_layout_transform).
-7. The chip has the MX cube: its table has the scale buffers (chip.MX_BUFFERS; the 950). Atlas A2/A3 have none: a
-   ScaleLeft / ScaleRight tile there is already an UnsupportedError naming the chip (tile.py).
+7. The chip has the MX cube: its table has the scale buffers (chip.MX_BUFFERS; the 950) and the group's rate
+   (cube.mxfp8_cycles_per_step / mxfp4_cycles_per_step, chip.MX_RATE_KEYS) (UnsupportedError naming the chip). Atlas
+   A2/A3 have none: a ScaleLeft / ScaleRight tile there is already an UnsupportedError naming the chip (tile.py).
 
 matmul_mx_acc: acc_tile is dst_tile (the MMAD accumulates in place, as pl.matmul_acc; another accumulator is a
 ShapeError); an accumulator nothing wrote is an UninitializedReadError ("首个K块不能使用未初始化的acc_tile").
 
-The data (emulator/datapass.py): each operand is decoded exactly (FP8 tables) and multiplied by its group's power of
+The data (emulator/datapass.py): each operand is decoded exactly (FP8 and FP4 tables) and multiplied by its group's power of
 two into fp32, then the product accumulates in fp32 as the other matmuls' do (fused or per MMAD). An element times
 its scale is exact in fp32 while it stays within fp32's normal range; outside it the fp32 conversion rounds
 (subnormal) or overflows, where the board, which combines the two exponents inside the cube, may not (PyPTO-Pro's
@@ -38,13 +40,16 @@ e8m0 boundary test pairs 2^-127 with 2^127): pyto's MX results are exact-up-to-f
 that keep every scaled element normal in fp32. The scales are source operands of the MMAD, so the checked pass sees
 their reads (races with the Mat -> ScaleLeft move, uninitialised scales). A scale 0xFF (NaN) gives NaN.
 
-Timing: one MMAD of the FP8 step (cube.fp8_cycles_per_step, 16 x 32 x 16 per step; Huawei Connect 2025 quotes the
-950's FP8 and MXFP8 at the same 1 PFLOPS), charged for the declared tiles as pl.matmul is.
+Timing (emulator/timing.mmad_cycles): ceil(M/16) ceil(N/16) ceil(K/k0) steps at the group's MX rate plus the MMAD
+head, charged for the declared tiles as pl.matmul is: MXFP8 steps of 16 x 32 x 16 at cube.mxfp8_cycles_per_step,
+MXFP4 steps of 16 x 64 x 16 at cube.mxfp4_cycles_per_step (Huawei Connect 2025 quotes the 950's MXFP8 at 1 PFLOPS,
+MXFP4 at 2). Reading the scales costs the MMAD nothing (the chip table's assumption); their moves are MTE1's.
 """
 from __future__ import annotations
 
 from typing import Optional
 
+from ..chip import MX_RATE_KEYS
 from ..dtypes import DType
 from ..errors import KernelError, ShapeError, UnsupportedError
 from ..ir import AccPhase, Buf, Loc, Op, Pipe, Role
@@ -55,8 +60,10 @@ from .tile import Tile
 from .trace import caller_loc, current
 
 _PAGE = "matrix_computation/matmul_mx.md"
-#: the MXFP8 element types (matmul_mx.md: E4M3 and E5M2, crossed in any pair)
+#: the MX element groups (matmul_mx.md: E4M3 / E5M2 and E2M1 / E1M2, crossed in any pair within a group)
 MXFP8 = (DType.fp8e4m3fn, DType.fp8e5m2)
+MXFP4 = (DType.fp4e2m1, DType.fp4e1m2)
+MX_GROUPS = {"MXFP8": MXFP8, "MXFP4": MXFP4}
 MX_K_STEP = 2 * MX_GROUP        # K % 64 == 0 (matmul_mx.md 补充约束)
 
 
@@ -66,6 +73,25 @@ def _whole(t: Tile, what: str, name: str, loc: Loc) -> int:
         raise UnsupportedError(f"{loc}: {name} on the view {t!r} as {what}: the MX address relation (addr(scale) = "
                                f"addr(data) >> 4, {_PAGE}) is checked on whole tiles; pass the tile itself")
     return t.store.addr
+
+
+def _mx_group(name: str, a: Tile, b: Tile, chip, loc: Loc) -> str:
+    """Rule 2 and rule 7's rate: the MX group both operands belong to ("MXFP8" / "MXFP4"), on a chip that has it."""
+    groups = [next((g for g, members in MX_GROUPS.items() if x.dtype in members), None) for x in (a, b)]
+    for x, what, g in ((a, "lhs_tile", groups[0]), (b, "rhs_tile", groups[1])):
+        if g is None:
+            raise ShapeError(f"{loc}: {name} {what} {x!r} is {x.dtype}: the MX matmul takes MXFP8 elements "
+                             f"(DT_FP8E4M3FN, DT_FP8E5M2) or MXFP4 ones (DT_FP4E2M1, DT_FP4E1M2), any pair within a "
+                             f"group ({_PAGE})")
+    if groups[0] != groups[1]:
+        raise ShapeError(f"{loc}: {name} mixes groups: lhs_tile {a!r} is {a.dtype} ({groups[0]}), rhs_tile {b!r} is "
+                         f"{b.dtype} ({groups[1]}); {_PAGE}: MXFP8与MXFP4不能混合使用 (MXFP8 and MXFP4 do not mix)")
+    item = "mxfp8" if groups[0] == "MXFP8" else a.dtype.name
+    if item not in chip.cube_cycles_per_step:
+        raise UnsupportedError(f"{loc}: {name} on {groups[0]} operands: chip {chip.name}'s table gives no "
+                               f"cube.{MX_RATE_KEYS[item]}_cycles_per_step, so it has no {groups[0]} cube ({_PAGE}: "
+                               f"Ascend 950 only)")
+    return groups[0]
 
 
 def _check_mx(name: str, dst: Tile, a: Tile, b: Tile, sa: Tile, sb: Tile, loc: Loc) -> tuple:
@@ -82,11 +108,7 @@ def _check_mx(name: str, dst: Tile, a: Tile, b: Tile, sa: Tile, sb: Tile, loc: L
     if dst.dtype is not DType.fp32:
         raise ShapeError(f"{loc}: {name} dst_tile {dst!r} must be DT_FP32 ({_PAGE}: the MX matmul accumulates in "
                          f"FP32), got {dst.dtype}")
-    for x, what in ((a, "lhs_tile"), (b, "rhs_tile")):
-        if x.dtype not in MXFP8:
-            raise ShapeError(f"{loc}: {name} {what} {x!r} is {x.dtype}: the MX matmul takes MXFP8 elements, "
-                             f"DT_FP8E4M3FN or DT_FP8E5M2, in any pair ({_PAGE}); MXFP4 (DT_FP4E2M1 / DT_FP4E1M2) "
-                             f"needs 4-bit tiles, which pyto does not build")
+    _mx_group(name, a, b, chip, loc)
     (m, k), (k2, n), (dm, dn) = a.shape, b.shape, dst.shape
     if k != k2 or (dm, dn) != (m, n):
         raise ShapeError(f"{loc}: {name} shapes do not chain: dst_tile {dst!r} {[dm, dn]} = lhs_tile {a!r} {[m, k]} "

@@ -30,6 +30,7 @@ import re
 from functools import lru_cache
 from typing import Optional
 
+from ..dtypes import FP4
 from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, GMTensor, GMView, Instr, Loc, Op
 from .tile import as_int, dtype_at
@@ -160,6 +161,10 @@ def _pointee(ptr, dtype, what: str, loc) -> tuple:
         root, offset, _ = _descriptor(ptr)
     else:
         raise KernelError(f"{loc}: {what} a pl.Ptr or a GM tensor, got {ptr!r}")
+    if root.dtype in FP4:
+        raise UnsupportedError(f"{loc}: {what.split()[0]} of the FP4 tensor {root!r} is not built: two elements share "
+                               f"a byte, so an element offset cannot address one (PyPTO-Pro refuses pointer arithmetic "
+                               f"on sub-byte types too, ptr_ops.py)")
     _same_dtype(root, dtype, what.split()[0], loc)
     return root, offset
 
@@ -209,6 +214,13 @@ def set_stride(tensor: GMTensor, stride) -> None:
     if not (isinstance(stride, (list, tuple)) and len(stride) == 2):
         raise KernelError(f"{loc}: pl.set_stride takes [row_stride, col_stride], got {stride!r}")
     rs, cs = _ints(stride, "stride", "pl.set_stride", loc, 0)
+    if tensor.dtype in FP4:
+        own = [2 * tensor.shape[-1], 1]         # row-major in logical FP4 elements (matmul_mx.md: "按逻辑FP4元素")
+        if [rs, cs] != own or tensor.view is not None:
+            raise UnsupportedError(f"{loc}: pl.set_stride on the FP4 tensor {tensor!r} takes its own row-major "
+                                   f"strides in logical elements, {own} (matmul_mx.md), got {[rs, cs]}: pyto reads an "
+                                   f"FP4 tensor as its packed rows (order=[1, 0] loads it transposed)")
+        return
     if (rs, cs) == _descriptor(tensor)[2][-2:]:
         tr.gm_strides.pop(id(tensor), None)
     else:

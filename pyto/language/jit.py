@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..dtypes import LOW_PRECISION, DType, as_dtype, stored_as
+from ..dtypes import FP4, LOW_PRECISION, DType, as_dtype, stored_as
 from ..errors import KernelError, ShapeError, UnsupportedError
 from .gmview import Ptr, PtrSpec
 from .trace import Kernel
@@ -154,6 +154,10 @@ def _ptr_array(name: str, spec: PtrSpec, a):
     if isinstance(spec.dtype, Unbuilt):
         raise spec.dtype.refuse(f"parameter '{name}'")
     want = as_dtype(spec.dtype)
+    if want in FP4:
+        raise UnsupportedError(f"parameter '{name}' ({spec!r}): an FP4 pointer is not built: two elements share a "
+                               f"byte, so a pointer cannot address one (PyPTO-Pro refuses pointer arithmetic on sub-byte "
+                               f"types); pass a pl.Tensor of packed pairs")
     got = a.dtype if isinstance(a, Spec) else as_dtype(a.dtype)
     if not stored_as(want, got):
         raise ShapeError(f"parameter '{name}' is annotated {spec!r} but got a {got} array")

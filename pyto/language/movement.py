@@ -9,6 +9,14 @@ What the hardware does physically follows from the tile's layout: a ZN Mat tile 
 matrix, so `load(mat_zn, b_t, offs, order=[1, 0])` is a plain Nd2Nz of the stored matrix, and an NZ Mat tile loaded
 with order=[1, 0] is a Dn2Nz (docs/fractal_formats.md §4.4, the 950 only).
 
+FP4 (MXFP4's data, matmul_mx.md): an FP4 GM tensor holds two elements a byte along its last axis, and its shape
+counts those bytes ([M, K/2] for a logical [M, K], as PyPTO-Pro's annotations write it); so do its offsets on that
+axis (PyPTO-Pro's test_matmul_mx.py loads at [mi, ki // 2]). The Mat tile keeps the logical shape: a load of an
+[R, C] tile reads R rows of C/2 bytes (C/2 rows of R/2 bytes transposed, order=[1, 0]), which must be whole bytes
+(ShapeError for an odd extent along the tensor's last axis). `pl.set_stride` on an FP4 tensor takes only its own
+row-major strides in logical elements ([2 x bytes per row, 1], which PyPTO-Pro's FP4 kernels set); others are
+UnsupportedError.
+
 pyto's extensions: `nd_num` / `nd_axis` on a GM load (Nd2Nz's ndNum: several matrices of consecutive batches in
 one instruction, as MergeBatch fetches them).
 
@@ -21,7 +29,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from ..dtypes import FIXPIPE_OUT
+from ..dtypes import FIXPIPE_OUT, FP4
 from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, Buf, GMTensor, Loc, Op, Pipe, Role, STPhase
 from .opcommon import atomic_of, emit, extent, need_path, need_tile, no_scale, phase_of, relu_of
@@ -136,9 +144,11 @@ def _next_batch(gm: GMTensor, offsets, j: int, loc: Loc) -> list:
 
 
 def _bursts(gm: GMTensor, vr: int, vc: int) -> tuple:
-    """(bytes per contiguous burst, bursts) of a GM region: full-width rows are one contiguous block."""
-    isz = gm.dtype.itemsize
-    return (vr * vc * isz, 1) if vc == gm.shape[-1] else (vc * isz, vr)
+    """(bytes per contiguous burst, bursts) of a GM region of vr x vc elements: full-width rows are one contiguous
+    block (an FP4 tensor's rows hold 2 x shape[-1] elements)."""
+    dt = gm.dtype
+    full = vc * dt.itemsize == gm.shape[-1] * dt.gm_itemsize
+    return (dt.nbytes(vr * vc), 1) if full else (dt.nbytes(vc), vr)
 
 
 # ---- GM -> Mat / Vec ------------------------------------------------------------------------------------------
@@ -151,7 +161,7 @@ def _emit_gm_load(dst: Tile, dacc: Access, src: GMTensor, accs: tuple, parts: Se
     n = len(parts)
     burst, nburst = _bursts(src, vr, vc)
     attrs = {"batch": accs[0].batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
-             "bytes": n * vr * vc * src.dtype.itemsize, "burst": burst, "nburst": nburst * n, "path": to[0],
+             "bytes": n * src.dtype.nbytes(vr * vc), "burst": burst, "nburst": nburst * n, "path": to[0],
              "whole": dacc is dst.access and dst.valid is None}      # the load fills the whole tile (datapass)
     if n > 1:
         attrs["parts"] = tuple((a.batch, p.rect) for a, p in zip(accs, parts))
@@ -230,6 +240,9 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
         raise ShapeError(f"{loc}: pl.load does not convert: {src!r} is {src.dtype}, {dst!r} is {dst.dtype}")
     if offsets is None:
         offsets = [0] * src.ndim
+    if src.dtype in FP4:
+        _load_fp4(dst, src, offsets, transpose, nd_num, to, loc)
+        return
     if nd_num == 1:
         dacc = region_of(dst)
         q0, q1, p0, p1 = dacc.rect
@@ -253,6 +266,31 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
     _emit_gm_load(dst, dst.access, src, tuple(accs), parts, region[2:], transpose, to, loc)
 
 
+def _load_fp4(dst: Tile, src: GMTensor, offsets, transpose: bool, nd_num: int, to: tuple, loc: Loc) -> None:
+    """GM (packed pairs) -> an FP4 Mat tile (module docstring): the GM Access in the tensor's byte columns, the
+    attrs in logical elements (the data pass stages the tensor unpacked, one code an element)."""
+    if nd_num != 1:
+        raise UnsupportedError(f"{loc}: pl.load of the FP4 tensor {src!r} with nd_num={nd_num} is not built in pyto")
+    if src.view is not None:
+        raise UnsupportedError(f"{loc}: pl.load of FP4 through the GM view {src!r} is not built in pyto (an FP4 "
+                               f"tensor is read as its packed rows)")
+    dacc = region_of(dst)
+    q0, q1, p0, p1 = dacc.rect
+    rows, cols = q1 - q0, p1 - p0              # the block in the store's terms; transposed, its rows run along GM's
+    along = rows if transpose else cols        # last axis, the packed one
+    if along % 2:
+        raise ShapeError(f"{loc}: pl.load of {dst!r} (valid shape {list(dst.valid_shape)}) reads {along} FP4 "
+                         f"elements along the last axis of {src!r}, which packs two a byte: the extent along it must "
+                         f"be even (matmul_mx.md: MXFP4 data sits packed in GM)")
+    try:
+        acc, batch, r0, c0, gr, gc = _gm_region(src, offsets, *((rows // 2, cols) if transpose else (rows, cols // 2)),
+                                                transpose, loc, None)
+    except OutOfBoundsError as e:
+        raise OutOfBoundsError(f"{e} (the FP4 tensor's last axis counts bytes, two elements each: {dst!r} with valid "
+                               f"shape {list(dst.valid_shape)} covers {along // 2} of them)") from None
+    _emit_gm_load(dst, dacc, src, (acc,), (dst,), (r0, 2 * c0, gr, 2 * gc), transpose, to, loc)
+
+
 def _tile_offsets(tile: Tile, tensor: GMTensor, tile_offsets, transpose: bool, loc: Loc, op: str) -> list:
     """load_tile / store_tile: offsets in tiles along the two matrix axes (elements along the others)."""
     if not isinstance(tile_offsets, (list, tuple)) or len(tile_offsets) != tensor.ndim:
@@ -272,6 +310,10 @@ def load_tile(dst_tile: Tile, src_tensor: GMTensor, tile_offsets: Sequence[int],
         need_tile(dst_tile, "pl.load_tile destination", (Buf.L1, Buf.UB), loc)
         raise ShapeError(f"{loc}: pl.load_tile reads a GM tensor, got {src_tensor!r}")
     del tr
+    if src_tensor.dtype in FP4:
+        raise UnsupportedError(f"{loc}: pl.load_tile of the FP4 tensor {src_tensor!r} is not built: its last axis "
+                               f"counts packed bytes, not the tile's elements; use pl.load with a byte offset on that "
+                               f"axis (as PyPTO-Pro's test_matmul_mx.py does: [mi, ki // 2])")
     rev = _reversed(order, src_tensor, loc, "pl.load_tile")
     offs = _tile_offsets(dst_tile, src_tensor, tile_offsets, rev, loc, "pl.load_tile")
     load(dst_tile, src_tensor, offs, order=order)

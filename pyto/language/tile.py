@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..chip import FORMATS
-from ..dtypes import DType, as_dtype
+from ..dtypes import FP4, DType, as_dtype
 from ..errors import AlignmentError, CapacityError, KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, Buf, Loc, TileStore
 from .trace import caller_loc, current
@@ -69,11 +69,12 @@ def grid_of(buf: Buf, dtype: DType) -> tuple:
 
 
 def padded_of(buf: Buf, shape: tuple, dtype: DType) -> tuple:
-    """Stored shape: docs/tile_shapes.md §6.4's CeilAlign(16) (32 for int8) on fractal buffers; ND rows of 32B on UB/BT/FB."""
+    """Stored shape: docs/tile_shapes.md §6.4's CeilAlign(16) (32 for the 8-bit types, 64 for the 4-bit ones: the
+    fractal's K0 along either axis, as int8's 32) on fractal buffers; ND rows of 32B on UB/BT/FB."""
     rows, cols = shape
     if buf in (Buf.UB, Buf.BT, Buf.FB):
         return (rows, _ceil(cols, 32 // dtype.itemsize))
-    a = 32 if dtype.itemsize == 1 else 16
+    a = 32 if dtype.bits == 8 else 64 if dtype.bits == 4 else 16
     return (_ceil(rows, a), _ceil(cols, a))
 
 
@@ -423,7 +424,15 @@ def _canonical(buf: Buf, shape: tuple, layout: str) -> tuple:
     return layout, shape, False
 
 
+#: where a 4-bit (FP4) tile may live: MXFP4's data path GM -> Mat -> Left / Right (matmul_mx.md)
+_FP4_BUFS = (Buf.L1, Buf.L0A, Buf.L0B)
+
+
 def _check_dtype(buf: Buf, dt: DType, loc) -> None:
+    if dt in FP4 and buf not in _FP4_BUFS:
+        raise UnsupportedError(f"{loc}: a {dt!r} tile in {buf!r} is not built in pyto: FP4 is storage and an MX cube "
+                               f"input only (matmul_mx.md: GM -> Mat -> Left / Right for pl.matmul_mx); no vector op, "
+                               f"cast or scalar computes on it here")
     if buf is Buf.L0C and dt not in (DType.fp32, DType.int32):
         raise ShapeError(f"{loc}: Acc (L0C) tiles accumulate in fp32 or int32, got {dt}")
     if buf is Buf.BT and dt not in (DType.fp32, DType.int32):
@@ -448,6 +457,9 @@ def _check_scale_layout(tr, buf: Buf, dt: DType, lay: str, loc) -> None:
                              f"pl.NN (scale_b [K/32, N]) (matmul_mx.md), got {lay}")
         raise ShapeError(f"{loc}: Mat layout {lay} is for E8M0 MX scale tiles only (matmul_mx.md), got a {dt} tile; "
                          f"matrices in Mat are NZ (or ZN)")
+    if dt in FP4 and lay not in ("NZ", "ZN"):
+        raise UnsupportedError(f"{loc}: a {dt!r} tile of layout {lay} is not built in pyto: FP4 data sits in NZ "
+                               f"fractals of 16 x 64 (seeds/004 §2; Mat NZ / ZN, Left NZ, Right ZN)")
     if buf is Buf.L0B_SP and buf.name not in tr.chip.buffers:
         raise UnsupportedError(f"{loc}: {buf!r} (the 4:2 sparse index buffer {buf.name}) does not exist on chip "
                                f"{tr.chip.name}: its table has no buffers.{buf.name} (LoadDataWithSparse / "
@@ -503,7 +515,7 @@ def _padded_bytes(buf: Buf, shape: tuple, layout: str, dt: DType) -> tuple:
         padded = (_ceil(shape[0], f0), _ceil(shape[1], f1))
     if _nz_in_ub(buf, layout):
         padded = (_ceil(shape[0], 16), padded[1])                 # whole 16-row fractals
-    return padded, padded[0] * padded[1] * dt.itemsize
+    return padded, dt.nbytes(padded[0] * padded[1])          # (4-bit: padded to whole 64-element fractals, even)
 
 
 def _spec(tr, tt: TileType, loc) -> tuple:
@@ -535,7 +547,7 @@ def _at(tr, tt: TileType, addr: int, size: Optional[int], name: str, loc: Loc, m
     space = tr.launch.space(tr.block, buf)
     space.check_align(addr, what, loc)
     if size is None:
-        size = tt.shape[0] * tt.shape[1] * dt.itemsize
+        size = _elements_bytes(tt, dt, what, loc)
     elif as_int(size) is None or size <= 0:
         raise ShapeError(f"{loc}: make_tile size must be a positive int (bytes), got {size!r}")
     if size < nbytes:
@@ -552,6 +564,15 @@ def _at(tr, tt: TileType, addr: int, size: Optional[int], name: str, loc: Loc, m
     tile = Tile(store, (0, shape[0], 0, shape[1]), t, mutex, None, _pad_of(tt.pad), tt.valid_shape is not None)
     tile._set_valid(tt.valid_shape)
     return tile
+
+
+def _elements_bytes(tt: TileType, dt: DType, what: str, loc) -> int:
+    """A TileType's elements x dtype bytes (make_tile's default size, make_tile_group's slot stride): half a byte an
+    element for FP4, whose element count must then be even (ShapeError naming the tile)."""
+    try:
+        return dt.nbytes(tt.shape[0] * tt.shape[1])
+    except ShapeError as e:
+        raise ShapeError(f"{loc}: {what}: {e}") from None
 
 
 def _pad_of(pad):
@@ -616,7 +637,7 @@ def make_tile_group(*, type: TileType, addrs, mutex_ids=None, depth: Optional[in
                                 or not all(as_int(i) is not None and 0 <= i <= 15 for i in ids)):
             raise KernelError(f"{loc}: {what} must list {n} cross-core event ids 0..15 (one per slot), got {ids!r}")
     spec = _spec(tr, type, loc)
-    slot_size = type.shape[0] * type.shape[1] * spec[1].itemsize
+    slot_size = _elements_bytes(type, spec[1], f"{type!r}", loc)
     if isinstance(addrs, (list, tuple)):
         if len(addrs) != n:
             raise KernelError(f"{loc}: addrs lists {len(addrs)} addresses for a group of {n} tiles")

@@ -155,7 +155,7 @@ class Launch:
 
     def _check_gm(self, loc: Optional[Loc]) -> None:
         """CapacityError when the launch's GM tensors (arguments and workspaces) exceed the chip's GM."""
-        sizes = [(t, math.prod(t.shape) * t.dtype.itemsize) for t in self.tensors + self.workspaces]
+        sizes = [(t, math.prod(t.shape) * t.dtype.gm_itemsize) for t in self.tensors + self.workspaces]
         total = sum(n for _, n in sizes)
         if total > self.chip.gm_bytes:
             big = ", ".join(f"'{t.name}' {list(t.shape)} {t.dtype} {n:,} B"

@@ -72,11 +72,12 @@ DT_FP16, DT_BF16, DT_FP32, DT_INT8, DT_INT32 = DType.fp16, DType.bf16, DType.fp3
 DT_UINT8 = DType.uint8
 DT_FP8E4M3FN, DT_FP8E5M2, DT_HF8 = DType.fp8e4m3fn, DType.fp8e5m2, DType.hf8
 DT_FP8E8M0 = DType.fp8e8m0          # the MX scale (pl.matmul_mx's scale_a / scale_b; storage only)
+DT_FP4E2M1, DT_FP4E1M2 = DType.fp4e2m1, DType.fp4e1m2    # MXFP4's data (pl.matmul_mx; storage only, half a byte)
 _UNBUILT_DTYPES = {
     "DT_BOOL": "bool", "DT_INT4": "4-bit int", "DT_INT16": "16-bit int", "DT_INT64": "64-bit int",
     "DT_UINT4": "4-bit unsigned", "DT_UINT16": "16-bit unsigned",
     "DT_UINT32": "32-bit unsigned", "DT_UINT64": "64-bit unsigned", "DT_FP4": "4-bit float",
-    "DT_FP4E2M1": "FP4 E2M1", "DT_FP4E1M2": "FP4 E1M2", "DT_HF4": "HiFloat4"}
+    "DT_HF4": "HiFloat4"}
 globals().update({name: Unbuilt(name, f"the {what} data type") for name, what in _UNBUILT_DTYPES.items()})
 
 
@@ -191,7 +192,7 @@ class QuantMode(enum.Enum):
 
 
 __all__ = ["Unbuilt", "DT_FP16", "DT_BF16", "DT_FP32", "DT_INT8", "DT_INT32", "DT_UINT8", "DT_FP8E4M3FN", "DT_FP8E5M2",
-           "DT_HF8", "DT_FP8E8M0", *_UNBUILT_DTYPES, "MemorySpace",
+           "DT_HF8", "DT_FP8E8M0", "DT_FP4E2M1", "DT_FP4E1M2", *_UNBUILT_DTYPES, "MemorySpace",
            "L1", "L0A", "L0B", "L0C", "UB", "BT", "FB", "TensorLayout", "ND", "DN", "NZ", "ZN", "ZZ", "NN",
            "PipeType", "AccPhase", "STPhase", "AccToVecMode", "AtomicType", "ReluPreMode", "CrossCoreSyncMode",
            "SyncCoreType", "SyncAllMode", "TilePad", "FillPadMode", "RoundMode", "QuantMode"]

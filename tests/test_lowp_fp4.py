@@ -1,0 +1,469 @@
+"""4-bit tiles and MXFP4 matmuls (issue 21, the FP4 part): pl.DT_FP4E2M1 / pl.DT_FP4E1M2 tiles at half a byte an
+element (fractals 16 x 64), FP4 GM tensors as packed uint8 pairs (PyPTO-Pro's test_matmul_mx.py: element 2i in the low
+nibble), and pl.matmul_mx / matmul_mx_acc on them with E8M0 scales, against a float64 reference that decodes the codes
+with a decoder written here from the bit fields (and, for E2M1, ml_dtypes' float4_e2m1fn) and applies the scales;
+every new rule's refusal; a hypothesis test over shapes; the M-pipe time of MXFP4 and MXFP8 against FP16 as the chip
+table's rates predict.
+
+Inputs: uniformly random 4-bit codes (all 16, as the device test draws them) and E8M0 scales in 118..136, so every
+scaled element (at most 6 x 2^9) and every product is normal in fp32, hence exact: only the fp32 accumulation rounds
+(matmul_bound on the dequantised float64 operands)."""
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pyto
+import pyto.language as pl
+from pyto.testing import matmul_bound
+
+RNG = np.random.default_rng(4242)
+T = 64                          # the data tiles' M, N and K step
+SK = T // 32
+F2, F1 = pl.DT_FP4E2M1, pl.DT_FP4E1M2
+E4, E5, E8 = pl.DT_FP8E4M3FN, pl.DT_FP8E5M2, pl.DT_FP8E8M0
+MS = pl.MemorySpace
+PAGE = r"matrix_computation/matmul_mx\.md"
+PAIRS = [(F2, F2), (F2, F1), (F1, F2), (F1, F1)]
+IDS = ["e2m1xe2m1", "e2m1xe1m2", "e1m2xe2m1", "e1m2xe1m2"]
+
+
+def tt(shape, dtype, mem, **kw):
+    return pl.TileType(shape=shape, dtype=dtype, target_memory=mem, **kw)
+
+
+# ---- an independent decoder and packer ---------------------------------------------------------------------------
+def decode_fp4(codes, dtype):
+    """float64 values of 4-bit codes from their fields: sign bit 3; E2M1 exponent bits 2..1, mantissa bit 0, bias 1;
+    E1M2 exponent bit 2, mantissa bits 1..0, bias 1; exponent 0 is subnormal (m / 2^mbits x 2^(1 - bias))."""
+    c = np.asarray(codes).astype(np.int64)
+    ebits, mbits = (2, 1) if dtype is F2 else (1, 2)
+    e, m = (c >> mbits) & ((1 << ebits) - 1), c & ((1 << mbits) - 1)
+    mag = np.where(e == 0, m / 2.0 ** mbits, (1 + m / 2.0 ** mbits) * 2.0 ** (e - 1))
+    return np.where(c >> 3, -mag, mag)
+
+
+def test_the_decoder_agrees_with_ml_dtypes_and_the_spec():
+    codes = np.arange(16)
+    assert np.array_equal(decode_fp4(codes, F2), codes.astype(np.uint8).view(ml_dtypes.float4_e2m1fn).astype(float))
+    assert decode_fp4(codes[:8], F1).tolist() == [0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75]
+
+
+def pack(codes):
+    """(..., L) codes -> (..., L/2) bytes, element 2i in bits 0..3 (PyPTO-Pro test_matmul_mx.py _pack_fp4)."""
+    c = np.asarray(codes, np.uint8)
+    return (c[..., 0::2] | (c[..., 1::2] << 4)).astype(np.uint8)
+
+
+def mx_inputs(M, K, N, da, db):
+    """(A codes [M, K], B codes [K, N], scale_a [M, K/32], scale_b [K/32, N] E8M0 codes, A and B dequantised)."""
+    qa, qb = RNG.integers(0, 16, (M, K)), RNG.integers(0, 16, (K, N))
+    sa, sb = RNG.integers(118, 137, (M, K // 32)), RNG.integers(118, 137, (K // 32, N))
+    a64 = decode_fp4(qa, da) * np.exp2(np.repeat(sa - 127, 32, axis=1))
+    b64 = decode_fp4(qb, db) * np.exp2(np.repeat(sb - 127, 32, axis=0))
+    return qa, qb, sa.astype(np.uint8).view(ml_dtypes.float8_e8m0fnu), sb.astype(np.uint8).view(
+        ml_dtypes.float8_e8m0fnu), a64, b64
+
+
+def pack_scale_a(s):
+    m, g = s.shape
+    return np.ascontiguousarray(s.reshape(m, g // 2, 2))
+
+
+def pack_scale_b(s):
+    g, n = s.shape
+    return np.ascontiguousarray(s.reshape(g // 2, 2, n).transpose(0, 2, 1))
+
+
+def check(c, a64, b64):
+    assert np.all(np.abs(c - a64 @ b64) <= matmul_bound(a64, b64, np.float32))
+
+
+# ---- an MXFP4 K-loop kernel (PyPTO-Pro's test_matmul_mx.py, pyto's spelling) ---------------------------------------
+def mxfp4_matmul(M, K, N, da, db, *, b_nk=True, phases=True):
+    """C [M, N] fp32 = MX(A, scale_a) @ MX(B, scale_b). A is GM [M, K/2] packed; B is GM [N, K/2] packed (B
+    transposed, loaded with order=[1, 0] into a ZN Mat tile, as the device test stores it) or with b_nk=False
+    [K, N/2] packed along N into an NZ Mat tile (matmul_mx.md's example). Offsets on the packed axis count bytes."""
+    P = K // 64
+    b_shape = [N, K // 2] if b_nk else [K, N // 2]
+
+    @pl.jit(auto_mutex=True)
+    def kern(a: pl.Tensor[[M, K // 2], da], b: pl.Tensor[b_shape, db], scale_a: pl.Tensor[[M, P, 2], E8],
+             scale_b: pl.Tensor[[P, N, 2], E8], c: pl.Tensor[[M, N], pl.DT_FP32]):
+        a_l1 = pl.make_tile_group(type=tt([T, T], da, MS.Mat, valid_shape=[-1, -1]), addrs=0x00000, mutex_ids=[0, 1])
+        b_l1 = pl.make_tile_group(type=tt([T, T], db, MS.Mat, layout=pl.ZN if b_nk else pl.NZ,
+                                          valid_shape=[-1, -1]), addrs=0x10000, mutex_ids=[2, 3])
+        sa_l1 = pl.make_tile_group(type=tt([T, SK], E8, MS.Mat, layout=pl.ZZ, valid_shape=[-1, -1]), addrs=0x20000,
+                                   mutex_ids=[4, 5])
+        sb_l1 = pl.make_tile_group(type=tt([SK, T], E8, MS.Mat, layout=pl.NN, valid_shape=[-1, -1]), addrs=0x21000,
+                                   mutex_ids=[6, 7])
+        a_left = pl.make_tile_group(type=tt([T, T], da, MS.Left, valid_shape=[-1, -1]), addrs=[0x0, 0x1000],
+                                    mutex_ids=[8, 9])
+        b_right = pl.make_tile_group(type=tt([T, T], db, MS.Right, valid_shape=[-1, -1]), addrs=[0x0, 0x1000],
+                                     mutex_ids=[10, 11])
+        sa_l0 = pl.make_tile_group(type=tt([T, SK], E8, MS.ScaleLeft, valid_shape=[-1, -1]), addrs=[0x0, 0x100],
+                                   mutex_ids=[12, 13])
+        sb_l0 = pl.make_tile_group(type=tt([SK, T], E8, MS.ScaleRight, valid_shape=[-1, -1]), addrs=[0x0, 0x100],
+                                   mutex_ids=[14, 15])
+        c_acc = pl.make_tile_group(type=tt([T, T], pl.DT_FP32, MS.Acc, fractal=1024, valid_shape=[-1, -1]),
+                                   addrs=0x0, mutex_ids=[16])
+        with pl.section_cube():
+            pl.set_stride(a, [K, 1])              # PyPTO-Pro's FP4 kernels set the logical row-major stride
+            if phases:
+                pl.system.set_mm_layout_transform(enabled=True)
+            for mi in pl.range(0, M, T):
+                m = pl.min(T, M - mi)
+                for ni in pl.range(0, N, T):
+                    n = pl.min(T, N - ni)
+                    ac = c_acc.current()
+                    pl.set_validshape(ac, [m, n])
+                    for ki in pl.range(0, K, T):
+                        x, y, xs, ys = a_l1.next(), b_l1.next(), sa_l1.next(), sb_l1.next()
+                        al, br, sal, sbr = a_left.next(), b_right.next(), sa_l0.next(), sb_l0.next()
+                        for tile, valid in ((x, [m, T]), (al, [m, T]), (xs, [m, SK]), (sal, [m, SK]),
+                                            (y, [T, n]), (br, [T, n]), (ys, [SK, n]), (sbr, [SK, n])):
+                            pl.set_validshape(tile, valid)
+                        pl.load(x, a, [mi, ki // 2])
+                        if b_nk:
+                            pl.load(y, b, [ni, ki // 2], order=[1, 0])
+                        else:
+                            pl.load(y, b, [ki, ni // 2])
+                        pl.load(xs, scale_a, [mi, ki // 64, 0])
+                        pl.load(ys, scale_b, [ki // 64, ni, 0])
+                        pl.move(al, x)
+                        pl.move(br, y)
+                        pl.move(sal, xs)
+                        pl.move(sbr, ys)
+                        phase = None
+                        if phases:
+                            phase = pl.AccPhase.Final if ki + T >= K else pl.AccPhase.Partial
+                        if ki == 0:
+                            pl.matmul_mx(ac, al, br, sal, sbr, phase=phase)
+                        else:
+                            pl.matmul_mx_acc(ac, ac, al, br, sal, sbr, phase=phase)
+                    pl.store(c, ac, [mi, ni], phase=pl.STPhase.Final if phases else None)
+            if phases:
+                pl.system.set_mm_layout_transform(enabled=False)
+    return kern
+
+
+def run_mxfp4(M, K, N, da, db, b_nk=True, **kw):
+    qa, qb, sa, sb, a64, b64 = mx_inputs(M, K, N, da, db)
+    c = np.zeros((M, N), np.float32)
+    b = pack(qb.T) if b_nk else pack(qb)
+    rep = mxfp4_matmul(M, K, N, da, db, b_nk=b_nk, **kw)(pack(qa), b, pack_scale_a(sa), pack_scale_b(sb), c)
+    return c, a64, b64, rep
+
+
+# ---- results ------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("da,db", PAIRS, ids=IDS)
+@pytest.mark.parametrize("M,K,N", [(100, 192, 72), (64, 64, 64), (13, 128, 130)])
+def test_mxfp4_matmul_matches_the_dequantised_float64_product(da, db, M, K, N):
+    c, a64, b64, rep = run_mxfp4(M, K, N, da, db)
+    check(c, a64, b64)
+    assert rep.pipe_cycles["M"] > 0
+
+
+@pytest.mark.parametrize("da,db", [(F2, F1), (F1, F1)], ids=["e2m1xe1m2", "e1m2xe1m2"])
+def test_b_packed_along_n_and_per_mmad_accumulation(da, db):
+    """matmul_mx.md's form of B, GM [K, N/2] packed along N into an NZ Mat tile; no phases; the hardware's order."""
+    with pyto.run_options(accumulate="per_mmad"):
+        c, a64, b64, _ = run_mxfp4(80, 256, 128, da, db, b_nk=False, phases=False)
+    check(c, a64, b64)
+
+
+def test_the_nibble_order_and_the_scales_matter():
+    """Swapped nibbles in A, or scale_b's pair order swapped, do not pass: the data path reads what the layout says."""
+    M, K, N = 64, 128, 64
+    qa, qb, sa, sb, a64, b64 = mx_inputs(M, K, N, F2, F1)
+    kern = mxfp4_matmul(M, K, N, F2, F1)
+    for a, sbp in ((pack(qa[:, ::-1])[:, ::-1].copy(), pack_scale_b(sb)),
+                   (pack(qa), pack_scale_b(sb)[:, :, ::-1].copy())):
+        c = np.zeros((M, N), np.float32)
+        kern(a, pack(qb.T), pack_scale_a(sa), sbp, c)
+        assert not np.all(np.abs(c - a64 @ b64) <= matmul_bound(a64, b64, np.float32))
+
+
+# ---- 4-bit tiles: sizes, capacity, where they live ----------------------------------------------------------------
+def place(*tiletypes_and_addrs, size=None):
+    @pl.jit
+    def k1(x: pl.Tensor[[16, 32], pl.DT_FP16]):
+        for t, addr in tiletypes_and_addrs:
+            pl.make_tile(t(), addr=addr, size=size)
+    return lambda: k1(np.zeros((16, 32), np.float16))
+
+
+def allocs(*specs):
+    """A kernel that pl.allocs (buffer, shape, dtype) tiles one after the other (charged at their padded size)."""
+    @pl.jit
+    def k1(x: pl.Tensor[[16, 32], pl.DT_FP16]):
+        for buf, shape, dt in specs:
+            pl.alloc(buf, shape, dt)
+    return lambda: k1(np.zeros((16, 32), np.float16))
+
+
+def test_an_fp4_tile_takes_half_a_byte_an_element():
+    """[256, 512] FP4 = 65536 B fills Left (64 KB) exactly; at 8 bits the same tile needs 131072 B."""
+    assert pyto.load_chip("ascend950pr").capacity("L0A") == 65536
+    allocs((pl.L0A, [256, 512], F2))()
+    allocs((pl.L0A, [128, 512], F1), (pl.L0A, [128, 512], F2))()          # two halves fit too
+    with pytest.raises(pyto.CapacityError, match=r"L0A overflow on ascend950pr: .* \[256, 512\] fp8e4m3fn .* asks "
+                                                 r"131072 B, 0 B already in use, capacity 65536 B"):
+        allocs((pl.L0A, [256, 512], E4))()
+
+
+def test_one_element_over_is_a_capacity_error_naming_the_buffer():
+    """[256, 513] FP4 pads to whole 64-column fractals, 73728 B > L0A's 65536: CapacityError with the numbers; so is
+    any tile after a full L0A."""
+    with pytest.raises(pyto.CapacityError, match=r"L0A overflow on ascend950pr: .* \[256, 513\] fp4e1m2 \(padded "
+                                                 r"256x576\) asks 73728 B, 0 B already in use, capacity 65536 B") as e:
+        allocs((pl.L0A, [256, 513], F1))()
+    assert (e.value.buffer, e.value.asked, e.value.capacity) == ("L0A", 73728, 65536)
+    with pytest.raises(pyto.CapacityError, match=r"L0A overflow on ascend950pr: .* \[64, 64\] fp4e2m1 .* asks 2048 B, "
+                                                 r"65536 B already in use, capacity 65536 B"):
+        allocs((pl.L0A, [256, 512], F2), (pl.L0A, [64, 64], F2))()
+
+
+def test_fp4_fractals_are_16_by_64():
+    """A view of an FP4 Mat tile sits on its 16 x 64 grid: a column offset of 32 (a whole 8-bit fractal) is off it."""
+    @pl.jit
+    def k1(x: pl.Tensor[[16, 32], pl.DT_FP16]):
+        t = pl.make_tile(tt([64, 128], F2, MS.Mat), addr=0)
+        t[16:32, 64:128]
+        t[:, 32:96]
+    with pytest.raises(pyto.AlignmentError, match=r"column offset 32 is off the fractal grid \(multiples of 64 for L1 "
+                                                  r"NZ fp4e2m1\)"):
+        k1(np.zeros((16, 32), np.float16))
+
+
+def test_an_odd_element_count_is_refused_by_name():
+    with pytest.raises(pyto.ShapeError, match=r"1 fp4e2m1 elements are 0.5 bytes: 4-bit elements go two to a byte"):
+        place((lambda: tt([1, 1], F2, MS.Mat), 0), size=None)()
+    with pytest.raises(pyto.ShapeError, match=r"3 fp4e1m2 elements are 1.5 bytes"):
+        F1.nbytes(3)
+    assert F1.nbytes(64) == 32 and F1.itemsize * 8 == F1.bits == 4
+
+
+@pytest.mark.parametrize("mem,what", [(MS.Vec, "pl.MemorySpace.Vec"), (MS.Acc, "pl.MemorySpace.Acc"),
+                                      (MS.Bias, "pl.MemorySpace.Bias")])
+def test_fp4_lives_in_mat_left_and_right_only(mem, what):
+    with pytest.raises((pyto.UnsupportedError, pyto.ShapeError), match=rf"(a pl.DT_FP4E2M1 tile in {what} is not built "
+                                                                       rf"in pyto: FP4 is storage and an MX cube input "
+                                                                       rf"only)|(fp32|fp32 \(int32)"):
+        place((lambda: tt([16, 64], F2, mem), 0))()
+
+
+def test_fp4_vec_tiles_scalars_and_casts_are_refused():
+    with pytest.raises(pyto.UnsupportedError, match=r"a pl.DT_FP4E1M2 tile in pl.MemorySpace.Vec is not built"):
+        place((lambda: tt([16, 64], F1, MS.Vec), 0))()
+
+    @pl.jit
+    def k1(x: pl.Tensor[[16, 32], pl.DT_FP16]):
+        pl.const(1.0, pl.DT_FP4E2M1)
+    with pytest.raises(pyto.ShapeError, match=r"pl.const of pl.DT_FP4E2M1: .* not scalar types"):
+        k1(np.zeros((16, 32), np.float16))
+
+    @pl.jit
+    def k2(x: pl.Tensor[[16, 32], pl.DT_FP16]):
+        v = pl.alloc(pl.UB, [16, 64], pl.DT_FP16)
+        w = pl.alloc(pl.UB, [16, 64], pl.DT_FP4E2M1)
+        pl.cast(w, v)
+    with pytest.raises(pyto.UnsupportedError, match=r"a pl.DT_FP4E2M1 tile in pl.MemorySpace.Vec is not built"):
+        k2(np.zeros((16, 32), np.float16))
+
+
+def test_plain_matmul_on_fp4_points_to_matmul_mx():
+    @pl.jit
+    def k1(x: pl.Tensor[[16, 32], pl.DT_FP16]):
+        al = pl.make_tile(tt([64, 64], F2, MS.Left), addr=0)
+        br = pl.make_tile(tt([64, 64], F2, MS.Right), addr=0)
+        ac = pl.make_tile(tt([64, 64], pl.DT_FP32, MS.Acc), addr=0)
+        with pl.section_cube():
+            pl.matmul(ac, al, br)
+    with pytest.raises(pyto.ShapeError, match=r"FP4 data is a cube input of the MX matmul only \(pl.matmul_mx"):
+        k1(np.zeros((16, 32), np.float16))
+
+
+# ---- GM: packed tensors, byte offsets -----------------------------------------------------------------------------
+def load_one(gm_shape, tile_shape, offsets, order=None, layout=pl.NZ, valid=None, dtype=F2):
+    @pl.jit
+    def k1(a: pl.Tensor[gm_shape, dtype]):
+        x = pl.make_tile(tt(tile_shape, dtype, MS.Mat, layout=layout, valid_shape=valid), addr=0)
+        with pl.section_cube():
+            pl.load(x, a, offsets, order=order)
+    return lambda: k1(np.zeros(gm_shape, np.uint8))
+
+
+def test_an_fp4_tensor_is_a_uint8_array_of_pairs_declared_fp4():
+    """[64, 64] elements are a [64, 32] uint8 array; another dtype is refused by the annotation."""
+    load_one([64, 32], [64, 64], [0, 0])()
+
+    @pl.jit
+    def k1(a: pl.Tensor[[64, 32], F2]):
+        pass
+    with pytest.raises(pyto.ShapeError, match=r"annotated pl.Tensor\[\[64, 32\], pl.DT_FP4E2M1\] but got a fp16"):
+        k1(np.zeros((64, 32), np.float16))
+    assert pyto.dtypes.as_dtype(np.uint8) is pl.DT_UINT8      # only a declaration makes uint8 bytes FP4
+
+
+def test_an_fp4_load_past_the_packed_edge_is_out_of_bounds():
+    with pytest.raises(pyto.OutOfBoundsError, match=r"the FP4 tensor's last axis counts bytes, two elements each"):
+        load_one([64, 32], [64, 64], [0, 16])()      # bytes 16..48 of a 32-byte row
+
+
+def test_an_odd_extent_along_the_packed_axis_is_refused():
+    with pytest.raises(pyto.ShapeError, match=r"reads 63 FP4 elements along the last axis of .* the extent along it "
+                                              r"must be even"):
+        load_one([64, 32], [64, 64], [0, 0], valid=[64, 63])()
+
+
+def test_load_tile_and_strides_other_than_row_major_are_refused():
+    @pl.jit
+    def k1(a: pl.Tensor[[64, 32], F2]):
+        x = pl.make_tile(tt([64, 64], F2, MS.Mat), addr=0)
+        with pl.section_cube():
+            pl.load_tile(x, a, [0, 0])
+    with pytest.raises(pyto.UnsupportedError, match=r"pl.load_tile of the FP4 tensor .* counts packed bytes"):
+        k1(np.zeros((64, 32), np.uint8))
+
+    @pl.jit
+    def k2(a: pl.Tensor[[64, 32], F2]):
+        with pl.section_cube():
+            pl.set_stride(a, [128, 1])
+    with pytest.raises(pyto.UnsupportedError, match=r"pl.set_stride on the FP4 tensor .* \[64, 1\]"):
+        k2(np.zeros((64, 32), np.uint8))
+
+
+# ---- shapes (hypothesis) ------------------------------------------------------------------------------------------
+def fb(shape, dt):
+    """make_tile's size= for a cube tile as pyto pads it (tile.padded_of: CeilAlign 16, 32 at 8 bits, 64 at 4)."""
+    a = {4: 64, 8: 32}.get(dt.bits, 16)
+    return -(-shape[0] // a) * a * (-(-shape[1] // a) * a) * dt.bits // 8
+
+
+def sfb(shape, layout):
+    """make_tile's size= for an E8M0 scale tile in whole 16 x 2 (ZZ) / 2 x 16 (NN) fractals."""
+    r, c = (16, 2) if layout == "ZZ" else (2, 16)
+    return -(-shape[0] // r) * r * (-(-shape[1] // c) * c)
+
+
+def one_mx_traced(m, k, n, da, db):
+    """One MX MMAD on make_tile tiles, nothing loaded (the rules are checked when traced)."""
+    @pl.jit
+    def k1(x: pl.Tensor[[16, 32], pl.DT_FP16]):
+        al = pl.make_tile(tt([m, k], da, MS.Left), addr=0x0, size=fb([m, k], da))
+        br = pl.make_tile(tt([k, n], db, MS.Right), addr=0x0, size=fb([k, n], db))
+        sal = pl.make_tile(tt([m, k // 32], E8, MS.ScaleLeft), addr=0x0, size=sfb([m, k // 32], "ZZ"))
+        sbr = pl.make_tile(tt([k // 32, n], E8, MS.ScaleRight), addr=0x0, size=sfb([k // 32, n], "NN"))
+        ac = pl.make_tile(tt([m, n], pl.DT_FP32, MS.Acc), addr=0, size=fb([m, n], pl.DT_FP32))
+        with pl.section_cube():
+            pl.matmul_mx(ac, al, br, sal, sbr)
+    return lambda: k1(np.zeros((16, 32), np.float16))
+
+
+@settings(max_examples=16, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(m=st.integers(1, 64), n=st.integers(1, 32).map(lambda h: 2 * h), groups=st.integers(1, 6),
+       da=st.sampled_from([F2, F1]), db=st.sampled_from([F2, F1]))
+def test_shapes(m, n, groups, da, db):
+    """One MXFP4 MMAD [m, 32g] x [32g, n] through GM -> Mat -> L0 (whole tiles; B packed along N, so n even): K a
+    multiple of 64 matches the reference, any other K is refused by the K rule."""
+    k = 32 * groups
+    if k % 64:
+        with pytest.raises(pyto.ShapeError, match=rf"K = {k} .* is not a multiple of 64"):
+            one_mx_traced(m, k, n, da, db)()
+        return
+    P = k // 64
+
+    @pl.jit(auto_mutex=True)
+    def k1(a: pl.Tensor[[m, k // 2], da], b: pl.Tensor[[k, n // 2], db], sa: pl.Tensor[[m, P, 2], E8],
+           sb: pl.Tensor[[P, n, 2], E8], c: pl.Tensor[[m, n], pl.DT_FP32]):
+        x = pl.make_tile_group(type=tt([m, k], da, MS.Mat), addrs=0x0, mutex_ids=[0])
+        y = pl.make_tile_group(type=tt([k, n], db, MS.Mat), addrs=0x10000, mutex_ids=[1])
+        xs = pl.make_tile_group(type=tt([m, 2 * P], E8, MS.Mat, layout=pl.ZZ), addrs=0x20000, mutex_ids=[2])
+        ys = pl.make_tile_group(type=tt([2 * P, n], E8, MS.Mat, layout=pl.NN), addrs=0x21000, mutex_ids=[3])
+        al = pl.make_tile_group(type=tt([m, k], da, MS.Left), addrs=0x2000, mutex_ids=[4])
+        br = pl.make_tile_group(type=tt([k, n], db, MS.Right), addrs=0x4000, mutex_ids=[5])
+        sal = pl.make_tile_group(type=tt([m, 2 * P], E8, MS.ScaleLeft), addrs=0x200, mutex_ids=[6])
+        sbr = pl.make_tile_group(type=tt([2 * P, n], E8, MS.ScaleRight), addrs=0x400, mutex_ids=[7])
+        ac = pl.make_tile_group(type=tt([m, n], pl.DT_FP32, MS.Acc), addrs=0x0, mutex_ids=[8])
+        with pl.section_cube():
+            pl.load(x.current(), a, [0, 0])
+            pl.load(y.current(), b, [0, 0])
+            pl.load(xs.current(), sa, [0, 0, 0])
+            pl.load(ys.current(), sb, [0, 0, 0])
+            pl.move(al.current(), x.current())
+            pl.move(br.current(), y.current())
+            pl.move(sal.current(), xs.current())
+            pl.move(sbr.current(), ys.current())
+            pl.matmul_mx(ac.current(), al.current(), br.current(), sal.current(), sbr.current())
+            pl.store(c, ac.current(), [0, 0])
+    qa, qb, sa, sb, a64, b64 = mx_inputs(m, k, n, da, db)
+    c = np.zeros((m, n), np.float32)
+    k1(pack(qa), pack(qb), pack_scale_a(sa), pack_scale_b(sb), c)
+    check(c, a64, b64)
+
+
+# ---- cube time: MXFP4 and MXFP8 against FP16, as the chip table predicts --------------------------------------------
+def one_mmad_kernel(m, k, n, da, db):
+    """A kernel of one MMAD [m, k] x [k, n] on make_tile tiles: pl.matmul for FP16, pl.matmul_mx for MX data."""
+    mx = da not in (pl.DT_FP16,)
+
+    @pl.jit
+    def kern(c: pl.Tensor[[m, n], pl.DT_FP32]):
+        al = pl.make_tile(tt([m, k], da, MS.Left), addr=0x4000 if mx else 0, size=fb([m, k], da))
+        br = pl.make_tile(tt([k, n], db, MS.Right), addr=0x4000 if mx else 0, size=fb([k, n], db))
+        ac = pl.make_tile(tt([m, n], pl.DT_FP32, MS.Acc), addr=0, size=fb([m, n], pl.DT_FP32))
+        with pl.section_cube():
+            if mx:
+                sal = pl.make_tile(tt([m, k // 32], E8, MS.ScaleLeft), addr=0x400, size=sfb([m, k // 32], "ZZ"))
+                sbr = pl.make_tile(tt([k // 32, n], E8, MS.ScaleRight), addr=0x400, size=sfb([k // 32, n], "NN"))
+                pl.matmul_mx(ac, al, br, sal, sbr)
+            else:
+                pl.matmul(ac, al, br)
+    return kern
+
+
+@pytest.mark.parametrize("m,k,n", [(64, 256, 64), (128, 256, 128), (16, 64, 48)])
+def test_the_m_pipe_time_ratio_is_the_chip_tables(m, k, n):
+    """M-pipe cycles of one MMAD: ceil(m/16) ceil(n/16) ceil(k/k0) steps at the table's cycles per step plus the head,
+    k0 = 16 (FP16), 32 (MXFP8, cube.mxfp8_cycles_per_step), 64 (MXFP4, cube.mxfp4_cycles_per_step); the ratios to
+    FP16 are those of the predictions, exactly."""
+    chip = pyto.load_chip("ascend950pr")
+
+    def cycles(da, db):
+        return pyto.run(one_mmad_kernel(m, k, n, da, db), pyto.spec((m, n), "fp32"), mode="timing",
+                        check=False).pipe_cycles["M"]
+
+    def predicted(key, k0):
+        return math.ceil(m / 16) * math.ceil(n / 16) * math.ceil(k / k0) * chip.cube_cycles_per_step[key] \
+            + chip.mmad_head_cycles
+
+    t16, t8, t4 = cycles(pl.DT_FP16, pl.DT_FP16), cycles(E4, E5), cycles(F2, F1)
+    p16, p8, p4 = predicted("fp16", 16), predicted("mxfp8", 32), predicted("fp4e2m1", 64)
+    assert (t16, t8, t4) == (p16, p8, p4)
+    assert t8 / t16 == p8 / p16 and t4 / t16 == p4 / p16
+    assert t4 < t8 < t16
+
+
+def test_the_table_gives_mxfp4_twice_mxfp8s_peak():
+    """Huawei Connect 2025: MXFP8 1 PFLOPS, MXFP4 2 PFLOPS; the table's rates at its clock give 0.97 and 1.94."""
+    chip = pyto.load_chip("ascend950pr")
+    assert chip.peak_flops(F2) == chip.peak_flops(F1) == 2 * chip.peak_flops(E4)
+    assert 0.9e15 < chip.peak_flops(E4) < 1.1e15
+    assert "fp4e2m1" not in pyto.load_chip("atlas-a2").cube_cycles_per_step
+
+
+def test_mxfp4_needs_the_table_rate(tmp_path):
+    """A 950 table without cube.mxfp4_cycles_per_step has no MXFP4 cube: UnsupportedError naming the key."""
+    chip = pyto.load_chip("ascend950pr")
+    text = open(chip.source, encoding="utf-8").read()
+    bad = tmp_path / "nofp4.toml"
+    lines = [ln for ln in text.splitlines() if not ln.startswith("mxfp4_cycles_per_step")]
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    kern = one_mmad_kernel(64, 128, 64, F2, F2)
+    with pytest.raises(pyto.UnsupportedError, match=r"pl.matmul_mx on MXFP4 operands: chip .* gives no "
+                                                    r"cube.mxfp4_cycles_per_step"):
+        pyto.run(kern, pyto.spec((64, 64), "fp32"), mode="timing", check=False, chip=pyto.load_chip(bad))
