@@ -83,15 +83,17 @@ def check(c, a64, b64):
 
 
 # ---- an MXFP4 K-loop kernel (PyPTO-Pro's test_matmul_mx.py, pyto's spelling) ---------------------------------------
-def mxfp4_matmul(M, K, N, da, db, *, b_nk=True, phases=True):
-    """C [M, N] fp32 = MX(A, scale_a) @ MX(B, scale_b). A is GM [M, K/2] packed; B is GM [N, K/2] packed (B
-    transposed, loaded with order=[1, 0] into a ZN Mat tile, as the device test stores it) or with b_nk=False
-    [K, N/2] packed along N into an NZ Mat tile (matmul_mx.md's example). Offsets on the packed axis count bytes."""
+def mxfp4_matmul(M, K, N, da, db, *, b_nk=True, a_km=False, phases=True):
+    """C [M, N] fp32 = MX(A, scale_a) @ MX(B, scale_b). A is GM [M, K/2] packed (with a_km: A transposed, [K, M/2],
+    loaded with order=[1, 0] into the NZ Mat tile: a Dn2Nz); B is GM [N, K/2] packed (B transposed, loaded with
+    order=[1, 0] into a ZN Mat tile, as the device test stores it) or with b_nk=False [K, N/2] packed along N into an
+    NZ Mat tile (matmul_mx.md's example). Offsets on the packed axis count bytes."""
     P = K // 64
+    a_shape = [K, M // 2] if a_km else [M, K // 2]
     b_shape = [N, K // 2] if b_nk else [K, N // 2]
 
     @pl.jit(auto_mutex=True)
-    def kern(a: pl.Tensor[[M, K // 2], da], b: pl.Tensor[b_shape, db], scale_a: pl.Tensor[[M, P, 2], E8],
+    def kern(a: pl.Tensor[a_shape, da], b: pl.Tensor[b_shape, db], scale_a: pl.Tensor[[M, P, 2], E8],
              scale_b: pl.Tensor[[P, N, 2], E8], c: pl.Tensor[[M, N], pl.DT_FP32]):
         a_l1 = pl.make_tile_group(type=tt([T, T], da, MS.Mat, valid_shape=[-1, -1]), addrs=0x00000, mutex_ids=[0, 1])
         b_l1 = pl.make_tile_group(type=tt([T, T], db, MS.Mat, layout=pl.ZN if b_nk else pl.NZ,
@@ -111,7 +113,7 @@ def mxfp4_matmul(M, K, N, da, db, *, b_nk=True, phases=True):
         c_acc = pl.make_tile_group(type=tt([T, T], pl.DT_FP32, MS.Acc, fractal=1024, valid_shape=[-1, -1]),
                                    addrs=0x0, mutex_ids=[16])
         with pl.section_cube():
-            pl.set_stride(a, [K, 1])              # PyPTO-Pro's FP4 kernels set the logical row-major stride
+            pl.set_stride(a, [M, 1] if a_km else [K, 1])     # PyPTO-Pro's FP4 kernels set the logical row-major stride
             if phases:
                 pl.system.set_mm_layout_transform(enabled=True)
             for mi in pl.range(0, M, T):
@@ -126,7 +128,10 @@ def mxfp4_matmul(M, K, N, da, db, *, b_nk=True, phases=True):
                         for tile, valid in ((x, [m, T]), (al, [m, T]), (xs, [m, SK]), (sal, [m, SK]),
                                             (y, [T, n]), (br, [T, n]), (ys, [SK, n]), (sbr, [SK, n])):
                             pl.set_validshape(tile, valid)
-                        pl.load(x, a, [mi, ki // 2])
+                        if a_km:
+                            pl.load(x, a, [ki, mi // 2], order=[1, 0])
+                        else:
+                            pl.load(x, a, [mi, ki // 2])
                         if b_nk:
                             pl.load(y, b, [ni, ki // 2], order=[1, 0])
                         else:
@@ -150,11 +155,12 @@ def mxfp4_matmul(M, K, N, da, db, *, b_nk=True, phases=True):
     return kern
 
 
-def run_mxfp4(M, K, N, da, db, b_nk=True, **kw):
+def run_mxfp4(M, K, N, da, db, b_nk=True, a_km=False, **kw):
     qa, qb, sa, sb, a64, b64 = mx_inputs(M, K, N, da, db)
     c = np.zeros((M, N), np.float32)
+    a = pack(qa.T) if a_km else pack(qa)
     b = pack(qb.T) if b_nk else pack(qb)
-    rep = mxfp4_matmul(M, K, N, da, db, b_nk=b_nk, **kw)(pack(qa), b, pack_scale_a(sa), pack_scale_b(sb), c)
+    rep = mxfp4_matmul(M, K, N, da, db, b_nk=b_nk, a_km=a_km, **kw)(a, b, pack_scale_a(sa), pack_scale_b(sb), c)
     return c, a64, b64, rep
 
 
@@ -173,6 +179,24 @@ def test_b_packed_along_n_and_per_mmad_accumulation(da, db):
     with pyto.run_options(accumulate="per_mmad"):
         c, a64, b64, _ = run_mxfp4(80, 256, 128, da, db, b_nk=False, phases=False)
     check(c, a64, b64)
+
+
+def test_a_transposed_by_a_dn2nz_load():
+    """A stored transposed, GM [K, M/2] packed along M, loaded with order=[1, 0] into the NZ Mat tile (Dn2Nz)."""
+    c, a64, b64, _ = run_mxfp4(128, 128, 64, F1, F2, a_km=True)
+    check(c, a64, b64)
+
+
+def test_a_transposing_move_of_fp4_into_left_is_refused():
+    @pl.jit
+    def k1(x: pl.Tensor[[16, 32], pl.DT_FP16]):
+        a_zn = pl.make_tile(tt([64, 64], F2, MS.Mat, layout=pl.ZN), addr=0)
+        al = pl.make_tile(tt([64, 64], F2, MS.Left), addr=0)
+        with pl.section_cube():
+            pl.move(al, a_zn)
+    with pytest.raises(pyto.UnsupportedError, match=r"Mat \(ZN\) -> Left with transpose \(LoadDataWithTranspose\) of "
+                                                    r"pl.DT_FP4E2M1 is not built in pyto"):
+        k1(np.zeros((16, 32), np.float16))
 
 
 def test_the_nibble_order_and_the_scales_matter():

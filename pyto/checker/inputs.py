@@ -68,8 +68,8 @@ def _scalar(name: str, dt: DType, given, default) -> Any:
                          f"--pyto-scalar {name}=V or the pyto_check marker's {name}=V; pyto.check(..., {name}=V))")
     if isinstance(given, bool) or not isinstance(given, (int, float, np.integer, np.floating)):
         raise InputError(f"parameter '{name}' is a {dt} scalar, got {given!r}")
-    if dt.itemsize == 1 and dt.is_float:
-        raise InputError(f"parameter '{name}' is annotated {dt!r}: FP8 and HF8 are not scalar types (Scalar.md)")
+    if dt.bits <= 8 and dt.is_float:
+        raise InputError(f"parameter '{name}' is annotated {dt!r}: FP8, HF8 and FP4 are not scalar types (Scalar.md)")
     if not dt.is_float and float(given) != int(given):
         raise InputError(f"parameter '{name}' is a {dt} scalar, got {given!r}: not an integer")
     return float(given) if dt.is_float else int(given)

@@ -140,7 +140,7 @@ def const(value, dtype=None):
     loc = caller_loc()
     dt = dtype_at(dtype, loc)
     if dt in LOW_PRECISION:
-        raise ShapeError(f"{loc}: pl.const of {dt!r}: FP8 and HF8 are not scalar types (Scalar.md)")
+        raise ShapeError(f"{loc}: pl.const of {dt!r}: FP8 and HF8 are not scalar types, nor is FP4 (Scalar.md)")
     return float(dt.np.type(value)) if dt.is_float else int(value)
 
 

@@ -55,7 +55,7 @@ def _fractal_bytes(store, rows: int, cols: int) -> int:
     """Bytes an L1 -> L0A/L0B move carries for a rows x cols tile: whole fractals of the destination's grid
     (docs/fractal_formats.md §4.1: L0A/L0B hold and the cube fetches whole fractals; an edge tile's padding moves too)."""
     g0, g1 = store.grid
-    return -(-rows // g0) * g0 * (-(-cols // g1) * g1) * store.dtype.itemsize
+    return store.dtype.nbytes(-(-rows // g0) * g0 * (-(-cols // g1) * g1))     # (FP4: whole 16 x 64 fractals)
 
 
 #: itemsize -> (rows, columns) of the square LoadDataWithTranspose transposes, in the L0A view's terms (M, K):
@@ -139,6 +139,11 @@ def _to_l0(dst: Tile, src: Tile, offset, loc: Loc) -> None:
     if s.dtype is DType.fp8e8m0 and d.buf not in _SCALE_LAYOUT:
         raise ShapeError(f"{loc}: pl.move({dst!r}, {src!r}): an E8M0 scale tile moves to ScaleLeft (ZZ) or "
                          f"ScaleRight (NN), not {d.buf!r}")
+    if transpose and d.buf is _L0A and dst.dtype.itemsize not in _TRANSPOSE_SQUARE:
+        raise UnsupportedError(f"{loc}: pl.move({dst!r}, {src!r}): Mat (ZN) -> Left with transpose "
+                               f"(LoadDataWithTranspose) of {dst.dtype!r} is not built in pyto (its 4-bit transpose "
+                               f"square is not documented); load the operand into an NZ Mat tile (order=[1, 0], a "
+                               f"Dn2Nz on the 950) and move it as it is")
     if transpose and d.buf is _L0A and not _squares_ok(d, dst.rect):
         sr, sc = _TRANSPOSE_SQUARE[dst.dtype.itemsize]
         q0, q1, p0, p1 = dst.rect
