@@ -5,14 +5,15 @@ module.
 The names, by kind (PyPTO-Pro's docs/zh/pypto_pro/api/SIMD-API/ has a page per name):
 - kernels and launch: jit, Tensor, Ptr, Tile, DYNAMIC, STATIC; pyto's extension: kernel (static Python parameters)
 - types: DT_FP16, DT_BF16, DT_FP32, DT_INT8, DT_INT32, DT_UINT8, DT_FP8E4M3FN, DT_FP8E5M2, DT_HF8 (the 8-bit floats:
-  storage and matmul inputs only), DT_FP8E8M0 (matmul_mx's scales; the other DT_* are named, not built), MemorySpace,
+  storage and matmul inputs only), DT_FP8E8M0 (matmul_mx's scales), DT_FP4E2M1, DT_FP4E1M2 (MXFP4's data, half a byte;
+  the other DT_* are named, not built), MemorySpace,
   TileType, TensorLayout with ND, DN, NZ, ZN, ZZ, NN, PipeType, AccPhase, STPhase, AccToVecMode, AtomicType,
   ReluPreMode, CrossCoreSyncMode, SyncCoreType, SyncAllMode, TilePad, FillPadMode, RoundMode, QuantMode
 - tiles: make_tile, make_tile_group; pyto's extension: alloc (the next free address), L1 L0A L0B L0C UB BT FB
 - tails: set_validshape, fillpad
 - GM views: Ptr, addptr, make_ptr, make_tensor, set_stride
 - data movement: load, load_tile, store, store_tile, move, insert
-- cube: matmul, matmul_acc, matmul_mx, matmul_mx_acc (MXFP8; MXFP4 named, not built); pyto's extension (Atlas A2/A3):
+- cube: matmul, matmul_acc, matmul_mx, matmul_mx_acc (MXFP8 and MXFP4); pyto's extension (Atlas A2/A3):
   the 4:2 sparse matmul move_sparse, matmul_sparse, matmul_sparse_acc (cube_sparse.py)
 - debugging and element access: printf, pto_assert, dump_data, trap, getval, setval (and tile[i, j])
 - vector (memory_vector_computation/): add sub mul div maximum minimum (tile or scalar rhs) and_ shl shr xor, neg abs
