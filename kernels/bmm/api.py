@@ -27,15 +27,15 @@ import numpy as np
 
 import pyto
 from pyto.chip import Chip, load_chip
-from pyto.dtypes import DType, as_dtype
+from pyto.dtypes import DType, as_dtype, stored_as
 from pyto.emulator import admission
 from pyto.errors import KernelError, ShapeError, UnsupportedError
 from pyto.testing import assert_close, matmul_bound
 
 from . import footprint
 from .common import mode_of, operands, user_operand
-from .conditions import BRANCHES
-from .planner import Plan, parse_problem, plan
+from .conditions import BRANCHES, MX_GROUP, MX_K_STEP
+from .planner import FP8, Plan, parse_problem, plan
 
 BRANCH_MODULES = {b: f"pyto_kernels.bmm.{b}" for b in BRANCHES}
 
@@ -55,7 +55,7 @@ def launcher(branch: str):
 
 def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional[str] = None,
         transpose_a: bool = False, transpose_b: bool = False, report: bool = False, reduce: str = "workspace",
-        tune: bool = False):
+        tune: bool = False, scale_a=None, scale_b=None, dtype=None):
     """C = A @ B (+ bias) with numpy.matmul semantics, run by the branch kernel the planner picks.
 
     branch forces a branch (PlanError when its structural preconditions fail; UnsupportedError when its
@@ -63,21 +63,31 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
     (AtomicAdd). tune: the plan of plan(..., tune=True), the fastest simulated candidate (its file cache makes
     the second tune of a problem free). Inputs given as pyto.spec run in timing mode and return (None, report).
     Returns C, or (C, Report) with report=True.
+
+    8-bit floats (the 950): a, b FP8 (ml_dtypes float8_e4m3fn / float8_e5m2 arrays, in any mix) or HF8 (uint8
+    codes, pyto.lowp.HF8, named with dtype="hf8"; or pyto.spec(shape, "hf8")); C is fp32 (the accumulator). MX
+    (MXFP8): scale_a [*a_batch, M, K/32] and scale_b [*b_batch, K/32, N] (logical, whatever transpose_a / _b;
+    ml_dtypes float8_e8m0fnu arrays or pyto.spec(shape, "fp8e8m0")), one scale per 32 elements of K, K % 64 == 0,
+    no bias: C = (A * 2^(scale_a - 127)) @ (B * 2^(scale_b - 127)) per 32-element group. dtype: names the inputs'
+    dtype where the arrays do not (HF8's uint8 codes); arrays must be stored as it.
     """
     for flag, v in (("transpose_a", transpose_a), ("transpose_b", transpose_b), ("report", report)):
         if not isinstance(v, (bool, np.bool_)):
             raise KernelError(f"bmm: {flag} must be True or False, got {v!r}")
     a, dt = user_operand(a, "bmm", "a")
     b, dtb = user_operand(b, "bmm", "b")
-    if dtb is not dt:
-        raise ShapeError(f"bmm: a and b must have one dtype, got {dt} and {dtb}")
+    if dtype is not None:
+        dt, dtb = _declared(a, dt, dtype, "a"), _declared(b, dtb, dtype, "b")
+    if dtb is not dt and not (dt in FP8 and dtb in FP8):
+        raise ShapeError(f"bmm: a and b must have one dtype (or be FP8 E4M3FN / E5M2 in any mix), got {dt} and {dtb}")
     if bias is not None:
         bias, _ = user_operand(bias, "bmm", "bias")
+    mx = _mx_scales(a, b, scale_a, scale_b, bias, transpose_a, transpose_b)
     a, b, squeeze = promote_vectors(a, b, transpose_a, transpose_b)
     p = cached_plan(a.shape, b.shape, dt, chip, False if bias is None else tuple(bias.shape), transpose_a,
-                    transpose_b, branch, reduce, tune)
+                    transpose_b, branch, reduce, tune, None if dtb is dt else dtb, mx)
     _admit(p, a, b, bias)
-    ops = operands(p.problem, a, b, bias)
+    ops = operands(p.problem, a, b, bias, scale_a, scale_b)
     mode = mode_of(ops)
     rep = launcher(p.branch)(p, ops, mode=mode)
     if mode == "timing":
@@ -91,22 +101,62 @@ PLAN_CACHE_SIZE = 256
 
 
 def cached_plan(a_shape, b_shape, dtype, chip, bias, transpose_a: bool, transpose_b: bool, branch, reduce: str,
-                tune: bool = False) -> Plan:
+                tune: bool = False, dtype_b=None, mx: bool = False) -> Plan:
     """plan(...) of a problem bmm() planned before, else planned now and kept (a plan is a pure function of the
     problem and the chip table: a table edited on disk loads as a new Chip, hence a new key)."""
     spec = load_chip(chip)
     key = (tuple(a_shape), tuple(b_shape), dtype, id(spec), bias, bool(transpose_a), bool(transpose_b), branch,
-           reduce, bool(tune))
+           reduce, bool(tune), dtype_b, bool(mx))
     hit = _PLANS.get(key)
     if hit is not None and hit.chip_spec is spec:
         _PLANS.move_to_end(key)
         return hit
     p = plan(a_shape, b_shape, dtype=dtype, chip=spec, bias=bias, transpose_a=transpose_a, transpose_b=transpose_b,
-             branch=branch, reduce=reduce, tune=bool(tune))
+             branch=branch, reduce=reduce, tune=bool(tune), dtype_b=dtype_b, mx=mx)
     _PLANS[key] = p
     while len(_PLANS) > PLAN_CACHE_SIZE:
         _PLANS.popitem(last=False)
     return p
+
+
+def _declared(x, got: DType, dtype, name: str) -> DType:
+    """The dtype `dtype` names for operand x, which must be stored as it (HF8: uint8 codes); ShapeError otherwise."""
+    want = as_dtype(dtype)
+    if not stored_as(want, got):
+        raise ShapeError(f"bmm: dtype={want.name} names {name}'s elements, but {name} is stored as {got.name} "
+                         f"({want.name} is stored as {want.np}; pyto.dtypes)")
+    return want
+
+
+def _mx_scales(a, b, scale_a, scale_b, bias, transpose_a: bool, transpose_b: bool) -> bool:
+    """Whether the call is MX; ShapeError naming the rule when its scales do not go with a and b: both given,
+    E8M0, scale_a [*a_batch, M, K/32] and scale_b [*b_batch, K/32, N] (the logical shapes, matmul_mx.md), K % 64,
+    matrices, no bias (matmul_mx has no bias operand)."""
+    if scale_a is None and scale_b is None:
+        return False
+    if scale_a is None or scale_b is None:
+        raise ShapeError("bmm: MX needs both scale_a and scale_b (one given)")
+    if len(a.shape) < 2 or len(b.shape) < 2:
+        raise ShapeError(f"bmm: MX takes matrices (a {list(a.shape)}, b {list(b.shape)}): 1-D operands have no "
+                         f"scale layout here")
+    if bias is not None:
+        raise UnsupportedError("bmm: MX with a bias is not built (pl.matmul_mx has no bias operand, matmul_mx.md); "
+                               "add the bias to the fp32 result")
+    M, K = (a.shape[-1], a.shape[-2]) if transpose_a else (a.shape[-2], a.shape[-1])
+    N = b.shape[-2] if transpose_b else b.shape[-1]
+    if K % MX_K_STEP:
+        raise ShapeError(f"bmm: MX needs K % {MX_K_STEP} == 0 (matmul_mx.md: K必须为64的倍数), got K = {K}")
+    for s, name, want in ((scale_a, "scale_a", tuple(a.shape[:-2]) + (M, K // MX_GROUP)),
+                          (scale_b, "scale_b", tuple(b.shape[:-2]) + (K // MX_GROUP, N))):
+        s, sdt = user_operand(s, "bmm", name)
+        if sdt is not DType.fp8e8m0:
+            raise ShapeError(f"bmm: {name} must be E8M0 (ml_dtypes float8_e8m0fnu, pyto 'fp8e8m0'), got {sdt}")
+        if tuple(s.shape) != want:
+            pair = "[*a_batch, M, K/32]" if name == "scale_a" else "[*b_batch, K/32, N]"
+            raise ShapeError(f"bmm: {name} has shape {list(s.shape)}; a {list(a.shape)} and b {list(b.shape)} "
+                             f"(M = {M}, K = {K}, N = {N}) need {name} {pair} = {list(want)} (one E8M0 scale per "
+                             f"{MX_GROUP} elements of K, matmul_mx.md)")
+    return True
 
 
 def _as_matrix_operand(x, side: str, transpose: bool):

@@ -34,8 +34,8 @@ from pyto.dtypes import DType
 from pyto.tiling import bias_row_bytes, ceil_align
 
 from ..swizzle import Swizzle, TileGrid
-from .block import Buffers, alloc_buffers, held_a, held_b, mmad_tile
-from .common import batch_offsets, Operands, run_tiled
+from .block import Buffers, MxScales, alloc_buffers, held_a, held_b, mmad_tile
+from .common import batch_offsets, Operands, run_tiled, with_mx
 
 
 def asw_walk(bufs: Buffers, a, b, bias, out, grid: TileGrid, *, hold_a: bool = False, hold_b: bool = False,
@@ -72,15 +72,15 @@ def asw_walk(bufs: Buffers, a, b, bias, out, grid: TileGrid, *, hold_a: bool = F
                           atomic=grid_k > 1, l1_pieces=l1_pieces)
 
 
-@pl.kernel
-def asw_basic_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, STAGES: int = 2,
-                     L0_STAGES: int = 2, L0C_STAGES: int = 2, WINDOW: int = 1, L2_M: int = 1, L2_N: int = 1,
-                     FULL_LOAD_A: bool = False, FULL_LOAD_B: bool = False, TRANSPOSE_A: bool = False,
-                     TRANSPOSE_B: bool = False, BIAS: bool = False, L1_PIECES: int = 0):
+def _asw_basic_kernel(a, b, bias, out, scale_a, scale_b, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int,
+                      STAGES: int = 2, L0_STAGES: int = 2, L0C_STAGES: int = 2, WINDOW: int = 1, L2_M: int = 1,
+                      L2_N: int = 1, FULL_LOAD_A: bool = False, FULL_LOAD_B: bool = False, TRANSPOSE_A: bool = False,
+                      TRANSPOSE_B: bool = False, BIAS: bool = False, L1_PIECES: int = 0):
     """out [*batch, M, N] = a [*a_batch, M, K] @ b [*b_batch, K, N] (+ bias [*bias_batch, 1, N] when BIAS).
 
     All four tensors have the same rank; a batch dim of 1 is broadcast. a is [.., K, M] with TRANSPOSE_A,
     b [.., N, K] with TRANSPOSE_B. FULL_LOAD_A / _B: that operand (no batch, one base tile wide) is held in L1.
+    scale_a / scale_b (the MX kernel; None in the plain one): E8M0 scales in block.MxScales' GM forms.
     """
     M, K = (a.shape[-1], a.shape[-2]) if TRANSPOSE_A else (a.shape[-2], a.shape[-1])
     N, Kb = (b.shape[-2], b.shape[-1]) if TRANSPOSE_B else (b.shape[-1], b.shape[-2])
@@ -91,15 +91,20 @@ def asw_basic_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, 
     assert not (FULL_LOAD_A and math.prod(a.shape[:-2]) > 1), "FULL_LOAD_A needs an A without batch"
     assert not (FULL_LOAD_B and math.prod(b.shape[:-2]) > 1), "FULL_LOAD_B needs a B without batch"
     k_pad = ceil_align(K, BASE_K)
+    mx = None if scale_a is None else MxScales(scale_a, scale_b, a.shape[:-2], b.shape[:-2], M, N, K)
     bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=not FULL_LOAD_A, stream_b=not FULL_LOAD_B,
                          hold_a=(ceil_align(M, BASE_M), k_pad) if FULL_LOAD_A else None,
                          hold_b=(k_pad, ceil_align(N, BASE_N)) if FULL_LOAD_B else None,
-                         bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
+                         bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B,
+                         dtype_b=b.dtype, mx=mx)
     grid = Swizzle(WINDOW, True).grid(M, N, BASE_M, BASE_N, batch=math.prod(out.shape[:-2]), l2_m=L2_M, l2_n=L2_N)
     with pl.section_cube():
         asw_walk(bufs, a, b, bias if BIAS else None, out, grid, hold_a=FULL_LOAD_A, hold_b=FULL_LOAD_B,
                  transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, l1_pieces=L1_PIECES)
+
+
+asw_basic_kernel, asw_basic_mx_kernel = with_mx(_asw_basic_kernel)
 
 
 # ---- plan -> static parameters -> launch ------------------------------------------------------------
@@ -153,4 +158,4 @@ def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
 
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
     """Run ASW_Basic for `plan` (branch asw_basic) on the operands `ops` (see common.py)."""
-    return run_tiled(asw_basic_kernel, params_of, plan, ops, mode)
+    return run_tiled((asw_basic_kernel, asw_basic_mx_kernel), params_of, plan, ops, mode)

@@ -44,6 +44,20 @@ for int8).
 
 K splits under unit_flag follow PyPTO-Pro's rule (matmul_acc.md): `pl.system.set_mm_layout_transform` is on
 while a tile's phased MMADs run and goes off after its store.
+
+8-bit floats: A and B may differ in type (FP8 E4M3FN x E5M2, `dtype_b`); L0C accumulates in fp32 either way.
+
+MX (MXFP8, `alloc_buffers(mx=MxScales(...))`): every L1 tile of A [rows, k] has its E8M0 scale tile [rows, k/32]
+(ZZ) beside it, every one of B [k, cols] its [k/32, cols] (NN), loaded GM -> Mat with the data (one load per L1
+step or held slab; `MxScales` says where in the GM scale tensors), moved Mat -> ScaleLeft / ScaleRight on MTE1
+with the data's Mat -> Left / Right move, and each MMAD is pl.matmul_mx / matmul_mx_acc. PyPTO-Pro's address rule
+addr(scale) = addr(data) >> 4 holds by construction: the L0A / L0B rings sit at address 0 of their buffers with
+slots of S bytes ([base_m, base_k] of 1-byte elements), the scale rings at address 0 of ScaleLeft / ScaleRight with
+twice the slots of S/32 bytes each, so data slot i (at i*S) pairs with scale slot 2i (at i*S/16). matmul_mx takes
+whole tiles (its address rule is on whole tiles): the L0A / L0B / L0C tiles of an MX step are the whole ring slots
+with their valid shapes set (the MMAD is charged for the whole tile; an edge tile costs a full one). K tiles are
+multiples of 64 (two scale groups), as the planner's k_align is for MX; matmul_mx has no bias operand (bmm
+refuses a bias with MX).
 """
 from __future__ import annotations
 
@@ -51,6 +65,52 @@ from typing import Optional, Sequence
 
 import pyto.language as pl
 from pyto.tiling import BIAS_ROW_SLOTS
+
+MX_GROUP = 32          # K elements per E8M0 scale (matmul_mx.md)
+_E8M0 = pl.DT_FP8E8M0
+
+
+class MxScales:
+    """The GM E8M0 scales of an MX BMM launch and where an operand tile's scales sit in them (plain Python: the
+    kernels build it at trace time).
+
+    scale_a is GM [Ba*M, K/64, 2]: the user's logical scale_a [*a_batch, M, K/32] with its batch dims folded into
+    rows and each pair of groups (2p, 2p+1) on the last axis (a reshape: api.mx_operands), which a ZZ Mat tile loads
+    ascending (pyto/language/mx_scales.py: tile[r, c] = gm[o0 + r, o1 + c // 2, c % 2]). scale_b is GM
+    [Bb*K/64, N, 2]: the logical [*b_batch, K/32, N] with the pair along K moved last (a transposing copy), which an
+    NN Mat tile loads ascending (tile[g, n] = gm[o0 + g // 2, o1 + n, g % 2]). a_batch / b_batch: the batch shapes
+    of the kernel's A and B (their batch offsets, as common.batch_offsets gives them, fold with these)."""
+
+    def __init__(self, scale_a, scale_b, a_batch, b_batch, M: int, N: int, K: int):
+        self.scale_a, self.scale_b = scale_a, scale_b
+        self.a_batch, self.b_batch = tuple(a_batch), tuple(b_batch)
+        self.M, self.N, self.K = M, N, K
+        pairs = K // (2 * MX_GROUP)
+        assert tuple(scale_a.shape) == (_prod(a_batch) * M, pairs, 2), f"scale_a {scale_a.shape} for M {M}, K {K}"
+        assert tuple(scale_b.shape) == (_prod(b_batch) * pairs, N, 2), f"scale_b {scale_b.shape} for N {N}, K {K}"
+
+    def a_offsets(self, batch: Sequence[int], m0: int, k0: int) -> list:
+        """GM offsets of scale_a for A's rows from m0 and K from k0 (a multiple of 64) in A's batch `batch`."""
+        return [_flat(batch, self.a_batch) * self.M + m0, k0 // (2 * MX_GROUP), 0]
+
+    def b_offsets(self, batch: Sequence[int], n0: int, k0: int) -> list:
+        """GM offsets of scale_b for B's columns from n0 and K from k0 (a multiple of 64) in B's batch `batch`."""
+        return [_flat(batch, self.b_batch) * (self.K // (2 * MX_GROUP)) + k0 // (2 * MX_GROUP), n0, 0]
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def _flat(idx: Sequence[int], shape: Sequence[int]) -> int:
+    """The row-major number of the batch `idx` in `shape`."""
+    out = 0
+    for i, d in zip(idx, shape):
+        out = out * d + i
+    return out
 
 
 def _ceil(x: int, a: int) -> int:
@@ -136,8 +196,16 @@ class Buffers:
     """The rings of one kernel's cube pipeline (allocate with `alloc_buffers`, once per kernel)."""
 
     def __init__(self, dtype, base_m: int, base_n: int, base_k: int, k_l1: int, transpose_a: bool = False,
-                 transpose_b: bool = False):
+                 transpose_b: bool = False, dtype_b=None, mx: Optional[MxScales] = None):
         self.dtype, self.base_m, self.base_n, self.base_k, self.k_l1 = dtype, base_m, base_n, base_k, k_l1
+        self.dtype_b = dtype if dtype_b is None else dtype_b
+        self.mx = mx
+        # MX: the scale rings beside the data rings (alloc_buffers; each L1 scale ring has its data ring's slot
+        # count and advances with it); l0_i counts the L0 slots used (scale slot 2i pairs with data slot i);
+        # a_hold_s / b_hold_s: the held slabs' scale views of the current tile (held_ab)
+        self.a_l1s = self.b_l1s = self.a_holds = self.b_holds = self.a_l0s = self.b_l0s = None
+        self.a_hold_s = self.b_hold_s = None
+        self.l0_i, self.l0_n = -1, 1
         self.transpose_a, self.transpose_b = bool(transpose_a), bool(transpose_b)
         # views are trimmed on the fractal grid: 16 rows; N and K also a whole 32B fractal column (int8: 32)
         self.align = max(16, 32 // dtype.itemsize)
@@ -154,7 +222,7 @@ def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[i
                   l0_stages: Optional[int] = None, l0c_stages: int = 2, stream_a: bool = True, stream_b: bool = True,
                   hold_a: Optional[Sequence[int]] = None, hold_b: Optional[Sequence[int]] = None,
                   hold_stages: int = 1, bias_dtype=None, transpose_a: bool = False,
-                  transpose_b: bool = False) -> Buffers:
+                  transpose_b: bool = False, dtype_b=None, mx: Optional[MxScales] = None) -> Buffers:
     """Allocate the pipeline's rings (call inside a @pl.kernel body, once).
 
     stages: slots of the streamed L1 tiles; l0_stages (default: stages) of the L0A/L0B tiles; l0c_stages of L0C.
@@ -163,29 +231,52 @@ def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[i
     K of base_k), with hold_stages slots. bias_dtype: allocate the bias row (L1) and bias table (BT; fp32, or
     int32 for an int32 bias of an int8 matmul). transpose_a / transpose_b: the operand is DN (A [K, M], B
     [N, K] in GM); its L1 tiles take the matmul's terms either way, ZN (held as stored) where the chip has no
-    Dn2Nz.
+    Dn2Nz. dtype_b: B's element type where it differs from A's (an FP8 mix). mx: the launch's MX scales (module
+    docstring): scale rings beside every data ring, base_k and k_l1 multiples of 64, no bias.
     """
     k_l1 = base_k if k_l1 is None else k_l1
     l0_stages = stages if l0_stages is None else l0_stages
+    dtype_b = dtype if dtype_b is None else dtype_b
     assert k_l1 % base_k == 0, f"k_l1={k_l1} must be a multiple of base_k={base_k}"
-    bufs = Buffers(dtype, base_m, base_n, base_k, k_l1, transpose_a, transpose_b)
+    bufs = Buffers(dtype, base_m, base_n, base_k, k_l1, transpose_a, transpose_b, dtype_b, mx)
+    g = MX_GROUP
+    if mx is not None:
+        assert base_k % (2 * g) == 0 and bias_dtype is None, f"MX: base_k={base_k} % 64, no bias ({bias_dtype})"
     if stream_a:
         bufs.a_l1 = alloc_l1([base_m, k_l1], dtype, transpose=transpose_a, buffers=stages, name="a_l1")
+        if mx is not None:
+            bufs.a_l1s = pl.alloc(pl.L1, [base_m, k_l1 // g], _E8M0, layout=pl.ZZ, buffers=stages,
+                                  name="a_scale_l1")
     if stream_b:
-        bufs.b_l1 = alloc_l1([k_l1, base_n], dtype, transpose=transpose_b, buffers=stages, name="b_l1")
+        bufs.b_l1 = alloc_l1([k_l1, base_n], dtype_b, transpose=transpose_b, buffers=stages, name="b_l1")
+        if mx is not None:
+            bufs.b_l1s = pl.alloc(pl.L1, [k_l1 // g, base_n], _E8M0, layout=pl.NN, buffers=stages,
+                                  name="b_scale_l1")
     if hold_a is not None:
         assert hold_a[0] % base_m == 0 and hold_a[1] % base_k == 0, f"hold_a {hold_a} vs base {base_m}x{base_k}"
         bufs.a_hold = alloc_l1(hold_a, dtype, transpose=transpose_a, buffers=hold_stages, name="a_hold_l1")
+        if mx is not None:
+            bufs.a_holds = pl.alloc(pl.L1, [hold_a[0], hold_a[1] // g], _E8M0, layout=pl.ZZ,
+                                    buffers=hold_stages, name="a_scale_hold_l1")
     if hold_b is not None:
         assert hold_b[0] % base_k == 0 and hold_b[1] % base_n == 0, f"hold_b {hold_b} vs base {base_k}x{base_n}"
-        bufs.b_hold = alloc_l1(hold_b, dtype, transpose=transpose_b, buffers=hold_stages, name="b_hold_l1")
+        bufs.b_hold = alloc_l1(hold_b, dtype_b, transpose=transpose_b, buffers=hold_stages, name="b_hold_l1")
+        if mx is not None:
+            bufs.b_holds = pl.alloc(pl.L1, [hold_b[0] // g, hold_b[1]], _E8M0, layout=pl.NN,
+                                    buffers=hold_stages, name="b_scale_hold_l1")
     if bias_dtype is not None:
         bufs.bias_l1 = pl.alloc(pl.L1, [1, base_n], bias_dtype, buffers=BIAS_ROW_SLOTS, layout=pl.ND, name="bias_l1")
         bt_dtype = pl.DT_INT32 if bias_dtype is pl.DT_INT32 else pl.DT_FP32     # int8 matmuls: an int32 bias
         bufs.bias_bt = pl.alloc(pl.BT, [1, base_n], bt_dtype, name="bias_bt")
     bufs.a_l0a = pl.alloc(pl.L0A, [base_m, base_k], dtype, buffers=l0_stages, name="a_l0a")
-    bufs.b_l0b = pl.alloc(pl.L0B, [base_k, base_n], dtype, buffers=l0_stages, name="b_l0b")
+    bufs.b_l0b = pl.alloc(pl.L0B, [base_k, base_n], dtype_b, buffers=l0_stages, name="b_l0b")
     bufs.c_l0c = pl.alloc(pl.L0C, [base_m, base_n], dtype.acc, buffers=l0c_stages, name="c_l0c")
+    if mx is not None:      # twice the slots: data slot i (at i*S) pairs with scale slot 2i (at i*S/16)
+        bufs.l0_n = l0_stages
+        bufs.a_l0s = pl.alloc(pl.MemorySpace.ScaleLeft, [base_m, base_k // g], _E8M0, buffers=2 * l0_stages,
+                              name="a_scale_l0")
+        bufs.b_l0s = pl.alloc(pl.MemorySpace.ScaleRight, [base_k // g, base_n], _E8M0, buffers=2 * l0_stages,
+                              name="b_scale_l0")
     return bufs
 
 
@@ -199,6 +290,8 @@ def _hold_loads(hold, key_attr: str, bufs: Buffers, src, batch: list, s0: int, k
         return []
     slot = hold.next()
     setattr(bufs, key_attr, key)
+    if bufs.mx is not None:         # the slab's scales, over the whole K (their ring advances with the data's)
+        load_scales(bufs, (bufs.a_holds if is_a else bufs.b_holds).next(), is_a, batch, s0, 0, bufs.mx.K)
     step = _ceil(-(-k_all // max(1, pieces)), bufs.base_k)
     loads = []
     for kp in range(0, k_all, step):
@@ -230,6 +323,8 @@ def held_ab(bufs: Buffers, a, b, a_off: Optional[Sequence[int]], b_off: Optional
         s0 = m0 // rows * rows
         loads_a = _hold_loads(hold, "a_key", bufs, a, batch, s0, k_all, pieces, transpose_a, True)
         a_view = hold.current()[m0 - s0:m0 - s0 + bufs.base_m, :]
+        if bufs.mx is not None:
+            bufs.a_hold_s = bufs.a_holds.current()[m0 - s0:m0 - s0 + bufs.base_m, :]
     if b_off is not None:
         *batch, n0 = b_off
         hold = bufs.b_hold
@@ -237,6 +332,8 @@ def held_ab(bufs: Buffers, a, b, a_off: Optional[Sequence[int]], b_off: Optional
         s0 = n0 // cols * cols
         loads_b = _hold_loads(hold, "b_key", bufs, b, batch, s0, k_all, pieces, transpose_b, False)
         b_view = hold.current()[:, n0 - s0:n0 - s0 + bufs.base_n]
+        if bufs.mx is not None:
+            bufs.b_hold_s = bufs.b_holds.current()[:, n0 - s0:n0 - s0 + bufs.base_n]
     _issue(loads_a, a, transpose_a, loads_b, b, transpose_b)
     return a_view, b_view
 
@@ -271,6 +368,21 @@ def _issue(loads_a: list, a, transpose_a: bool, loads_b: list, b, transpose_b: b
             load_l1(loads_a[i][0], a, loads_a[i][1], transpose=transpose_a)
         if i < len(loads_b):
             load_l1(loads_b[i][0], b, loads_b[i][1], transpose=transpose_b)
+
+
+def load_scales(bufs: Buffers, view, is_a: bool, batch: Sequence[int], pos: int, k0: int, k_len: int) -> None:
+    """GM -> Mat of the E8M0 scales of A rows from `pos` (is_a; `view` a ZZ scale tile [rows, k/32]) or B columns
+    from `pos` (an NN one [k/32, cols]) over K [k0, k0 + k_len) (multiples of 64) in the operand's batch `batch`; the
+    view's valid shape is the part inside the operand (MxScales: the GM scale tensors fold the batches, so the edge
+    is the operand's M / N, not the tensor's)."""
+    mx = bufs.mx
+    groups = min(k_len, mx.K - k0) // MX_GROUP
+    if is_a:
+        with_valid(view, min(view.shape[0], mx.M - pos), groups)
+        pl.load(view, mx.scale_a, mx.a_offsets(batch, pos, k0))
+    else:
+        with_valid(view, groups, min(view.shape[1], mx.N - pos))
+        pl.load(view, mx.scale_b, mx.b_offsets(batch, pos, k0))
 
 
 # ---- one output tile -----------------------------------------------------------------------------
@@ -339,9 +451,12 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
     _same_route(bufs, transpose_a, transpose_b)
     mt = min(base_m, _ceil(rows, bufs.m_align))
     nt = min(base_n, _ceil(cols, bufs.align))
-    c_l0c = bufs.c_l0c.next()[0:mt, 0:nt]
-    if (rows, cols) != (mt, nt):
-        pl.set_validshape(c_l0c, [rows, cols])      # what the MMADs compute and the store moves
+    if bufs.mx is not None:         # matmul_mx chains whole tiles: the whole slot, its valid shape the tile's
+        c_l0c = with_valid(bufs.c_l0c.next(), rows, cols)
+    else:
+        c_l0c = bufs.c_l0c.next()[0:mt, 0:nt]
+        if (rows, cols) != (mt, nt):
+            pl.set_validshape(c_l0c, [rows, cols])      # what the MMADs compute and the store moves
     bias_bt = None
     if bias is not None:
         bias_off = [0] * (bias.ndim - 1) + [b_off[-1]] if bias_off is None else bias_off
@@ -360,31 +475,40 @@ def accumulate(bufs: Buffers, a, b, a_off: Sequence[int], b_off: Sequence[int], 
         pieces = l1_pieces
         if tail_k and k1 + k_len >= k_end:     # the last step: one piece per tail_k, a short drain
             pieces = max(1, l1_pieces, -(-k_len // tail_k))
+        a1s = b1s = None
         if a_l1 is None:
             a1 = bufs.a_l1.next()
             a_loads = _stream_l1(bufs, a1, a, a_batch, m0, k1, k_len, mt, pieces, transpose_a, True, unit)
+            if bufs.mx is not None:
+                a1s = bufs.a_l1s.next()
+                load_scales(bufs, a1s, True, a_batch, m0, k1, k_len)
         if b_l1 is None:
             b1 = bufs.b_l1.next()
             b_loads = _stream_l1(bufs, b1, b, b_batch, n0, k1, k_len, nt, pieces, transpose_b, False, unit)
+            if bufs.mx is not None:
+                b1s = bufs.b_l1s.next()
+                load_scales(bufs, b1s, False, b_batch, n0, k1, k_len)
         _issue(a_loads, a, transpose_a, b_loads, b, transpose_b)
         if a_l1 is not None:         # held views are indexed by absolute k: start this step's view at k1
             a1 = a1[:, k1:]
+            a1s = None if bufs.mx is None else bufs.a_hold_s[:, k1 // MX_GROUP:]
         if b_l1 is not None:
             b1 = b1[k1:, :]
+            b1s = None if bufs.mx is None else bufs.b_hold_s[k1 // MX_GROUP:, :]
         step = mmad_l1(bufs, c_l0c, a1, b1, k_len, step=step, steps=steps, bias_bt=bias_bt,
-                       use_unit_flag=use_unit_flag, base_k=unit)
+                       use_unit_flag=use_unit_flag, base_k=unit, a1s=a1s, b1s=b1s)
     return c_l0c
 
 
 def mmad_l1(bufs: Buffers, c_l0c, a1, b1, k_len: int, *, step: int, steps: int, bias_bt=None,
-            use_unit_flag: bool = True, base_k: int = 0) -> int:
+            use_unit_flag: bool = True, base_k: int = 0, a1s=None, b1s=None) -> int:
     """The L0 loop over one L1 step the caller has filled itself (e.g. MergeBatch's merged tiles).
 
     MTE1 + MMAD over K [0, k_len) of the L1 views a1 [>= mt rows, from its K 0] and b1 [from
     its K 0, >= nt cols] into c_l0c, an L0C view [mt, nt]. step: MMADs already issued into c_l0c (0: the first
     one writes, with bias_bt, a BT view [1, nt]); steps: this tile's MMADs in all, so the last carries
-    AccPhase.Final with use_unit_flag. base_k: the K of one MMAD (default the rings' base_k). Returns the
-    updated step count.
+    AccPhase.Final with use_unit_flag. base_k: the K of one MMAD (default the rings' base_k). a1s / b1s (MX): the
+    scale views of a1 / b1 from their K 0 (`_mmad_mx`). Returns the updated step count.
     """
     mt, nt = c_l0c.shape
     vm, vn = c_l0c.valid_shape          # the tile's real rows and columns
@@ -392,6 +516,9 @@ def mmad_l1(bufs: Buffers, c_l0c, a1, b1, k_len: int, *, step: int, steps: int, 
     for kk in pl.range(0, k_len, base_k):
         kt = min(base_k, _ceil(k_len - kk, bufs.align))
         kv = min(base_k, k_len - kk)     # the step's real K
+        if bufs.mx is not None:
+            step = _mmad_mx(bufs, c_l0c, a1, b1, a1s, b1s, kk, kv, step, steps, use_unit_flag)
+            continue
         a_l0a, a_src = bufs.a_l0a.next()[0:mt, 0:kt], a1[0:mt, kk:kk + kt]
         b_l0b, b_src = bufs.b_l0b.next()[0:kt, 0:nt], b1[kk:kk + kt, 0:nt]
         if (vm, kv) != (mt, kt) or a_src.valid is not None:
@@ -415,6 +542,33 @@ def mmad_l1(bufs: Buffers, c_l0c, a1, b1, k_len: int, *, step: int, steps: int, 
             pl.matmul_acc(c_l0c, c_l0c, a_l0a, b_l0b, phase=phase)
         step += 1
     return step
+
+
+def _mmad_mx(bufs: Buffers, c_l0c, a1, b1, a1s, b1s, kk: int, kv: int, step: int, steps: int,
+             use_unit_flag: bool) -> int:
+    """One MX step of mmad_l1: the whole next L0A / L0B slots and their scale slots (slot 2i of the doubled scale
+    rings: addr(scale) = addr(data) >> 4) take K [kk, kk + kv) of the L1 views, valid shapes the tile's, then
+    matmul_mx (the first step) or matmul_mx_acc. Returns the step count."""
+    vm, vn = c_l0c.valid_shape
+    bm, bn, bk, g = bufs.base_m, bufs.base_n, bufs.base_k, MX_GROUP
+    bufs.l0_i = (bufs.l0_i + 1) % bufs.l0_n
+    a_l0a, b_l0b = bufs.a_l0a.next(), bufs.b_l0b.next()
+    sa_l0, sb_l0 = bufs.a_l0s[2 * bufs.l0_i], bufs.b_l0s[2 * bufs.l0_i]
+    for dst, src, rows, cols in ((a_l0a, a1[0:bm, kk:kk + bk], vm, kv), (sa_l0, a1s[0:bm, kk // g:(kk + bk) // g], vm,
+                                 kv // g), (b_l0b, b1[kk:kk + bk, 0:bn], kv, vn),
+                                 (sb_l0, b1s[kk // g:(kk + bk) // g, 0:bn], kv // g, vn)):
+        pl.set_validshape(dst, [rows, cols])
+        pl.set_validshape(src, [rows, cols])
+        pl.move(dst, src)
+    phase = None
+    if use_unit_flag:
+        phase = pl.AccPhase.Final if step == steps - 1 else pl.AccPhase.Partial
+        pl.system.set_mm_layout_transform(enabled=True)
+    if step == 0:
+        pl.matmul_mx(c_l0c, a_l0a, b_l0b, sa_l0, sb_l0, phase=phase)
+    else:
+        pl.matmul_mx_acc(c_l0c, c_l0c, a_l0a, b_l0b, sa_l0, sb_l0, phase=phase)
+    return step + 1
 
 
 def store_tile(out, c_l0c, c_off: Sequence[int], *, use_unit_flag: bool = True, atomic: bool = False) -> None:

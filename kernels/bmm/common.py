@@ -10,13 +10,18 @@ mode, pyto.spec in timing mode) and the static parameters it derives from `plan.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
+from typing import Callable
 import numpy as np
 
 import pyto
-from pyto.dtypes import DType, as_dtype
+import pyto.language as pl
+from pyto.dtypes import LOW_PRECISION, DType, as_dtype
 from pyto.emulator.admission import broadcast_axes
 from pyto.errors import PytoError, ShapeError
+
+from .conditions import planning_chip
 
 
 @dataclass
@@ -26,7 +31,9 @@ class Operands:
     a: [*a_batch, M, K] ([*a_batch, K, M] with transpose_a), b: [*b_batch, K, N] ([*b_batch, N, K] with
     transpose_b), batch dims left-padded with 1 so every tensor has nb of them; a batch dim of 1 is
     broadcast. bias: [*bias_batch, 1, N] (fp32 for float inputs, int32 for int8; zeros [1.., 1, 1] and
-    has_bias False when absent). out: [*batch, M, N] in the output dtype, zero-initialised.
+    has_bias False when absent). out: [*batch, M, N] in the output dtype, zero-initialised. scale_a / scale_b (MX
+    only, else None): the E8M0 scales in the kernels' GM forms (block.MxScales), [Ba*M, K/64, 2] and
+    [Bb*K/64, N, 2].
     """
 
     a: object
@@ -36,6 +43,8 @@ class Operands:
     has_bias: bool
     batch: tuple          # the output batch shape
     out_dtype: DType
+    scale_a: object = None
+    scale_b: object = None
 
     @property
     def nb(self) -> int:
@@ -76,7 +85,10 @@ def user_operand(x, who: str, name: str) -> tuple:
 
 
 def out_dtype(dtype: DType) -> DType:
-    """numpy.matmul's result type on the cube: int8 -> int32, else the input dtype."""
+    """numpy.matmul's result type on the cube: int8 -> int32, the 8-bit floats (FP8, HF8, MXFP8) -> fp32 (their
+    L0C accumulator: Fixpipe writes no 8-bit float), else the input dtype."""
+    if dtype in LOW_PRECISION:
+        return DType.fp32
     return DType.int32 if dtype is DType.int8 else dtype
 
 
@@ -105,9 +117,11 @@ def _padded(x, nb: int):
     return np.ascontiguousarray(x).reshape(want)
 
 
-def operands(problem, a, b, bias=None) -> Operands:
-    """Normalise user operands (numpy arrays or pyto.spec) for the branch kernels of `problem`."""
-    given = [x for x in (a, b, bias) if x is not None]
+def operands(problem, a, b, bias=None, scale_a=None, scale_b=None) -> Operands:
+    """Normalise user operands (numpy arrays or pyto.spec) for the branch kernels of `problem`; MX: the logical
+    scales scale_a [*a_batch, M, K/32], scale_b [*b_batch, K/32, N] (api.bmm checks their shapes) in the kernels'
+    GM forms (mx_gm_scales)."""
+    given = [x for x in (a, b, bias, scale_a, scale_b) if x is not None]
     timing = any(isinstance(x, pyto.Spec) for x in given)
     if timing and not all(isinstance(x, pyto.Spec) for x in given):
         raise ShapeError("bmm: give every operand as a pyto.spec (timing mode) or every one as an array (full "
@@ -142,28 +156,94 @@ def operands(problem, a, b, bias=None) -> Operands:
     out_shape = tuple(problem.batch_shape) + (problem.M, problem.N)
     if timing:
         a_n = a_n if isinstance(a_n, pyto.Spec) else pyto.spec(a_n.shape, dt)
-        b_n = b_n if isinstance(b_n, pyto.Spec) else pyto.spec(b_n.shape, dt)
+        b_n = b_n if isinstance(b_n, pyto.Spec) else pyto.spec(b_n.shape, problem.b_dtype)
         out = pyto.spec(out_shape, odt)
     else:
         out = np.zeros(out_shape, odt.np)
-    return Operands(a_n, b_n, bias_n, out, has_bias, tuple(problem.batch_shape), odt)
+    sa = sb = None
+    if problem.mx:
+        sa, sb = mx_gm_scales(scale_a, scale_b, problem.K)
+    return Operands(a_n, b_n, bias_n, out, has_bias, tuple(problem.batch_shape), odt, sa, sb)
+
+
+def mx_gm_scales(scale_a, scale_b, K: int) -> tuple:
+    """The kernels' GM forms of the logical MX scales (block.MxScales): scale_a [*a_batch, M, K/32] ->
+    [Ba*M, K/64, 2], a reshape (pair p of groups 2p, 2p+1 last: matmul_mx.md's [M, K/64, 2]); scale_b
+    [*b_batch, K/32, N] -> [Bb*K/64, N, 2], each batch's [K/64, 2, N] with the pair axis moved last (a copy:
+    matmul_mx.md's [K/64, N, 2]). Specs give specs."""
+    pairs = K // 64
+    sa_shape, sb_shape = tuple(scale_a.shape), tuple(scale_b.shape)
+    ba, bb = prod(sa_shape[:-2]), prod(sb_shape[:-2])
+    a3, b3 = (ba * sa_shape[-2], pairs, 2), (bb * pairs, sb_shape[-1], 2)
+    if isinstance(scale_a, pyto.Spec):
+        return pyto.spec(a3, DType.fp8e8m0), pyto.spec(b3, DType.fp8e8m0)
+    sa = np.ascontiguousarray(scale_a).reshape(a3)
+    sb = np.asarray(scale_b).reshape(bb, pairs, 2, sb_shape[-1]).transpose(0, 1, 3, 2)
+    sb = np.ascontiguousarray(sb).reshape(b3)
+    return sa, sb
 
 
 def run_kernel(kernel, plan, ops: Operands, params: dict, blocks: int, mode: str) -> pyto.Report:
-    """The branch kernels' common launch: pyto.run on (a, b, bias, out) with the plan's chip."""
-    return pyto.run(kernel, ops.a, ops.b, ops.bias, ops.out, chip=plan.chip_spec or plan.chip, blocks=blocks,
-                    mode=mode, **params)
+    """The branch kernels' common launch: pyto.run on (a, b, bias, out), MX: (a, b, bias, out, scale_a, scale_b),
+    with the plan's chip. `kernel`: a branch's pair from `with_mx` (the MX one for an MX plan) or one kernel."""
+    if isinstance(kernel, tuple):
+        kernel = kernel[1] if ops.scale_a is not None else kernel[0]
+    arrays = (ops.a, ops.b, ops.bias, ops.out) + ((ops.scale_a, ops.scale_b) if ops.scale_a is not None else ())
+    if plan.problem.dtype is DType.hf8 and not isinstance(ops.a, pyto.Spec):
+        kernel = declared(kernel, (DType.hf8, DType.hf8) + (None,) * (len(arrays) - 2))
+    return pyto.run(kernel, *arrays, chip=plan.chip_spec or plan.chip, blocks=blocks, mode=mode, **params)
+
+
+def with_mx(body: Callable) -> tuple:
+    """(kernel, MX kernel) of a branch body `body(a, b, bias, out, scale_a, scale_b, *, STATIC...)`: the first
+    launches on the four GM tensors every BMM launch has and runs body without scales (None), the second on the
+    six of an MX launch (the scales in block.MxScales' GM forms). One body, so the MX path is the same kernel."""
+    sig = inspect.signature(body, eval_str=True)
+
+    def plain(a, b, bias, out, **static):
+        return body(a, b, bias, out, None, None, **static)
+
+    plain.__signature__ = sig.replace(parameters=[p for n, p in sig.parameters.items()
+                                                  if n not in ("scale_a", "scale_b")])
+    plain.__name__ = plain.__qualname__ = body.__name__.lstrip("_")
+    plain.__doc__, plain.__module__ = body.__doc__, body.__module__
+    return pl.kernel(plain), pl.kernel(body)
+
+
+class _Declared(pl.Kernel):
+    """A @pl.kernel launched with its GM tensors' dtypes declared (None: the array's own), as a pl.jit kernel's
+    annotations declare them: pyto.run reads a uint8 array declared HF8 as HF8 codes (pyto.dtypes: numpy has no
+    HF8, so only a declaration makes uint8 codes HF8)."""
+
+    def __init__(self, kernel: pl.Kernel, dtypes: tuple):
+        super().__init__(kernel.fn)
+        self.dtypes = dtypes
+
+    def gm_dtypes(self) -> list:
+        return list(self.dtypes)
+
+
+_DECLARED: dict = {}
+
+
+def declared(kernel: pl.Kernel, dtypes: tuple) -> pl.Kernel:
+    """`kernel` with its GM tensors declared `dtypes` (one object per pair: the launch cache keys kernels)."""
+    key = (kernel, tuple(dtypes))
+    if key not in _DECLARED:
+        _DECLARED[key] = _Declared(kernel, tuple(dtypes))
+    return _DECLARED[key]
 
 
 def planned_params(params_for, plan) -> tuple[dict, int]:
     """`params_for(tiling, problem, chip)` of the plan: a batch branch's (static parameters, block count)
-    (IterBatch, MergeBatch)."""
-    return params_for(plan.tiling, plan.problem, plan.chip_spec or pyto.load_chip(plan.chip))
+    (IterBatch, MergeBatch), on the chip the tiling was derived on (conditions.planning_chip: MX's data budget)."""
+    chip = planning_chip(plan.problem, plan.chip_spec or pyto.load_chip(plan.chip))
+    return params_for(plan.tiling, plan.problem, chip)
 
 
 def run_tiled(kernel, params_of, plan, ops: Operands, mode: str) -> pyto.Report:
     """run_kernel with `params_of(tiling, problem, chip, bias=...)` on the plan's cores (ASW_Basic, StreamK)."""
-    chip = plan.chip_spec or pyto.load_chip(plan.chip)
+    chip = planning_chip(plan.problem, plan.chip_spec or pyto.load_chip(plan.chip))    # (MX: the data's budget)
     params = params_of(plan.tiling, plan.problem, chip, bias=ops.has_bias)
     return run_kernel(kernel, plan, ops, params, plan.tiling.cores_used, mode)
 

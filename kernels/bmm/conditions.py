@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from pyto.chip import Chip
-from pyto.dtypes import DType
+from pyto.dtypes import LOW_PRECISION, DType
 
 BRANCHES = ("to_matmul", "special", "merge_batch", "iter_batch", "asw_basic", "stream_k")
 REDUCE_MODES = ("workspace", "atomic")     # StreamK's reduction: GM workspace + AIVs (deterministic), or AtomicAdd
@@ -20,6 +20,8 @@ SEED_NAMES = {"to_matmul": "ToMatmul (可转 Matmul)", "special": "Special (特�
 FRACTAL = 16        # cube fractal rows/cols, the same on every Ascend chip pyto models (docs/fractal_formats.md §4.1)
 FRACTAL_BYTES = 32  # bytes of one fractal row: k0 = 32B / itemsize (docs/design.md §5)
 ACC_BYTES = 4       # L0C accumulates fp32 / int32
+MX_GROUP = 32       # MX: one E8M0 scale per 32 elements of K (matmul_mx.md)
+MX_K_STEP = 64      # MX: K, and every K tile, a multiple of 64 (two scale groups: the scale tiles' 16 x 2 fractals)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -51,15 +53,33 @@ class Problem:
     transpose_b: bool = False    # B stored (..., N, K) (DN)
     broadcast: str = "none"      # "none" | "a" | "b" (that side's batch dims broadcast) | "cross" (both)
     bias_rows: int = 1           # distinct bias rows read: 1 for a bias [N] or [1, N], B for [B, 1, N]
+    dtype_b: DType | None = None  # B's dtype where it differs from A's (an FP8 E4M3FN / E5M2 mix), else None
+    mx: bool = False             # MXFP8: A and B carry E8M0 scales, one per 32 elements of K (K % 64 == 0)
 
     @property
     def isz(self) -> int:
         return self.dtype.itemsize
 
     @property
+    def b_dtype(self) -> DType:
+        """B's element type (A's unless an FP8 mix)."""
+        return self.dtype_b or self.dtype
+
+    @property
+    def lowp(self) -> bool:
+        """8-bit float inputs (FP8, HF8; MXFP8): storage and cube types only, no vector op reads them."""
+        return self.dtype in LOW_PRECISION
+
+    @property
+    def out_dtype(self) -> DType:
+        """The output type: int8 writes its int32 accumulator, the 8-bit floats their fp32 one (matmul_acc.md:
+        FP8 / HF8 -> FP32; Fixpipe has no 8-bit float output), the others their own type."""
+        return self.dtype.acc if self.dtype is DType.int8 or self.lowp else self.dtype
+
+    @property
     def out_isz(self) -> int:
-        """Output element size: int8 accumulates and writes int32, the others write their own type."""
-        return self.dtype.acc.itemsize if self.dtype is DType.int8 else self.dtype.itemsize
+        """Output element size (out_dtype's)."""
+        return self.out_dtype.itemsize
 
     @property
     def k0(self) -> int:
@@ -72,8 +92,8 @@ class Problem:
 
     @property
     def k_align(self) -> int:
-        """K tile alignment: a multiple of both 16 and k0."""
-        return max(FRACTAL, self.k0)
+        """K tile alignment: a multiple of both 16 and k0; MX: of 64 (MX_K_STEP)."""
+        return MX_K_STEP if self.mx else max(FRACTAL, self.k0)
 
     @property
     def Mp(self) -> int:
@@ -102,7 +122,36 @@ class Problem:
         output's type: int32 for int8), the output once."""
         reads = (self.batch_a * self.M * self.K + self.batch_b * self.K * self.N) * self.isz
         bias = self.bias_rows * self.N * self.out_isz if self.bias else 0
-        return reads + bias + self.batch * self.M * self.N * self.out_isz
+        return reads + bias + self.scale_bytes + self.batch * self.M * self.N * self.out_isz
+
+    @property
+    def scale_bytes(self) -> int:
+        """MX: the E8M0 scales' bytes in GM, [.., M, K/32] and [.., K/32, N] (0 without MX)."""
+        return (self.batch_a * self.M + self.batch_b * self.N) * (self.K // MX_GROUP) if self.mx else 0
+
+
+_MX_CHIPS: dict = {}      # id(chip) -> (chip, its MX planning chip): one object per table, as load_chip keeps them
+
+
+def planning_chip(p: Problem, chip: Chip) -> Chip:
+    """The chip the tilings are derived on: `chip`, or for MX the buffer sizes the data may take so that its E8M0
+    scales fit beside it: L1 * 32/33 (a data tile [rows, k] in L1 brings its scales [rows, k/32], whole 16 x 2 / 2 x 16
+    fractals since rows % 32 == 0 and k % 64 == 0: 1/32 byte a data byte; rounded down to whole KB), L0A min(L0A,
+    16 x ScaleLeft) and L0B min(L0B, 16 x ScaleRight) (addr(scale) = addr(data) >> 4, matmul_mx.md: L0A bytes [0, a)
+    need ScaleLeft bytes [0, a/16)). The kernels run on `chip` itself; check_fits there counts the scale bytes
+    (tilings._cube_use)."""
+    if not p.mx:
+        return chip
+    hit = _MX_CHIPS.get(id(chip))
+    if hit is None or hit[0] is not chip:
+        from dataclasses import replace
+        buf = dict(chip.buffers)
+        buf["L1"] = align_down(buf["L1"] * MX_GROUP // (MX_GROUP + 1), 1024)     # (a whole number of KB)
+        buf["L0A"] = min(buf["L0A"], 16 * buf["L0A_MX"])
+        buf["L0B"] = min(buf["L0B"], 16 * buf["L0B_MX"])
+        hit = (chip, replace(chip, buffers=buf))
+        _MX_CHIPS[id(chip)] = hit
+    return hit[1]
 
 
 @dataclass(frozen=True)
@@ -151,8 +200,27 @@ def special_checks(p: Problem, chip: Chip) -> BranchCheck:
                 p.batch >= 2 * aiv),
           Check("Special K=1 (iii)", f"per-batch inputs + output (M + N)*dtype + M*N*out = ({p.M} + {p.N})*{p.isz}"
                                      f" + {p.M}*{p.N}*{p.out_isz} = {_kb(per)} <= UB {_kb(ub)}", per <= ub))
+    if p.lowp:
+        cs += (lowp_vector_check("Special K=1 (dtype)", p),)
     home = empty or p.K == 0 or all(c.holds for c in cs[2:])
     return BranchCheck("special", home, cs)
+
+
+def lowp_vector_check(label: str, p: Problem) -> Check:
+    """The K = 1 AIV path reads A and B in UB and casts them to fp32: FP8 / HF8 have no vector op (pyto.dtypes:
+    storage and cube types only), so 8-bit float inputs take the cube (the check fails for them)."""
+    return Check(label, f"A, B are {p.dtype.name}{'/' + p.b_dtype.name if p.dtype_b else ''}: the AIV path casts A "
+                        "and B in UB, and the vector unit has no FP8/HF8 op (storage and cube types only): the cube "
+                        "takes K = 1", not p.lowp)
+
+
+def lowp_matmul_check(p: Problem) -> Check:
+    """ToMatmul's view folds run kernels/matmul.py, whose tile rules (pyto.tiling.CubeTileShapes) take fp16, bf16,
+    fp32 and int8 only: 8-bit float inputs (and MX) fail here and run on the BMM branches, which read a batch-1 side
+    through the broadcast batch offsets (ASW_Basic's walk, the one ToMatmul's batched folds use too)."""
+    return Check("ToMatmul dtype", f"{p.dtype.name}{' (MX)' if p.mx else ''} inputs: kernels/matmul.py's tile rules "
+                                   "(pyto.tiling) take fp16, bf16, fp32, int8 only; the BMM branches run the "
+                                   "broadcast batch-1 side instead", not p.lowp)
 
 
 def to_matmul_checks(p: Problem, chip: Chip) -> BranchCheck:
@@ -162,6 +230,8 @@ def to_matmul_checks(p: Problem, chip: Chip) -> BranchCheck:
     a_bytes = p.Mp * p.Kp * p.isz
     cs = [Check("ToMatmul 1", f"BatchA = {p.batch_a}, BatchB = {p.batch_b}: BatchA = 1 or BatchB = 1",
                 p.batch_a == 1 or p.batch_b == 1)]
+    if p.lowp:
+        cs.append(lowp_matmul_check(p))
     if p.batch_b == 1 and p.batch_a > 1:
         cs.append(Check("ToMatmul BatchB=1 (which fold)", "A [B, M, K] is ND with batch and M adjacent, so it "
                         f"views as [B*M, K] for free (fold_m; transpose_a = {p.transpose_a}: a DN A cannot, and is "
@@ -170,7 +240,7 @@ def to_matmul_checks(p: Problem, chip: Chip) -> BranchCheck:
         cs.append(Check("ToMatmul BatchA=1 (which fold)", f"A resident in L1 (a_resident, else A is broadcast: "
                         f"fold_n): M̄K̄*dtype = {p.Mp}*{p.Kp}*{p.isz} = {_kb(a_bytes)} <= L1 {_kb(l1)}",
                         a_bytes <= l1))
-    return BranchCheck("to_matmul", cs[0].holds, tuple(cs))
+    return BranchCheck("to_matmul", cs[0].holds and not p.lowp, tuple(cs))
 
 
 def _batch_relation(p: Problem, expanded: bool) -> tuple[bool, str]:
@@ -204,7 +274,16 @@ def merge_checks(p: Problem, chip: Chip, expanded: bool = False) -> BranchCheck:
                                 f"{ridge:g}/{b0} = {ridge / b0:.1f}" + ("" if p.dtype.itemsize == 2 else
                                 f" (R for {p.dtype}: the seed's BF16/FP16 R scaled by peak FLOP per GM byte)"),
                 ratio < ridge / b0))
+    if p.mx:
+        cs += (merge_mx_check(),)
     return BranchCheck("merge_batch", all(c.holds for c in cs), cs)
+
+
+def merge_mx_check() -> Check:
+    """MergeBatch's merged L0A tile stacks b batches' rows padded to M̄ (and L0B's columns to N̄): their MX scales
+    would need the same stacking with the padding rows' scales defined, which merge_batch.py does not build."""
+    return Check("MergeBatch MX", "MX inputs: the merged tiles' scale_a / scale_b stacking (b batches padded to M̄ / "
+                                  "N̄) is not built in merge_batch.py", False)
 
 
 @dataclass(frozen=True)

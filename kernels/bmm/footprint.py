@@ -220,9 +220,13 @@ def _specs(plan, a, b, bias) -> Operands:
     """The plan's Operands as pyto.spec (shapes only: nothing is allocated)."""
     p = plan.problem
     dt = p.dtype
-    bias_dt = DType.int32 if dt is DType.int8 else dt
-    return operands(p, pyto.spec(tuple(a.shape), dt), pyto.spec(tuple(b.shape), dt),
-                    None if bias is None else pyto.spec(tuple(bias.shape), bias_dt))
+    bias_dt = DType.int32 if dt is DType.int8 else DType.fp32 if p.lowp else dt
+    scales = (None, None)
+    if p.mx:        # the logical scales [*a_batch, M, K/32], [*b_batch, K/32, N]
+        scales = (pyto.spec(tuple(a.shape[:-2]) + (p.M, p.K // 32), DType.fp8e8m0),
+                  pyto.spec(tuple(b.shape[:-2]) + (p.K // 32, p.N), DType.fp8e8m0))
+    return operands(p, pyto.spec(tuple(a.shape), dt), pyto.spec(tuple(b.shape), p.b_dtype),
+                    None if bias is None else pyto.spec(tuple(bias.shape), bias_dt), *scales)
 
 
 def instructions(plan, a, b, bias=None) -> int:

@@ -42,22 +42,22 @@ from pyto.errors import PlanError
 from pyto.tiling import bias_row_bytes
 
 from .asw_basic import l1_pieces_for
-from .block import alloc_buffers, held_ab, mmad_tile
+from .block import MxScales, alloc_buffers, held_ab, mmad_tile
 from .conditions import ACC_BYTES
-from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel
+from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel, with_mx
 
 
-@pl.kernel
-def iter_batch_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, HOLD_M: int = 0,
-                      HOLD_N: int = 0, HOLD_STAGES: int = 1, STAGES: int = 2, L0_STAGES: int = 2,
-                      L0C_STAGES: int = 2, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
-                      BIAS: bool = False, UNIT_FLAG: bool = True, L1_PIECES: int = 0, HOLD_PIECES: int = 1):
+def _iter_batch_kernel(a, b, bias, out, scale_a, scale_b, *, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int,
+                       HOLD_M: int = 0, HOLD_N: int = 0, HOLD_STAGES: int = 1, STAGES: int = 2, L0_STAGES: int = 2,
+                       L0C_STAGES: int = 2, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
+                       BIAS: bool = False, UNIT_FLAG: bool = True, L1_PIECES: int = 0, HOLD_PIECES: int = 1):
     """out [*batch, M, N] = a [*ba, M, K] @ b [*bb, K, N] (+ bias [*bbias, 1, N]), batch by batch.
 
     a is [*ba, K, M] with TRANSPOSE_A, b [*bb, N, K] with TRANSPOSE_B; a batch dim of 1 is broadcast.
     HOLD_M / HOLD_N: rows of A / columns of B held in L1 over the whole K (0: streamed in K_L1 slices).
     L1_PIECES: GM->L1 pieces per streamed K slice (block.accumulate's l1_pieces; 0 = one load).
     HOLD_PIECES: GM->L1 loads along K per held slab (block.held_ab), A's and B's interleaved.
+    scale_a / scale_b (the MX kernel; None in the plain one): E8M0 scales in block.MxScales' GM forms.
     """
     batch = tuple(out.shape[:-2])
     M, N = out.shape[-2], out.shape[-1]
@@ -65,11 +65,12 @@ def iter_batch_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int,
     Kb = b.shape[-1] if TRANSPOSE_B else b.shape[-2]
     assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
     k_hold = ceil_align(K, BASE_K)
+    mx = None if scale_a is None else MxScales(scale_a, scale_b, a.shape[:-2], b.shape[:-2], M, N, K)
     bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=not HOLD_M, stream_b=not HOLD_N,
                          hold_a=(HOLD_M, k_hold) if HOLD_M else None, hold_b=(k_hold, HOLD_N) if HOLD_N else None,
                          hold_stages=HOLD_STAGES, bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A,
-                         transpose_b=TRANSPOSE_B)
+                         transpose_b=TRANSPOSE_B, dtype_b=b.dtype, mx=mx)
     with pl.section_cube():
         for bi in pl.range(pl.get_block_idx(), prod(batch), pl.get_block_num()):
             a_b = batch_offsets(bi, batch, a.shape[:-2])
@@ -84,6 +85,9 @@ def iter_batch_kernel(a, b, bias, out, *, BASE_M: int, BASE_N: int, BASE_K: int,
                     mmad_tile(bufs, a, b, out, a_b + [m0], b_b + [n0], c_b + [m0, n0], K, a_l1=a_l1, b_l1=b_l1,
                               bias=bias if BIAS else None, bias_off=bias_b + [0, n0], transpose_a=TRANSPOSE_A,
                               transpose_b=TRANSPOSE_B, use_unit_flag=UNIT_FLAG, l1_pieces=L1_PIECES)
+
+
+iter_batch_kernel, iter_batch_mx_kernel = with_mx(_iter_batch_kernel)
 
 
 # ---- host side -------------------------------------------------------------------------------------
@@ -188,4 +192,4 @@ def kernel_params(plan) -> tuple[dict, int]:
 
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
     """Run IterBatch for `plan` on `ops` (the launch convention of kernels/bmm/common.py)."""
-    return run_kernel(iter_batch_kernel, plan, ops, *kernel_params(plan), mode)
+    return run_kernel((iter_batch_kernel, iter_batch_mx_kernel), plan, ops, *kernel_params(plan), mode)

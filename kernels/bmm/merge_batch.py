@@ -67,7 +67,8 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
     align = max(16, 32 // a.dtype.itemsize)
     bufs = alloc_buffers(a.dtype, B_L0 * M_PAD, B_L0 * N_PAD, BASE_K, K_L1, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=False, stream_b=False,
-                         bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
+                         bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B,
+                         dtype_b=b.dtype)
     a_l1 = alloc_l1([B_L0 * M_PAD, K_L1], a.dtype, transpose=TRANSPOSE_A, buffers=L1_STAGES, name="a_l1")
     b_l1 = alloc_l1([K_L1, B_L0 * N_PAD], b.dtype, transpose=TRANSPOSE_B, buffers=L1_STAGES, name="b_l1")
     # ndNum needs the group's batches consecutive in the operand: its batch dims are the output's (no broadcast)

@@ -67,10 +67,11 @@ from typing import Sequence
 
 from pyto.chip import Chip, load_chip
 from pyto.dtypes import DType, as_dtype
-from pyto.errors import PlanError, ShapeError
+from pyto.errors import PlanError, ShapeError, UnsupportedError
 
-from .conditions import (BRANCHES, REDUCE_MODES, SEED_NAMES, BranchCheck, Problem, asw_checks, iter_checks, iter_l1,
-                         merge_checks, special_checks, stream_checks, to_matmul_checks)
+from .conditions import (BRANCHES, MX_K_STEP, REDUCE_MODES, SEED_NAMES, BranchCheck, Problem, asw_checks, iter_checks,
+                         iter_l1, lowp_matmul_check, lowp_vector_check, merge_checks, merge_mx_check, planning_chip,
+                         special_checks, stream_checks, to_matmul_checks)
 from . import fitted
 from .cost import RESOLUTION, Estimate, estimate, roofline_us
 from .tiling_asw import asw_tiling, to_matmul_folds, to_matmul_tiling
@@ -79,7 +80,8 @@ from .tiling_streamk_special import special_tiling, stream_tiling
 from .retile import retile
 from .tilings import Tiling, check_fits, field_docs
 
-SUPPORTED = (DType.fp16, DType.bf16, DType.fp32, DType.int8)
+SUPPORTED = (DType.fp16, DType.bf16, DType.fp32, DType.int8, DType.fp8e4m3fn, DType.fp8e5m2, DType.hf8)
+FP8 = (DType.fp8e4m3fn, DType.fp8e5m2)      # the FP8 pair the cube mixes in any order (matmul_acc.md); MXFP8's too
 
 
 def _dims(shape: Sequence[int], name: str) -> tuple[int, ...]:
@@ -106,11 +108,13 @@ def _prod(xs: Sequence[int]) -> int:
 
 
 def parse_problem(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16", bias: object = False,
-                  transpose_a: bool = False, transpose_b: bool = False) -> Problem:
+                  transpose_a: bool = False, transpose_b: bool = False, *, dtype_b: object = None,
+                  mx: bool = False) -> Problem:
     """Problem from operand shapes with numpy.matmul batch broadcasting; ShapeError on anything else.
 
     bias: False, True (a bias of unknown shape: counted as one row, so the roofline stays a lower bound)
-    or the bias's shape ([N], [1, N] or [..., 1, N]), which says how many distinct rows it has."""
+    or the bias's shape ([N], [1, N] or [..., 1, N]), which says how many distinct rows it has. dtype_b: B's dtype
+    where it differs from A's (FP8 E4M3FN x E5M2 in either order). mx: MXFP8 (A, B FP8 with E8M0 scales; K % 64)."""
     a, b = _dims(a_shape, "a"), _dims(b_shape, "b")
     M, Ka = (a[-1], a[-2]) if transpose_a else (a[-2], a[-1])
     Kb, N = (b[-1], b[-2]) if transpose_b else (b[-2], b[-1])
@@ -127,13 +131,23 @@ def parse_problem(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object 
     dt = as_dtype(dtype)
     if dt not in SUPPORTED:
         raise ShapeError(f"dtype {dt.name} is not supported by bmm; use one of {', '.join(d.name for d in SUPPORTED)}")
+    dtb = dt if dtype_b is None else as_dtype(dtype_b)
+    if dtb is not dt and not (dt in FP8 and dtb in FP8):
+        raise ShapeError(f"a and b must have one dtype, or be FP8 E4M3FN / E5M2 in any mix (matmul_acc.md); got "
+                         f"{dt.name} and {dtb.name}")
+    if mx and not (dt in FP8 and dtb in FP8):
+        raise ShapeError(f"MX bmm (scale_a / scale_b) takes MXFP8 operands, FP8 E4M3FN / E5M2 in any mix "
+                         f"(matmul_mx.md); got {dt.name} and {dtb.name}")
+    if mx and Ka % MX_K_STEP:
+        raise ShapeError(f"MX bmm needs K % {MX_K_STEP} == 0 (matmul_mx.md: K必须为64的倍数; one E8M0 scale per 32 "
+                         f"elements of K, read in pairs), got K = {Ka}")
     a_bc = any(x == 1 and y != 1 for x, y in zip(pa, pb))
     b_bc = any(y == 1 and x != 1 for x, y in zip(pa, pb))
     kind = "cross" if a_bc and b_bc else "a" if a_bc else "b" if b_bc else "none"
     shaped = isinstance(bias, (tuple, list))
     rows = _prod(_dims(bias, "bias")[:-1]) if shaped and len(bias) >= 2 else 1
     return Problem(_prod(ba), _prod(bb), _prod(shape), shape, M, N, Ka, dt, True if shaped else bool(bias),
-                   bool(transpose_a), bool(transpose_b), kind, rows)
+                   bool(transpose_a), bool(transpose_b), kind, rows, None if dtb is dt else dtb, bool(mx))
 
 
 def _structural(branch: str, p: Problem, chip: Chip) -> None:
@@ -142,12 +156,18 @@ def _structural(branch: str, p: Problem, chip: Chip) -> None:
     if branch == "special":
         if not (empty or p.K in (0, 1)):
             raise PlanError(f"special needs K = 0 or K = 1 (or an empty output); here K = {p.K}")
+        if p.K == 1 and not empty and p.lowp:
+            raise PlanError(f"special fails {lowp_vector_check('Special K=1 (dtype)', p)}")
         return
     if empty or p.K == 0:
         raise PlanError(f"{branch} runs the cube and needs K >= 1 and a non-empty output; here B = {p.batch}, "
                         f"M = {p.M}, N = {p.N}, K = {p.K} (use special)")
     if branch == "to_matmul" and not (p.batch_a == 1 or p.batch_b == 1):
         raise PlanError(f"to_matmul needs BatchA = 1 or BatchB = 1; here BatchA = {p.batch_a}, BatchB = {p.batch_b}")
+    if branch == "to_matmul" and p.lowp:
+        raise PlanError(f"to_matmul fails {lowp_matmul_check(p)}")
+    if branch == "merge_batch" and p.mx:
+        raise PlanError(f"merge_batch fails {merge_mx_check()}")
     if branch == "merge_batch" and not (p.same_batch or min(p.batch_a, p.batch_b) == 1):
         raise PlanError(f"merge_batch needs BatchA = BatchB = B (or a batch-1 side broadcast to B) to merge batch i "
                         f"of A with batch i of B; here BatchA = {p.batch_a}, BatchB = {p.batch_b}, B = {p.batch}")
@@ -386,7 +406,8 @@ def _alternatives(p: Problem, chip: Chip, reduce: str) -> tuple[tuple[str, float
 
 def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16", chip: object = "ascend950pr",
          bias: object = False, transpose_a: bool = False, transpose_b: bool = False, branch: str | None = None,
-         *, reduce: str = "workspace", override: float | None = OVERRIDE, tune: bool = False) -> Plan:
+         *, reduce: str = "workspace", override: float | None = OVERRIDE, tune: bool = False, dtype_b: object = None,
+         mx: bool = False) -> Plan:
     """Choose a BMM branch and its tiling for A @ B (numpy.matmul broadcasting), or force `branch`.
 
     bias: False, True, or the bias's shape (which sets the bias bytes of the roofline; see parse_problem).
@@ -397,12 +418,20 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
     tune: simulate (timing mode) the legal branches and the cost model's next-best tilings of each (only the
     forced branch's when `branch` is given), return the fastest, its candidates and times in explain(); cached
     in a file per chip table and pyto version (pyto_kernels.bmm.tune).
+    dtype_b: B's dtype where it differs from A's (FP8 E4M3FN x E5M2). mx: MXFP8 with E8M0 scales (K % 64 == 0): the
+    tilings are derived on conditions.planning_chip (the buffers less what the scales take), the capacity checked
+    on the chip with the scales counted. 8-bit float inputs need a chip whose cube takes them (the 950).
     """
+    p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b, dtype_b=dtype_b, mx=mx)
     if tune:
+        if p.lowp:
+            raise UnsupportedError(f"plan(..., tune=True) on {p.dtype.name} inputs is not built (the tuner's "
+                                   f"candidates are launched with one dtype and no scales); plan without tune")
         return _tuned(a_shape, b_shape, dtype, chip, bias, transpose_a, transpose_b, branch, reduce, override)
-    p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b)
-    spec = load_chip(chip)
-    _fits_gm(p, spec)
+    real = load_chip(chip)
+    _fits_gm(p, real)
+    has_cube(p, real)
+    spec = planning_chip(p, real)
     if reduce not in REDUCE_MODES:
         raise PlanError(f"reduce must be one of {REDUCE_MODES}, got {reduce!r}")
     if branch is not None:
@@ -422,8 +451,27 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
     alternatives = _alternatives(p, spec, reduce)
     if branch is None and override is not None:
         chosen, t = _override(chosen, t, alternatives, override, p, spec, reduce, lines)
-    return Plan(chosen, t, estimate(p, t, spec), p, spec.name, checks, tuple(lines), alternatives,
-                branch is not None, spec)
+    if spec is not real:       # MX: the tiling on the real buffers, its scales counted (tilings._cube_use)
+        check_fits(chosen, t, p, real)
+        lines.append(f"MX: tilings derived on L1 {spec.buffers['L1']} B (L1 x 32/33: each data byte brings 1/32 B of "
+                     f"E8M0 scales), L0A {spec.buffers['L0A']} B, L0B {spec.buffers['L0B']} B (16 x ScaleLeft / "
+                     f"ScaleRight {real.buffers['L0A_MX']} / {real.buffers['L0B_MX']} B: addr(scale) = addr(data) >> 4)")
+    return Plan(chosen, t, estimate(p, t, spec), p, real.name, checks, tuple(lines), alternatives,
+                branch is not None, real)
+
+
+def has_cube(p: Problem, chip: Chip) -> None:
+    """UnsupportedError naming the chip when its cube cannot take the problem's 8-bit float inputs (no FP8 / HF8
+    rate in its table) or, for MX, has no ScaleLeft / ScaleRight buffers (Atlas A2/A3: matmul_acc.md and
+    matmul_mx.md list FP8/HF8 and MX matmuls for the Ascend 950 only)."""
+    for d in {p.dtype, p.b_dtype}:
+        if p.lowp and not chip.has_cube(d):
+            raise UnsupportedError(f"bmm on {d.name} inputs: chip {chip.name}'s cube has no {d.name} mode (its table "
+                                   f"{chip.source} gives no cube rate for it; PyPTO-Pro's matmul_acc.md lists FP8 / HF8 "
+                                   f"matmuls for the Ascend 950); use ascend950pr")
+    if p.mx and not ("L0A_MX" in chip.buffers and "L0B_MX" in chip.buffers):
+        raise UnsupportedError(f"MX bmm: chip {chip.name} has no MX cube (its table {chip.source} has no ScaleLeft / "
+                               f"ScaleRight buffers, L0A_MX / L0B_MX; matmul_mx.md: Ascend 950 only); use ascend950pr")
 
 
 def _tuned(a_shape, b_shape, dtype, chip, bias, transpose_a, transpose_b, branch, reduce, override) -> Plan:
@@ -484,15 +532,17 @@ def _override(chosen: str, t: Tiling, alternatives: tuple, margin: float, p: Pro
 
 def legal_branches(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
                    chip: object = "ascend950pr", bias: object = False, transpose_a: bool = False,
-                   transpose_b: bool = False) -> list[str]:
+                   transpose_b: bool = False, *, dtype_b: object = None, mx: bool = False) -> list[str]:
     """Branches that can be forced on this problem (their structural preconditions hold and a tiling fits)."""
-    p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b)
-    spec = load_chip(chip)
-    _fits_gm(p, spec)
+    p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b, dtype_b=dtype_b, mx=mx)
+    real = load_chip(chip)
+    _fits_gm(p, real)
+    has_cube(p, real)
+    spec = planning_chip(p, real)
     out = []
     for b in BRANCHES:
         try:
-            _build(b, p, spec, forced=True)
+            check_fits(b, _build(b, p, spec, forced=True), p, real)
             out.append(b)
         except PlanError:
             pass

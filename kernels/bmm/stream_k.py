@@ -36,12 +36,11 @@ import math
 import pyto
 import pyto.language as pl
 from pyto.chip import Chip
-from pyto.dtypes import DType
 from pyto.tiling import ceil_align
 
 from .asw_basic import fit_l1_stages, l1_pieces_for
-from .block import accumulate, alloc_buffers, as_computed, at_edge, store_tile, with_valid
-from .common import batch_offsets, cdiv, Operands, run_tiled
+from .block import MxScales, accumulate, alloc_buffers, as_computed, at_edge, store_tile, with_valid
+from .common import batch_offsets, cdiv, Operands, run_tiled, with_mx
 
 VEC_ALIGN = 16     # UB view columns: 16 elements = 32B of fp16/bf16, a whole 32B block of fp32/int32 too
 
@@ -67,13 +66,13 @@ def chunks(nb: int, m_cnt: int, n_cnt: int, sm: int, sn: int, M: int, N: int, ro
     return out
 
 
-@pl.kernel
-def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SINGLE_M: int, SINGLE_N: int,
-                    SINGLE_K: int, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, STAGES: int = 2,
-                    L0_STAGES: int = 2, L0C_STAGES: int = 2, ATOMIC: bool = False, RED_ROWS: int = 16,
-                    RED_COLS: int = 16, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
-                    BIAS: bool = False, L1_PIECES: int = 1, TAIL_K: int = 0):
-    """out [*batch, M, N] = a @ b (+ bias) with K split GRID_K ways (shapes as asw_basic_kernel).
+def _stream_k_kernel(a, b, bias, out, scale_a, scale_b, *, GRID_K: int, M_CNT: int, N_CNT: int, SINGLE_M: int,
+                     SINGLE_N: int, SINGLE_K: int, BASE_M: int, BASE_N: int, BASE_K: int, K_L1: int, STAGES: int = 2,
+                     L0_STAGES: int = 2, L0C_STAGES: int = 2, ATOMIC: bool = False, RED_ROWS: int = 16,
+                     RED_COLS: int = 16, TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False,
+                     BIAS: bool = False, L1_PIECES: int = 1, TAIL_K: int = 0):
+    """out [*batch, M, N] = a @ b (+ bias) with K split GRID_K ways (shapes as asw_basic_kernel; scale_a / scale_b
+    the MX kernel's E8M0 scales, None in the plain one).
 
     RED_ROWS x RED_COLS: the UB chunk one AIV reduces (or zeroes / casts) at a time, RED_COLS a multiple of 16.
     L1_PIECES (>= 1): GM->L1 pieces per L1 step; a unit loads only its own rows, columns and K segment.
@@ -95,9 +94,10 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
     units = units_of(nb, M_CNT, N_CNT, GRID_K)
     cast_out = out.dtype is not acc
 
+    mx = None if scale_a is None else MxScales(scale_a, scale_b, a_b, b_b, M, N, K)
     bufs = alloc_buffers(a.dtype, BASE_M, BASE_N, BASE_K, K_L1, stages=STAGES, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, bias_dtype=bias.dtype if BIAS and ATOMIC else None,
-                         transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B)
+                         transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B, dtype_b=b.dtype, mx=mx)
     if ATOMIC:
         target = pl.workspace([nb, M, N], acc) if cast_out else out
         zero_ub = pl.alloc(pl.UB, [RED_ROWS, RED_COLS], acc, name="zero_ub")
@@ -189,6 +189,9 @@ def stream_k_kernel(a, b, bias, out, *, GRID_K: int, M_CNT: int, N_CNT: int, SIN
             pl.store(out, res, [*batch_offsets(f, out_b, out_b), m_abs, n_abs])
 
 
+stream_k_kernel, stream_k_mx_kernel = with_mx(_stream_k_kernel)
+
+
 # ---- plan -> static parameters -> launch ------------------------------------------------------------
 def segments(K: int, grid_k: int, single_k: int) -> int:
     """K segments that exist (a forced grid_k may leave the last ones past K; K = 0 still has one)."""
@@ -203,8 +206,8 @@ def tail_k_for(base_k: int, problem, chip: Chip) -> int:
     """
     isz = problem.dtype.itemsize
     k_rows = not (problem.transpose_a and not problem.transpose_b)
-    for k in (base_k // 2, base_k):
-        if k > 0 and k % max(16, 32 // isz) == 0 and (not k_rows or k * isz >= chip.burst_min_bytes):
+    for k in (base_k // 2, base_k):         # (on the K grid: k_align, 64 for MX)
+        if k > 0 and k % problem.k_align == 0 and (not k_rows or k * isz >= chip.burst_min_bytes):
             return k
     return 0
 
@@ -213,8 +216,8 @@ def reduce_chunk(t, problem, chip: Chip, blocks: int, *, bias: bool) -> tuple[in
     """(rows, cols) of the AIVs' UB chunk: columns up to the block width (a multiple of 16), rows so that
     the UB rings (workspace mode: two slots of a chunk's stacked partials) fit one AIV's UB and the output
     is spread over all 2 x blocks AIVs."""
-    acc, out_isz = 4, (4 if problem.dtype is DType.int8 else problem.dtype.itemsize)
-    cast = problem.dtype not in (DType.fp32, DType.int8)
+    acc, out_isz = 4, problem.out_isz
+    cast = problem.out_dtype is not problem.dtype.acc
     atomic = t.reduce == "atomic"
     segs = segments(problem.K, t.grid_k, t.single_core_k)
     if atomic:
@@ -249,12 +252,13 @@ def params_of(tiling, problem, chip: Chip, *, bias: bool = False) -> dict:
                   RED_ROWS=rows, RED_COLS=cols, TRANSPOSE_A=problem.transpose_a,
                   TRANSPOSE_B=problem.transpose_b, BIAS=bool(bias),
                   L1_PIECES=l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, problem.dtype, chip),
-                  # a core running several units: the next unit's loads hide a drain, the pieces only cost
-                  TAIL_K=tail_k_for(t.base_k, problem, chip) if t.rounds == 1 else 0)
+                  # a core running several units: the next unit's loads hide a drain, the pieces only cost; MX's
+                  # MMADs take whole base_k tiles (block._mmad_mx): no tail pieces
+                  TAIL_K=tail_k_for(t.base_k, problem, chip) if t.rounds == 1 and not problem.mx else 0)
     bias_dt = problem.dtype.acc if bias and params["ATOMIC"] else None
     return fit_l1_stages(params, t.single_m, t.single_n, t.single_core_k, problem.dtype, bias_dt, chip)
 
 
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
     """Run StreamK for `plan` (branch stream_k, tiling.reduce 'workspace' or 'atomic') on `ops` (common.py)."""
-    return run_tiled(stream_k_kernel, params_of, plan, ops, mode)
+    return run_tiled((stream_k_kernel, stream_k_mx_kernel), params_of, plan, ops, mode)

@@ -15,7 +15,7 @@ from pyto.chip import Chip
 from pyto.errors import PlanError
 from pyto.tiling import bias_row_bytes
 
-from .conditions import ACC_BYTES, FRACTAL, FRACTAL_BYTES, Problem, align_down, align_up, cdiv
+from .conditions import ACC_BYTES, FRACTAL, FRACTAL_BYTES, MX_GROUP, Problem, align_down, align_up, cdiv
 
 
 def doc(text: str):
@@ -28,10 +28,15 @@ def _derivation():
 
 
 def _cube_use(t, p: Problem, l1: int) -> dict[str, int]:
-    """Bytes per buffer of a cube tiling: the given L1 bytes, L0A/L0B/L0C tiles x copies, the bias row in BT."""
+    """Bytes per buffer of a cube tiling: the given L1 bytes, L0A/L0B/L0C tiles x copies, the bias row in BT.
+    MX: L1 also holds the data tiles' E8M0 scales (1/32 of their bytes: [rows, k/32] per [rows, k] tile), and
+    ScaleLeft / ScaleRight the span addr(data) >> 4 of the L0A / L0B slots (block.alloc_buffers)."""
     use = {"L1": l1 + bias_l1_bytes(t.base_n, p), "L0A": t.l0_buffers * t.base_m * t.base_k * p.isz,
            "L0B": t.l0_buffers * t.base_k * t.base_n * p.isz,
            "L0C": t.l0c_buffers * t.base_m * t.base_n * ACC_BYTES}
+    if p.mx:
+        use["L1"] += l1 // MX_GROUP
+        use["L0A_MX"], use["L0B_MX"] = use["L0A"] // 16, use["L0B"] // 16
     if p.bias:
         use["BT"] = t.base_n * ACC_BYTES
     return use
