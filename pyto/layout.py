@@ -51,7 +51,7 @@ def _bit_width(dtype: object) -> int:
     if isinstance(dtype, str) and dtype.lower() in _FOUR_BIT:
         return 4
     try:
-        return as_dtype(dtype).itemsize * 8
+        return as_dtype(dtype).bits
     except ShapeError:
         pass
     try:

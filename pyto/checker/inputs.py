@@ -21,10 +21,13 @@ from ..language.types import Unbuilt
 
 def _random(rng: np.random.Generator, shape: tuple, dt: DType) -> np.ndarray:
     """Values of `dt` a kernel can compute on without overflow: normal floats; small integers (so that int8
-    products and int32 sums stay exact and in range). HF8: normal floats as HF8 codes (uint8, pyto.lowp)."""
+    products and int32 sums stay exact and in range). HF8: normal floats as HF8 codes (uint8, pyto.lowp); FP4: random
+    packed bytes."""
     if dt is DType.hf8:
         from ..lowp import HF8
         return HF8.encode(rng.standard_normal(shape))
+    if dt.bits == 4:                   # FP4: packed pairs, and every byte is two valid codes (dtypes.py)
+        return rng.integers(0, 255, shape, endpoint=True, dtype=np.uint8)
     if dt.is_float:
         return rng.standard_normal(shape).astype(dt.np)
     info = np.iinfo(dt.np)

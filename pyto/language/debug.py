@@ -29,7 +29,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..dtypes import LOW_PRECISION, DType, as_dtype
+from ..dtypes import FP4, LOW_PRECISION, DType, as_dtype
 from ..errors import (KernelAssertionError, KernelError, OutOfBoundsError, ShapeError, UnsupportedError)
 from ..ir import Access, Buf, GMTensor, Instr, Loc, Op, Pipe, Role, core_name
 from ..lazy import Apply, Cell, FormatError, assertion_text, cells, parse_format, render
@@ -550,6 +550,9 @@ def dump_data(data, offsets=None, shapes=None, *, workspace=None, loc: bool = Fa
             raise KernelError(f"{where}: pl.dump_data workspace= is for Acc tiles; {data!r} is a GM tensor "
                               f"(dump_data.md: a ValueError)")
         _plain_gm(data, "pl.dump_data", where)
+        if data.dtype in FP4:
+            raise UnsupportedError(f"{where}: pl.dump_data of the FP4 tensor {data!r} is not built in pyto (its "
+                                   f"elements are packed pairs; dump the uint8 array on the host)")
         offs, shp = _window(offsets, shapes, data.shape, repr(data), where)
         batches = [int(np.ravel_multi_index(tuple(o + q for o, q in zip(offs[:-2], p)), data.shape[:-2]))
                    for p in np.ndindex(*shp[:-2])] if data.ndim > 2 else [0]
