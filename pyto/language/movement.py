@@ -147,8 +147,10 @@ def _bursts(gm: GMTensor, vr: int, vc: int) -> tuple:
     """(bytes per contiguous burst, bursts) of a GM region of vr x vc elements: full-width rows are one contiguous
     block (an FP4 tensor's rows hold 2 x shape[-1] elements)."""
     dt = gm.dtype
-    full = vc * dt.itemsize == gm.shape[-1] * dt.gm_itemsize
-    return (dt.nbytes(vr * vc), 1) if full else (dt.nbytes(vc), vr)
+    if dt.bits != 4:                     # (the traced hot path: whole-byte elements)
+        isz = dt.itemsize
+        return (vr * vc * isz, 1) if vc == gm.shape[-1] else (vc * isz, vr)
+    return (dt.nbytes(vr * vc), 1) if vc == 2 * gm.shape[-1] else (dt.nbytes(vc), vr)
 
 
 # ---- GM -> Mat / Vec ------------------------------------------------------------------------------------------
@@ -161,7 +163,8 @@ def _emit_gm_load(dst: Tile, dacc: Access, src: GMTensor, accs: tuple, parts: Se
     n = len(parts)
     burst, nburst = _bursts(src, vr, vc)
     attrs = {"batch": accs[0].batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
-             "bytes": n * src.dtype.nbytes(vr * vc), "burst": burst, "nburst": nburst * n, "path": to[0],
+             "bytes": n * vr * vc * src.dtype.itemsize if src.dtype.bits != 4 else n * src.dtype.nbytes(vr * vc),
+             "burst": burst, "nburst": nburst * n, "path": to[0],
              "whole": dacc is dst.access and dst.valid is None}      # the load fills the whole tile (datapass)
     if n > 1:
         attrs["parts"] = tuple((a.batch, p.rect) for a, p in zip(accs, parts))

@@ -55,7 +55,8 @@ def _fractal_bytes(store, rows: int, cols: int) -> int:
     """Bytes an L1 -> L0A/L0B move carries for a rows x cols tile: whole fractals of the destination's grid
     (docs/fractal_formats.md §4.1: L0A/L0B hold and the cube fetches whole fractals; an edge tile's padding moves too)."""
     g0, g1 = store.grid
-    return store.dtype.nbytes(-(-rows // g0) * g0 * (-(-cols // g1) * g1))     # (FP4: whole 16 x 64 fractals)
+    n = -(-rows // g0) * g0 * (-(-cols // g1) * g1)
+    return n * store.dtype.itemsize if store.dtype.bits != 4 else store.dtype.nbytes(n)    # (FP4: 16 x 64 fractals)
 
 
 #: itemsize -> (rows, columns) of the square LoadDataWithTranspose transposes, in the L0A view's terms (M, K):
