@@ -335,3 +335,52 @@ def test_a_bad_index_in_gm_is_a_sparsity_error_at_the_mmad():
     with pytest.raises(pyto.SparsityError, match=r"test_sparse\.py:\d+ pl\.matmul_sparse\(.*\): pl\.matmul_sparse's index: "
                                                  r"group 6 .* of column 5 has the index pair \(1, 0\)"):
         _run(M, N, K, M, N, K, inputs=(a, b, b_t, idx_t))
+
+
+# ---- a ring of Right / SparseIndex slots at the address relation, B and its index as views ---------------------
+def tt(shape, dtype, mem, **kw):
+    return pl.TileType(shape=shape, dtype=dtype, target_memory=mem, **kw)
+
+
+def sparse_matmul_ring(M: int, N: int, K: int, TK: int):
+    """c [M, N] = a @ B as sparse_matmul, one output tile, PyPTO-Pro style (pl.jit for Atlas A2, make_tile /
+    make_tile_group, auto_mutex): the tile's whole dense B and its index loaded once into Mat, each K step moving
+    views of both (B rows ki/2.., index rows ki/8..: fractal i with fractal i) into double-buffered Right /
+    SparseIndex slots placed at the relation (each index slot at its Right slot's address >> 2), phases Partial /
+    Final on the accumulation."""
+    @pl.jit(arch="a2", auto_mutex=True)
+    def kern(a: pl.Tensor[[M, K], pl.DT_INT8], b_t: pl.Tensor[[N, K // 2], pl.DT_INT8],
+             idx_t: pl.Tensor[[N, K // 8], pl.DT_UINT8], c: pl.Tensor[[M, N], pl.DT_INT32]):
+        b_l1 = pl.make_tile(tt([K // 2, N], pl.DT_INT8, pl.MemorySpace.Mat, layout=pl.ZN), addr=0x10000)
+        i_l1 = pl.make_tile(tt([K // 8, N], pl.DT_UINT8, pl.MemorySpace.Mat, layout=pl.ZN), addr=0x30000)
+        a_l1 = pl.make_tile_group(type=tt([M, TK], pl.DT_INT8, pl.MemorySpace.Mat), addrs=0x0, mutex_ids=[0, 1])
+        a_l0 = pl.make_tile_group(type=tt([M, TK], pl.DT_INT8, pl.MemorySpace.Left), addrs=[0x0, 0x4000],
+                                  mutex_ids=[2, 3])
+        b_l0 = pl.make_tile_group(type=tt([TK // 2, N], pl.DT_INT8, pl.MemorySpace.Right), addrs=[0x0, 0x4000],
+                                  mutex_ids=[4, 5])
+        i_l0 = pl.make_tile_group(type=tt([TK // 8, N], pl.DT_UINT8, SP), addrs=[0x0, 0x1000], mutex_ids=[6, 7])
+        c_l0 = pl.make_tile(tt([M, N], pl.DT_INT32, pl.MemorySpace.Acc), addr=0x0)
+        with pl.section_cube():
+            pl.load(b_l1, b_t, [0, 0], order=[1, 0])
+            pl.load(i_l1, idx_t, [0, 0], order=[1, 0])
+            for ki in pl.range(0, K, TK):
+                x, al, br, ir = a_l1.next(), a_l0.next(), b_l0.next(), i_l0.next()
+                pl.load(x, a, [0, ki])
+                pl.move(al, x)
+                pl.move_sparse(br, ir, b_l1[ki // 2:(ki + TK) // 2, 0:N], i_l1[ki // 8:(ki + TK) // 8, 0:N])
+                phase = pl.AccPhase.Final if ki + TK == K else pl.AccPhase.Partial
+                if ki == 0:
+                    pl.matmul_sparse(c_l0, al, br, ir, phase=phase)
+                else:
+                    pl.matmul_sparse_acc(c_l0, c_l0, al, br, ir, phase=phase)
+            pl.store(c, c_l0, [0, 0], phase=pl.STPhase.Final)
+    return kern
+
+
+@pytest.mark.parametrize("K, TK", [(256, 64), (384, 128)])
+def test_a_ring_of_slots_and_views_of_b_and_its_index(K, TK):
+    M, N = 32, 64
+    a, b, b_t, idx_t = _inputs(M, N, K)
+    c = np.zeros((M, N), np.int32)
+    sparse_matmul_ring(M, N, K, TK)(a, b_t, idx_t, c)
+    np.testing.assert_array_equal(c, reference(a, b))
