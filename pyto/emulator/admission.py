@@ -179,7 +179,9 @@ def data_pass_arrays(staged: list, *, widened: list = (), outputs: list = (), wo
         size = as_dtype(dt).itemsize
         if as_dtype(dt).name != "fp32":
             wide += array_bytes(shape, dt, bc) // size * (8 if as_dtype(dt) is DType.int8 else 4)
-    return {"staged GM copies": sum(array_bytes(s, d, bc) for s, d, bc in staged) + workspace,
+    # (an FP4 tensor is staged unpacked, a byte a 4-bit code: twice its packed bytes, memory.py)
+    return {"staged GM copies": sum(array_bytes(s, d, bc) * (2 if as_dtype(d).bits == 4 else 1)
+                                    for s, d, bc in staged) + workspace,
             "widened inputs": wide,
             "outputs written back": sum(array_bytes(s, d) for s, d in outputs),
             "L0C products": sum(product_bytes(*p) for p in products),
