@@ -52,6 +52,7 @@ class _Binder:
         self.steps: list = []
         self.copies: set = set()      # indices of the steps that are elidable copies
         self.twins: dict = {}         # fused MMAD step -> the arguments of its per-MMAD step (_per_mmad)
+        self.expanded: dict = {}      # (shape, dtype) -> the buffer sparse MMADs expand their B into (_expanded)
 
     def add(self, ins: Instr) -> None:
         if ins.op in SYNC_OPS:
@@ -264,8 +265,12 @@ class _Binder:
     def _expanded(self, dense: np.ndarray, packed: np.ndarray, ins: Instr) -> np.ndarray:
         """A 4:2 sparse MMAD's B (pl.matmul_sparse): the dense [K/2, N] put back at the places its index names, zeros
         elsewhere -> [K, N] (pyto.layout.expand_4_2 of the unpacked [K/8, N] index bytes); an index pair outside the
-        cube's table is a SparsityError naming the MMAD. A step just before the MMAD's writes it."""
-        buf = np.empty((2 * dense.shape[0], dense.shape[1]), dense.dtype)
+        cube's table is a SparsityError naming the MMAD. A step just before the MMAD's writes it, into a buffer all
+        sparse MMADs of its shape share (the MMAD's product copies its operands when it is queued or computed)."""
+        shape = (2 * dense.shape[0], dense.shape[1])
+        buf = self.expanded.get((shape, dense.dtype))
+        if buf is None:
+            buf = self.expanded[(shape, dense.dtype)] = np.empty(shape, dense.dtype)
 
         def expand_step() -> None:
             idx = unpack_sparse_index(packed)
