@@ -177,6 +177,7 @@ def test_the_mmad_is_charged_as_the_dense_int8_mmad_over_half_k():
     print(f"sparse M pipe {rep.pipe_cycles['M']:.1f} cycles, the dense K matmul's {dense:.1f}: "
           f"{rep.pipe_cycles['M'] / dense:.3f}")
     assert rep.pipe_cycles["M"] < dense
+    assert rep.flops == 2 * M * N * (K // 2)          # the MACs the cube does: the dense half's
 
 
 # ---- each rule's refusal ---------------------------------------------------------------------------------------
