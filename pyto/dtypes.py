@@ -41,7 +41,7 @@ class DType(enum.Enum):
     fp8e5m2 = ("fp8e5m2", 1, np.dtype(ml_dtypes.float8_e5m2))         # OCP FP8 E5M2
     hf8 = ("hf8", 1, np.dtype(np.uint8))        # HiFloat8: uint8 codes (pyto.lowp.HF8), numpy has no such type
     fp8e8m0 = ("fp8e8m0", 1, np.dtype(ml_dtypes.float8_e8m0fnu))    # OCP MX E8M0 scale: 2^(c-127), 0xFF NaN
-    fp4e2m1 = ("fp4e2m1", Fraction(1, 2), np.dtype(np.uint8))   # OCP MX FP4 E2M1: packed pairs in GM, a code a tile slot
+    fp4e2m1 = ("fp4e2m1", Fraction(1, 2), np.dtype(np.uint8))   # OCP MX FP4 E2M1: packed pairs in GM, a code a slot
     fp4e1m2 = ("fp4e1m2", Fraction(1, 2), np.dtype(np.uint8))   # Ascend FP4 E1M2 (pyto.lowp.FP4E1M2), likewise
 
     # itemsize, bits, np, is_float and acc are plain attributes set below: they are read on every traced

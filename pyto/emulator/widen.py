@@ -1,8 +1,9 @@
 """Exact widening of cube operands for the data path: fp16 and bf16 -> fp32 by table (numpy's casts from
 them convert element by element, ~5x slower), FP8 E4M3FN / E5M2 by their 256-entry tables, HF8's uint8 codes by
 pyto.lowp's HiFloat8 table and FP4's one-code-an-element uint8 codes by its E2M1 / E1M2 table (the dtype must be
-named: their numpy dtype is uint8), every other dtype by numpy's own cast. Every FP8 and HF8 value is exact in fp32 (E4M3 2^-9..448, E5M2 2^-16..57344, HF8 2^-22..2^15, at most 3
-significand bits after the leading one; NaN and inf stay NaN and inf)."""
+named: their numpy dtype is uint8), every other dtype by numpy's own cast. Every FP8, HF8 and FP4 value is exact
+in fp32 (E4M3 2^-9..448, E5M2 2^-16..57344, HF8 2^-22..2^15, FP4 0.25..6, at most 3 significand bits after the
+leading one; NaN and inf stay NaN and inf)."""
 from __future__ import annotations
 
 from typing import Optional

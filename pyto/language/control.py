@@ -110,8 +110,8 @@ def workspace(shape, dtype) -> GMTensor:
         raise ShapeError(f"{loc}: workspace shape must be two or more positive ints, got {shape!r}")
     dt = dtype_at(dtype, loc)
     if dt in FP4:
-        raise UnsupportedError(f"{loc}: a {dt!r} workspace is not built in pyto: FP4 GM tensors are MXFP4 inputs (packed "
-                               f"pairs the caller passes), and nothing on chip writes FP4")
+        raise UnsupportedError(f"{loc}: a {dt!r} workspace is not built in pyto: FP4 GM tensors are MXFP4 inputs "
+                               f"(packed pairs the caller passes), and nothing on chip writes FP4")
     ws = tr.launch.workspace(tr.n_workspace, tuple(int(s) for s in shape), dt, loc)
     tr.n_workspace += 1
     return ws

@@ -156,8 +156,8 @@ def _ptr_array(name: str, spec: PtrSpec, a):
     want = as_dtype(spec.dtype)
     if want in FP4:
         raise UnsupportedError(f"parameter '{name}' ({spec!r}): an FP4 pointer is not built: two elements share a "
-                               f"byte, so a pointer cannot address one (PyPTO-Pro refuses pointer arithmetic on sub-byte "
-                               f"types); pass a pl.Tensor of packed pairs")
+                               f"byte, so a pointer cannot address one (PyPTO-Pro refuses pointer arithmetic on "
+                               f"sub-byte types); pass a pl.Tensor of packed pairs")
     got = a.dtype if isinstance(a, Spec) else as_dtype(a.dtype)
     if not stored_as(want, got):
         raise ShapeError(f"parameter '{name}' is annotated {spec!r} but got a {got} array")
