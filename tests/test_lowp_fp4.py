@@ -376,6 +376,37 @@ def test_load_tile_and_strides_other_than_row_major_are_refused():
         k2(np.zeros((64, 32), np.uint8))
 
 
+def test_fp4_pointers_views_workspaces_dumps_and_nd_rows_are_refused_by_name():
+    a = np.zeros((64, 32), np.uint8)
+
+    @pl.jit
+    def k1(p: pl.Ptr[F2]):
+        pass
+    with pytest.raises(pyto.UnsupportedError, match=r"parameter 'p' .* an FP4 pointer is not built: two elements "
+                                                    r"share a byte"):
+        k1(a)
+
+    @pl.jit
+    def k2(t: pl.Tensor[[64, 32], F2]):
+        pl.make_tensor(t, [32, 32])
+    with pytest.raises(pyto.UnsupportedError, match=r"pl.make_tensor of the FP4 tensor .* is not built"):
+        k2(a)
+
+    @pl.jit
+    def k3(t: pl.Tensor[[64, 32], F2]):
+        pl.workspace([64, 32], F2)
+    with pytest.raises(pyto.UnsupportedError, match=r"a pl.DT_FP4E2M1 workspace is not built in pyto"):
+        k3(a)
+
+    @pl.jit
+    def k4(t: pl.Tensor[[64, 32], F2]):
+        pl.dump_data(t)
+    with pytest.raises(pyto.UnsupportedError, match=r"pl.dump_data of the FP4 tensor .* is not built"):
+        k4(a)
+    with pytest.raises(pyto.UnsupportedError, match=r"a pl.DT_FP4E1M2 tile of layout ND is not built in pyto"):
+        place((lambda: tt([1, 64], F1, MS.Mat, layout=pl.ND), 0))()
+
+
 # ---- shapes (hypothesis) ------------------------------------------------------------------------------------------
 def fb(shape, dt):
     """make_tile's size= for a cube tile as pyto pads it (tile.padded_of: CeilAlign 16, 32 at 8 bits, 64 at 4)."""
