@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from pyto.chip import Chip
 
-from .conditions import Problem, align_up, cdiv
+from .block import m_trim
+from .conditions import FRACTAL, Problem, align_up, cdiv
 from .cost_pipes import _Work, a_region, b_region
-from .cost_tile import _Tile, _acc_tile, _bias, _biggest, _finish_tiles, _tiles
+from .cost_tile import _Tile, _acc_tile, _bias, _biggest, _extents, _finish_tiles, _pieces, _tiles
 from .tilings import AswTiling, ToMatmulTiling
 
 
@@ -89,6 +90,31 @@ def _asw(t: AswTiling, p: Problem, chip: Chip, *, pieces: int | None = None) -> 
         last = max(n_last * gm, n_last * l2, avg.mte2)
         w.rounds = w.first_phase + (per - 1) * max(big.mmad, full) + max(big.mmad, last)
     return w
+
+
+def asw_floor(t: AswTiling, p: Problem, chip: Chip) -> float:
+    """A lower bound (us) on estimate(p, t, chip).t_total for an ASW walk, for the tile search to skip tilings
+    that cannot be within cost.RESOLUTION of the fastest (tiling_asw._asw_tiles).
+
+    Why it bounds: T_total >= the MMAD, MTE2 and MTE1 terms, each at least the busiest core's busy cycles on
+    that pipe, tasks_per_core x the costliest tile class's (_biggest: the largest of its MMAD, MTE2, MTE1),
+    which is at least any class's MMAD and MTE2 busy cycles. For the largest class (min(m, base_m) x min(n,
+    base_n)): MMAD >= ceil(m_t/16) ceil(n_t/16) ceil(K/k0) cycles per step + one head per base_k step (the L0
+    steps cover K); MTE2 >= one DMA setup per streamed GM piece (the pieces _acc_tile cuts each L1 step in) +
+    the streamed rows' K extent at the GM -> L1 path's rate (charged bytes are never below the bytes)."""
+    from .asw_basic import l1_pieces_for
+    align = max(FRACTAL, p.k0)
+    rows, cols = min(t.m, t.base_m), min(t.n, t.base_n)
+    mt = min(t.base_m, align_up(rows, m_trim(p.isz, p.transpose_a and not chip.dn2nz)))
+    nt = min(t.base_n, align_up(cols, align))
+    mmad = (cdiv(mt, FRACTAL) * cdiv(nt, FRACTAL) * cdiv(t.k, p.k0) * chip.cube_cycles_per_step[p.dtype.name]
+            + cdiv(t.k, t.base_k) * chip.mmad_head_cycles)
+    stream_a, stream_b = t.full_load != "A", t.full_load != "B"
+    pieces = l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, p.dtype, chip)
+    xfers = sum(c * len(_pieces(kl, align, t.base_k, pieces)) for kl, c in _extents(t.k, t.k_l1)) * (stream_a + stream_b)
+    streamed = ((min(mt, rows) if stream_a else 0) + (min(nt, cols) if stream_b else 0)) * t.k * p.isz
+    mte2 = xfers * chip.dma_setup_cycles + streamed / chip.path("GM", "L1").bytes_per_cycle
+    return t.tasks_per_core * max(mmad, mte2) * 1e6 / chip.clock_hz * (1 - 1e-9)   # (1 - 1e-9): rounding's room
 
 
 def _to_matmul(t: ToMatmulTiling, p: Problem, chip: Chip) -> _Work:

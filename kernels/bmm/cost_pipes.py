@@ -86,11 +86,36 @@ def b_region(chip: Chip, p: Problem, kc: float, c: float) -> float:
     return region(chip, c, kc, p.K, p.isz) if p.transpose_b else region(chip, kc, c, p.N, p.isz)
 
 
+_RATES: dict = {}       # id(chip) -> (chip, {(src, dst): PathSpec}): the paths the model has asked a chip for
+
+
+def _rates(chip: Chip) -> dict:
+    """The chip's paths looked up so far ((src, dst) -> PathSpec), kept per chip object (held beside it, so its id
+    is not reused while the entry lives)."""
+    hit = _RATES.get(id(chip))
+    if hit is None or hit[0] is not chip:
+        if len(_RATES) > 64:
+            _RATES.clear()
+        hit = _RATES[id(chip)] = (chip, {})
+    return hit[1]
+
+
+def _rate(chip: Chip, src: str, dst: str, known: dict | None = None):
+    """chip.path(src, dst), remembered in `known` (default: the chip's _rates)."""
+    known = _rates(chip) if known is None else known
+    spec = known.get((src, dst))
+    if spec is None:
+        spec = known[(src, dst)] = chip.path(src, dst)
+    return spec
+
+
 class _Work:
     """The busiest core's pipes (busy cycles), the chip-wide channel bytes, and the pipeline's fill/drain."""
 
     def __init__(self, p: Problem, chip: Chip, cores: int, write_pipe: str = "FIXPIPE", l0_buffers: int = 2):
         self.p, self.chip, self.cores, self.write_pipe = p, chip, max(1, cores), write_pipe
+        self._rate = _rates(chip)           # the chip's path bandwidths and latencies, looked up once per chip
+        self._cps = chip.cube_cycles_per_step.get(p.dtype.name)
         self.l0_single = l0_buffers == 1    # one L0A/L0B copy: each MTE1 load and its MMAD run one after the other
         self.cyc = dict.fromkeys(TERMS, 0.0)
         self.gm_read = self.gm_write = self.l2_read = 0.0
@@ -128,21 +153,22 @@ class _Work:
     def xfer(self, charged: float, src: str = "GM", dst: str = "L1") -> float:
         """Pipe cycles of one GM transfer of `charged` bytes on its own: setup + bytes at the path's rate (the
         chip-wide channels are booked separately, see finish)."""
-        return self.chip.dma_setup_cycles + charged / self.chip.path(src, dst).bytes_per_cycle
+        return self.chip.dma_setup_cycles + charged / _rate(self.chip, src, dst, self._rate).bytes_per_cycle
 
     def lat(self, src: str = "GM", dst: str = "L1", l2: bool = False) -> float:
         """Completion latency of a GM transfer after it leaves its pipe."""
         if dst == "GM":      # a write lands in L2 (write-back)
-            return self.chip.path(src, dst).latency + self.chip.l2_write_latency_cycles
+            return _rate(self.chip, src, dst, self._rate).latency + self.chip.l2_write_latency_cycles
         far = self.chip.l2_latency_cycles if l2 else self.chip.gm_latency_cycles
-        return self.chip.path(src, dst).latency + far
+        return _rate(self.chip, src, dst, self._rate).latency + far
 
     def mmad_cycles(self, m: int, n: int, k: int) -> float:
-        cps = self.chip.cube_cycles_per_step[self.p.dtype.name]
+        cps = self._cps if self._cps is not None else self.chip.cube_cycles_per_step[self.p.dtype.name]
         return cdiv(m, FRACTAL) * cdiv(n, FRACTAL) * cdiv(k, self.p.k0) * cps + self.chip.mmad_head_cycles
 
     def mte1_cycles(self, a_bytes: float, b_bytes: float) -> float:
-        return a_bytes / self.chip.path("L1", "L0A").bytes_per_cycle + b_bytes / self.chip.path("L1", "L0B").bytes_per_cycle
+        return (a_bytes / _rate(self.chip, "L1", "L0A", self._rate).bytes_per_cycle
+                + b_bytes / _rate(self.chip, "L1", "L0B", self._rate).bytes_per_cycle)
 
     def vec_cycles(self, elems: float) -> float:
         return self.chip.vector_head_cycles + elems * ACC_BYTES / self.chip.vector_bytes_per_cycle

@@ -46,8 +46,17 @@ class _Tile:
                               # L0A/L0B copy)
 
     def add(self, o: "_Tile", n: float) -> None:
-        for f in ("xfers", "mte2", "a_bytes", "b_bytes", "mte1", "mmad", "store", "store_cyc", "steps", "cons"):
-            setattr(self, f, getattr(self, f) + n * getattr(o, f))
+        """self += n * o, field by field (the totals' fields: not the first/last pieces')."""
+        self.xfers += n * o.xfers
+        self.mte2 += n * o.mte2
+        self.a_bytes += n * o.a_bytes
+        self.b_bytes += n * o.b_bytes
+        self.mte1 += n * o.mte1
+        self.mmad += n * o.mmad
+        self.store += n * o.store
+        self.store_cyc += n * o.store_cyc
+        self.steps += n * o.steps
+        self.cons += n * o.cons
 
 
 def _acc_tile(w: _Work, rows: int, cols: int, k_len: int, *, base_m: int, base_n: int, base_k: int, k_l1: int,

@@ -7,7 +7,9 @@ from pyto.errors import PlanError
 
 from ..swizzle import l2_blocks
 from .conditions import ACC_BYTES, Problem, align_up, asw_window, cdiv
+from . import memo
 from .cost import RESOLUTION, estimate
+from .cost_asw import asw_floor
 from .memo import memoised
 from .tiling_cube import cube_candidates
 from .tilings import AswTiling, ToMatmulTiling
@@ -48,11 +50,19 @@ def _asw_tiles(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, full_
     and move time."""
     cands = cube_candidates(m, n, k, batch, p, chip, cores=chip.aic, a_in_l1=full_load == "A",
                             b_in_l1=full_load == "B", held_twice=bool(full_load))
-    timed = []
-    for (_, pad, area), tiles in cands:
-        t = _asw_of(p, chip, batch, m, n, k, tiles, full_load)
-        timed.append((estimate(p, t, chip).t_total, pad, -t.cores_used, area, tiles))
-    fastest = min(x[0] for x in timed)
+    walks = [(_asw_of(p, chip, batch, m, n, k, tiles, full_load), pad, area, tiles) for (_, pad, area), tiles in cands]
+    # estimated in the order of a lower bound on T_total (cost_asw.asw_floor), up to the first whose bound is
+    # beyond RESOLUTION of the fastest so far: it and all after it are outside the band below (memo.disabled():
+    # every one estimated, the plain search)
+    floors = [asw_floor(t, p, chip) if memo.enabled() else 0.0 for t, *_ in walks]
+    times: list = [None] * len(walks)
+    fastest = float("inf")
+    for i in sorted(range(len(walks)), key=floors.__getitem__):
+        if floors[i] > fastest * (1 + RESOLUTION):
+            break
+        times[i] = estimate(p, walks[i][0], chip).t_total
+        fastest = min(fastest, times[i])
+    timed = [(e, pad, -t.cores_used, area, tiles) for e, (t, pad, area, tiles) in zip(times, walks) if e is not None]
     # within the model's resolution (RESOLUTION of the fastest) the tiles that pad least, then keep the most
     # cores busy, then the largest, win: what the seed asks of ASW besides the cube/move balance ("优先整除
     # M、N 减少尾块"; P >= C blocks before a larger tile; 1/M^t + 1/N^t small)
