@@ -385,3 +385,20 @@ def test_a_ring_of_slots_and_views_of_b_and_its_index(K, TK):
     c = np.zeros((M, N), np.int32)
     sparse_matmul_ring(M, N, K, TK)(a, b_t, idx_t, c)
     np.testing.assert_array_equal(c, reference(a, b))
+
+
+@pl.kernel
+def index_load(idx_t):
+    i_l1 = pl.alloc(pl.L1, [8, 16], pl.DT_UINT8, layout=pl.ZN)
+    pl.load(i_l1, idx_t, [0, 0], order=[1, 0])
+
+
+@pytest.mark.parametrize("gm, error, message", [
+    (np.zeros((16, 8), np.int8), pyto.ShapeError, r"pl.load does not convert: GM tensor 'idx_t' \[16, 8\] int8"),
+    (np.zeros((8, 16), np.uint8), pyto.OutOfBoundsError, r"runs past the edge of GM tensor 'idx_t' \[8, 16\] uint8"),
+])
+def test_the_index_load_takes_the_packed_bytes_as_stored(gm, error, message):
+    """GM -> Mat of the index: uint8 bytes [N, K/8] (the packed [K/8, N] transposed, as the dense B is stored)."""
+    with pytest.raises(error, match=message):
+        pyto.run(index_load, gm, chip="atlas-a2")
+    pyto.run(index_load, np.zeros((16, 8), np.uint8), chip="atlas-a2")
