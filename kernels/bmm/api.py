@@ -7,7 +7,8 @@
 a [..., M, K] ([..., K, M] with transpose_a), b [..., K, N] ([..., N, K] with transpose_b); batch dims
 broadcast as numpy.matmul's, and a 1-D operand is promoted as numpy.matmul does (a to one row, b to one
 column; the promoted axis is removed from the result); bias [..., 1, N], [1, N] or [N]. fp16, bf16, fp32
-give the input dtype (accumulated in fp32), int8 gives int32. The flow is plan -> operands ->
+give the input dtype (accumulated in fp32), int8 gives int32; the 950's 8-bit floats (FP8 E4M3FN / E5M2 in any
+mix, HF8 named with dtype='hf8', MXFP8 with scale_a= / scale_b=) give fp32. The flow is plan -> operands ->
 `pyto_kernels.bmm.<branch>.launch` (the launch convention of kernels/bmm/common.py); BRANCH_MODULES names each
 branch's module.
 
@@ -26,6 +27,7 @@ from typing import Optional
 import numpy as np
 
 import pyto
+from pyto import lowp
 from pyto.chip import Chip, load_chip
 from pyto.dtypes import DType, as_dtype, stored_as
 from pyto.emulator import admission
@@ -33,7 +35,7 @@ from pyto.errors import KernelError, ShapeError, UnsupportedError
 from pyto.testing import assert_close, matmul_bound
 
 from . import footprint
-from .common import mode_of, operands, user_operand
+from .common import mode_of, operands, out_dtype, user_operand
 from .conditions import BRANCHES, MX_GROUP, MX_K_STEP
 from .planner import FP8, Plan, parse_problem, plan
 
@@ -186,26 +188,31 @@ def promote_vectors(a, b, transpose_a: bool = False, transpose_b: bool = False):
     return a, b, squeeze
 
 
-def run_plan(p: Plan, a, b, bias=None):
-    """Run an existing plan (from `plan(...)`) on operands: (C or None in timing mode, Report)."""
+def run_plan(p: Plan, a, b, bias=None, *, scale_a=None, scale_b=None):
+    """Run an existing plan (from `plan(...)`) on operands: (C or None in timing mode, Report). An MX plan
+    (plan(..., mx=True)) takes the scales as bmm does; arrays stored as the plan's dtypes stand for them (HF8's
+    uint8 codes)."""
     pr = p.problem
     for name, x in (("a", a), ("b", b)):
         if not hasattr(x, "shape") or not hasattr(x, "dtype"):
             raise ShapeError(f"run_plan: {name} must be a numpy array or a pyto.spec, got {type(x).__name__}")
     dt = a.dtype if isinstance(a, pyto.Spec) else as_dtype(a.dtype)
     dtb = b.dtype if isinstance(b, pyto.Spec) else as_dtype(b.dtype)
-    if dtb is not dt:
+    dt = pr.dtype if stored_as(pr.dtype, dt) else dt
+    dtb = pr.b_dtype if stored_as(pr.b_dtype, dtb) else dtb
+    if dtb is not dt and not (dt in FP8 and dtb in FP8):
         raise ShapeError(f"run_plan: a and b must have one dtype, got {dt} and {dtb}")
+    mx = _mx_scales(a, b, scale_a, scale_b, bias, pr.transpose_a, pr.transpose_b)
     given = parse_problem(a.shape, b.shape, dt, False if bias is None else tuple(bias.shape), pr.transpose_a,
-                          pr.transpose_b)
-    if (given.batch_shape, given.M, given.N, given.K, given.dtype, given.bias) != \
-            (pr.batch_shape, pr.M, pr.N, pr.K, pr.dtype, pr.bias):
+                          pr.transpose_b, dtype_b=None if dtb is dt else dtb, mx=mx)
+    if (given.batch_shape, given.M, given.N, given.K, given.dtype, given.b_dtype, given.mx, given.bias) != \
+            (pr.batch_shape, pr.M, pr.N, pr.K, pr.dtype, pr.b_dtype, pr.mx, pr.bias):
         raise ShapeError(f"run_plan: the plan is for B {pr.batch_shape} M {pr.M} N {pr.N} K {pr.K} {pr.dtype}"
                          f"{' with a bias' if pr.bias else ''}; these operands are B {given.batch_shape} M {given.M} "
                          f"N {given.N} K {given.K} {given.dtype}{' with a bias' if given.bias else ''}: make a new "
                          f"plan(...) for them")
     _admit(p, a, b, bias)
-    ops = operands(p.problem, a, b, bias)
+    ops = operands(p.problem, a, b, bias, scale_a, scale_b)
     mode = mode_of(ops)
     rep = launcher(p.branch)(p, ops, mode=mode)
     return (None if mode == "timing" else ops.out), rep
@@ -220,10 +227,13 @@ def _admit(p: Plan, a, b, bias) -> None:
 
 # ---- the numpy reference -------------------------------------------------------------------------------
 def random_inputs(a_shape, b_shape, dtype, bias_shape=None, seed: int = 0):
-    """(a, b, bias) for trying bmm: standard normal in a float dtype; int8 uniform in [-128, 128) with an
-    int32 bias in the same range. bias_shape None: no bias."""
+    """(a, b, bias) for trying bmm: standard normal in a float dtype (HF8: its uint8 codes; the 8-bit floats with an
+    fp32 bias); int8 uniform in [-128, 128) with an int32 bias in the same range. bias_shape None: no bias."""
     dt = as_dtype(dtype)
     rng = np.random.default_rng(seed)
+    if dt is DType.hf8:         # HF8's uint8 codes of normal values (pyto.lowp.HF8), an fp32 bias
+        a, b = (lowp.HF8.encode(rng.standard_normal(tuple(s))) for s in (a_shape, b_shape))
+        return a, b, (None if bias_shape is None else rng.standard_normal(tuple(bias_shape)).astype(np.float32))
     if dt is DType.int8:
         def make(shape, np_dt):
             return rng.integers(-128, 128, shape).astype(np_dt)
@@ -231,7 +241,7 @@ def random_inputs(a_shape, b_shape, dtype, bias_shape=None, seed: int = 0):
     else:
         def make(shape, np_dt):
             return rng.standard_normal(shape).astype(np_dt)
-        bias_dt = dt.np
+        bias_dt = out_dtype(dt).np          # (the 8-bit floats: an fp32 bias)
     a, b = make(tuple(a_shape), dt.np), make(tuple(b_shape), dt.np)
     return a, b, (None if bias_shape is None else make(tuple(bias_shape), bias_dt))
 
@@ -241,13 +251,31 @@ def _logical(x, transpose: bool) -> np.ndarray:
     return np.swapaxes(x, -1, -2) if transpose else x
 
 
-def reference(a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False) -> np.ndarray:
-    """A @ B (+ bias) in float64 (int64 for int8 inputs), numpy.matmul broadcasting."""
+def decoded(x, dtype=None, scale=None, k_axis: int = -1) -> np.ndarray:
+    """x's values in float64: its own dtype's (FP8 through ml_dtypes), or uint8 codes named dtype='hf8' through
+    pyto.lowp.HF8; with an MX `scale` (E8M0, one per 32 elements along k_axis) times 2^(scale - 127) per group."""
+    x = np.asarray(x)
+    if dtype is not None and as_dtype(dtype) is DType.hf8:
+        out = lowp.HF8.decode(x)
+    else:
+        out = x.astype(np.float64)
+    if scale is not None:
+        e = np.asarray(scale).view(np.uint8).astype(np.float64)
+        out = out * np.repeat(np.where(e == 255, np.nan, np.exp2(e - 127)), MX_GROUP, axis=k_axis)
+    return out
+
+
+def reference(a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False, dtype=None, scale_a=None,
+              scale_b=None) -> np.ndarray:
+    """A @ B (+ bias) in float64 (int64 for int8 inputs), numpy.matmul broadcasting; 8-bit floats decoded first
+    (`decoded`: dtype='hf8' names HF8 codes; MX: the scales applied)."""
     a, b = _logical(a, transpose_a), _logical(b, transpose_b)
-    wide = np.int64 if a.dtype == np.int8 else np.float64
-    out = a.astype(wide) @ b.astype(wide)
+    if a.dtype == np.int8:
+        out = a.astype(np.int64) @ b.astype(np.int64)
+        return out if bias is None else out + np.asarray(bias).astype(np.int64)
+    out = decoded(a, dtype, scale_a, -1) @ decoded(b, dtype, scale_b, -2)
     if bias is not None:
-        out = out + np.asarray(bias).astype(wide)
+        out = out + np.asarray(bias).astype(np.float64)
     return out
 
 
@@ -275,16 +303,19 @@ class Comparison:
                 f"{self.ratio:.3g} of at most 1")
 
 
-def compare(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False) -> Comparison:
+def compare(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False, dtype=None, scale_a=None,
+            scale_b=None) -> Comparison:
     """c against the reference (int8: exactly as int32; floats: within matmul_bound), with the error figures.
 
     The float bound is pyto.testing.matmul_bound of [A, 1] @ [B; bias]: the bias is one more fp32 term of
-    the accumulation, then the result is rounded once to the output dtype.
+    the accumulation, then the result is rounded once to the output dtype. 8-bit floats (dtype='hf8' naming HF8
+    codes; MX scales) are decoded first (`decoded`) and give fp32.
     """
     nan = float("nan")
     a, b, squeeze = promote_vectors(np.asarray(a), np.asarray(b), transpose_a, transpose_b)
     al, bl = _logical(a, transpose_a), _logical(b, transpose_b)
-    ref = reference(a, b, bias, transpose_a=transpose_a, transpose_b=transpose_b)
+    ref = reference(a, b, bias, transpose_a=transpose_a, transpose_b=transpose_b, dtype=dtype, scale_a=scale_a,
+                    scale_b=scale_b)
     c = np.asarray(c)
     if c.shape != squeeze(ref).shape:
         return Comparison(f"shape {c.shape}, expected {squeeze(ref).shape}", nan, nan, nan)
@@ -301,12 +332,13 @@ def compare(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool 
             why = f"{len(bad)} of {c.size} elements differ; first at {i}: got {c[i]}, expected {want[i]}"
             return Comparison(why, worst, 0.0, float("inf"), exact=True)
         return Comparison("", 0.0, 0.0, 0.0, exact=True)
-    if c.dtype != al.dtype:
-        return Comparison(f"dtype {c.dtype}, expected {al.dtype}", nan, nan, nan)
+    want = out_dtype(as_dtype(dtype) if dtype is not None else as_dtype(al.dtype)).np
+    if c.dtype != want:
+        return Comparison(f"dtype {c.dtype}, expected {want}", nan, nan, nan)
     batch = ref.shape[:-2]
     M, N, K = ref.shape[-2], ref.shape[-1], al.shape[-1]
-    a_full = np.broadcast_to(al.astype(np.float64), batch + (M, K))
-    b_full = np.broadcast_to(bl.astype(np.float64), batch + (K, N))
+    a_full = np.broadcast_to(decoded(al, dtype, scale_a, -1), batch + (M, K))
+    b_full = np.broadcast_to(decoded(bl, dtype, scale_b, -2), batch + (K, N))
     bias_full = np.zeros(batch + (1, N)) if bias is None else np.broadcast_to(
         np.asarray(bias, np.float64).reshape((1,) * (len(batch) + 2 - np.ndim(bias)) + np.shape(bias)), batch + (1, N))
     a_aug = np.concatenate([a_full, np.ones(batch + (M, 1))], axis=-1)
@@ -335,10 +367,12 @@ def _figures(c: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> tuple:
     return float(err[i]), float(bound[i]), float(ratio.max())
 
 
-def check(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False) -> str:
+def check(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False, dtype=None, scale_a=None,
+          scale_b=None) -> str:
     """'' when c matches the reference (int8: exactly as int32; floats: within matmul_bound), else why not;
     `compare` gives the error figures too."""
-    return compare(c, a, b, bias, transpose_a=transpose_a, transpose_b=transpose_b).why
+    return compare(c, a, b, bias, transpose_a=transpose_a, transpose_b=transpose_b, dtype=dtype, scale_a=scale_a,
+                   scale_b=scale_b).why
 
 
 __all__ = ["BRANCH_MODULES", "Comparison", "bmm", "check", "compare", "launcher", "random_inputs", "reference",

@@ -370,8 +370,11 @@ def _decide(p: Problem, chip: Chip, reduce: str) -> tuple[str, Tiling, tuple[Bra
         return "special", _build("special", p, chip, forced=False), _ordered(sp, tm, rest), lines
     lines.append("1. reduce the problem: Special fails")
     if not tm.home:
-        lines.append("2. ToMatmul fails (neither side has batch 1)")
-        b, t, rest = _buy(p, chip, False, reduce, lines)
+        one = tm.checks[0].holds        # a batch-1 side, but 8-bit floats: the BMM branches take it broadcast
+        lines.append("2. ToMatmul fails (" + ("ToMatmul dtype: kernels/matmul.py takes no 8-bit floats; the BMM "
+                                               "branches on the broadcast problem)" if one else
+                                               "neither side has batch 1)"))
+        b, t, rest = _buy(p, chip, one, reduce, lines)
         return b, t, _ordered(sp, tm, rest), lines
     t_mm = _build("to_matmul", p, chip, forced=False)
     if t_mm.free:
