@@ -46,10 +46,10 @@ choice for more than 2 non-zeros (the first two at the LSB end) never arises: de
 
 Timing (assumption): the MMAD is charged as a dense int8 MMAD over the half K (ceil(M/16) x ceil(N/16) x
 ceil(K/2/32) steps at cube.int8_cycles_per_step), the cube fetching and multiplying the dense B only ("仅对非零元素
-进行数据搬运存储和计算，从而减少...计算量", the 4:2 sparse matmul guide); no public cycle figure. So the MMAD's k attribute
-is K/2 (its `sparse` attribute the lhs's K), and a Report's flops count the dense half's 2 x M x N x K/2. move_sparse is two
-MTE1 transfers, B at L1->L0B's rate and the index at L1->L0B_SP's (the table's assumption: the same 128 B/cycle,
-(512 + 128) B per fractal).
+进行数据搬运存储和计算，从而减少...计算量", the 4:2 sparse matmul guide); no public cycle figure. So the
+MMAD's k attribute is K/2 (its `sparse` attribute the lhs's K), and a Report's flops count the dense half's
+2 x M x N x K/2. move_sparse is two MTE1 transfers, B at L1->L0B's rate and the index at L1->L0B_SP's (the table's
+assumption: the same 128 B/cycle, (512 + 128) B per fractal).
 """
 from __future__ import annotations
 
