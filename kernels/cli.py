@@ -6,7 +6,6 @@ import os
 import sys
 
 from pyto_kernels.bmm.conditions import BRANCHES
-from pyto_kernels.bmm.planner import OVERRIDE
 
 from pyto.errors import ShapeError
 
@@ -17,6 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     register_bmm(sub)
     register_tune(sub)
     register_sweep(sub)
+    register_calibrate(sub)
 
 
 def plan_shapes(B: int, M: int, N: int, K: int, batch_a: int | None = None, batch_b: int | None = None,
@@ -41,7 +41,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                    args.transpose_a, args.transpose_b)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
              transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
-             override=None if args.seed_only else OVERRIDE)
+             override=None if args.seed_only else "fitted")
     print(p.explain())
     _reduce_note(p, args.reduce)
     return 0
@@ -67,7 +67,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                    args.transpose_a, args.transpose_b)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
              transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
-             override=None if args.seed_only else OVERRIDE, tune=True)
+             override=None if args.seed_only else "fitted", tune=True)
     print(p.explain())
     c = p.tuning.candidates[p.tuning.chosen]
     print(f"\nchosen: {p.summary()}; simulated {c.simulated_us:,.3f} us ({c.brief})")
@@ -152,7 +152,7 @@ def cmd_bmm(args: argparse.Namespace) -> int:
     bias_shape = tuple(batch_shape) + (1, args.N)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=bias_shape if args.bias else False,
              transpose_a=args.transpose_a, transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
-             override=None if args.seed_only else OVERRIDE)
+             override=None if args.seed_only else "fitted")
     print(p.summary() if args.quiet else p.explain())
     _reduce_note(p, args.reduce)
     pr, dt = p.problem, as_dtype(args.dtype)
@@ -285,3 +285,44 @@ def register_sweep(sub: argparse._SubParsersAction) -> None:
                    help="fix a column for the plot (B, M, N, K, dtype, chip, broadcast, tilings); repeat or join with commas")
     p.add_argument("--axes", default=None, metavar="X,Y", help="the plot's axes (default: the two dims that vary)")
     p.set_defaults(func=cmd_sweep)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Fit the planner's free constants to a sweep, print the before/after table, write the fitted file."""
+    from pyto_kernels.bmm import calibrate, fitted
+    from pyto_kernels.bmm.sweep_io import read_rows
+
+    if args.install and args.out:
+        print("pyto calibrate: give -o FILE or --install, not both", file=sys.stderr)
+        return 2
+    rows = read_rows(args.sweep)
+    cal = calibrate.fit(rows, args.held_out, args.seed, chip=args.chip)
+    print(f"pyto calibrate: {args.sweep}: {len(cal.fit_cases)} cases fitted, {len(cal.held_cases)} held out "
+          f"(--held-out {args.held_out:g}, --seed {args.seed}); chip {cal.fitted.chip}")
+    print(cal.table())
+    got = calibrate.provenance(cal, args.sweep, len(rows), args.held_out, args.seed)
+    path = fitted.package_path(got.chip) if args.install else args.out
+    if path is None:
+        print("nothing written: -o FILE writes the constants (the planner reads them with PYTO_FITTED=FILE); "
+              "--install writes the package's file for this chip, which the planner reads by default")
+        return 0
+    print(f"wrote {fitted.write(got, path)}" + ("" if args.install else f" (use it: PYTO_FITTED={path})"))
+    return 0
+
+
+def register_calibrate(sub: argparse._SubParsersAction) -> None:
+    """`pyto calibrate SWEEP`: fit the planner's free constants (pyto_kernels.bmm.fitted) to a sweep."""
+    p = sub.add_parser("calibrate", help="fit the BMM planner's free constants to a sweep; before/after agreement",
+                       description="Fit the planner's free constants (per-branch scale and overhead of the T_total "
+                                   "it compares, the overlap resolution, the override margin; never a chip table's "
+                                   "figures) to a `pyto sweep` output, on part of its cases, and print the "
+                                   "planner's agreement with the fastest simulated row and its regret before and "
+                                   "after, on the fitted and the held-out cases (pyto_kernels.bmm.calibrate).")
+    p.add_argument("sweep", help="a pyto sweep output (.parquet or .csv)")
+    p.add_argument("-o", "--out", default=None, type=writable_file, help="write the fitted constants (TOML) here")
+    p.add_argument("--install", action="store_true",
+                   help="write the package's versioned file for the chip (the planner's default)")
+    p.add_argument("--held-out", type=float, default=0.3, help="fraction of the cases held out (default 0.3)")
+    p.add_argument("--seed", type=int, default=0, help="the split's random seed (default 0)")
+    p.add_argument("--chip", default=None, help="the chip to fit (needed when the sweep has several)")
+    p.set_defaults(func=cmd_calibrate)

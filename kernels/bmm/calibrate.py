@@ -8,8 +8,8 @@ The fit, in two stages (numpy only):
    tiling count (the next-best ones too): more points on the same line.
 2. A coordinate search over the decision constants, maximising the agreement of the planner with the fastest
    simulated row of each case (then the least mean regret): start from today's constants; try stage 1's lines as
-   one move; then, per branch, its scale times 0.85-1.15 (overhead kept), and `resolution` and `override` on
-   small grids; keep a move only where it strictly improves; two rounds. Agreement is a step function of the
+   one move; then `resolution` and `override` on small grids, and per branch its scale times 0.85-1.15
+   (overhead kept); keep a move only where it strictly improves; two rounds. Agreement is a step function of the
    constants (the planner compares, it does not add up), so it is searched, not differentiated; stage 1 gives the
    search a start with a physical meaning, and a constant the search does not move stays absent (today's).
    Every score replays plan() itself (fitted.using) on the case's shapes and looks the chosen (branch, tiling)
@@ -40,7 +40,7 @@ from .planner import OVERRIDE, plan
 AGREE = 0.005
 SCALE_STEPS = (0.85, 0.9, 0.95, 1.05, 1.1, 1.15)
 RESOLUTIONS = (0.0, 0.01, 0.02, 0.05, 0.08)
-OVERRIDES = (0.05, 0.1, 0.15, 0.25, 0.3)
+OVERRIDES = (0.0, 0.05, 0.1, 0.15, 0.25, 0.3)
 ROUNDS = 2
 
 
@@ -88,10 +88,9 @@ class Calibration:
             out.append(f"{name:<22} {s.cells()}" + (f"  ({s.unmatched} scored by the forced row)"
                                                      if s.unmatched else ""))
         f = self.fitted
-        out.append("fitted constants: " + (", ".join(
-            [f"resolution {f.resolution:g}"] * (f.resolution is not None) + [f"override {f.override:g}"] *
-            (f.override is not None) + [f"scale.{b} {v:.4f}" for b, v in f.scale] +
-            [f"overhead_us.{b} {v:.4f}" for b, v in f.overhead_us]) or "none (today's planner)"))
+        named = ([f"{k} {getattr(f, k):g}" for k in ("resolution", "override") if getattr(f, k) is not None]
+                 + [f"scale.{b} {v:.4f}" for b, v in f.scale] + [f"overhead_us.{b} {v:.4f}" for b, v in f.overhead_us])
+        out.append("fitted constants: " + (", ".join(named) or "none (today's planner)"))
         out.append("stage 1 lines (simulated ~ scale * T_total + overhead_us): " + ", ".join(
             f"{b} {s:.4f} x + {o:.3f} us ({n} rows)" for b, (s, o, n) in sorted(self.lines.items())))
         return "\n".join(out)
@@ -218,8 +217,8 @@ def _with(fit: Fitted, **kw) -> Fitted:
     return replace(fit, **kw)
 
 
-def search(cases: list, lines: dict, chip: str, rounds: int = ROUNDS) -> tuple[Fitted, tuple]:
-    """Stage 2 (module docstring): the constants and the accepted moves."""
+def search(cases: list, lines: dict, chip: str, rounds: int = ROUNDS, log=None) -> tuple[Fitted, tuple]:
+    """Stage 2 (module docstring): the constants and the accepted moves (each also given to `log`, when set)."""
     best = Fitted(chip)
     best_s = score(cases, best)
     moves = []
@@ -230,29 +229,31 @@ def search(cases: list, lines: dict, chip: str, rounds: int = ROUNDS) -> tuple[F
         if _better(s, best_s):
             best, best_s = cand, s
             moves.append(f"{what}: agreement {s.agree}/{s.cases}, mean regret {s.mean_regret:.2%}")
+            if log is not None:
+                log(moves[-1])
 
-    attempt(_with(best, scale={b: s for b, (s, _, _) in lines.items()},
-                  overhead_us={b: o for b, (_, o, _) in lines.items() if o > 0}), "stage 1 lines")
+    attempt(_with(best, scale={b: s for b, (s, _, _) in lines.items() if abs(s - 1) > 1e-9},
+                  overhead_us={b: o for b, (_, o, _) in lines.items() if o > 1e-6}), "stage 1 lines")
     for _ in range(rounds):
         before = best
+        for r in RESOLUTIONS:
+            attempt(replace(best, resolution=r), f"resolution {r:g}")
+        for o in OVERRIDES:
+            attempt(replace(best, override=o), f"override {o:g}")
         for b in sorted(lines):
             scale = dict(best.scale)
             base = scale.get(b, 1.0)
             for f in SCALE_STEPS:
                 attempt(_with(best, scale={**scale, b: base * f}), f"scale.{b} {base * f:.4f}")
-        for r in RESOLUTIONS:
-            attempt(replace(best, resolution=r), f"resolution {r:g}")
-        for o in OVERRIDES:
-            attempt(replace(best, override=o), f"override {o:g}")
         if best == before:
             break
     return best, tuple(moves)
 
 
 def fit(rows: Iterable[dict], held_out_fraction: float = 0.3, seed: int = 0, chip: Optional[str] = None,
-        rounds: int = ROUNDS) -> Calibration:
+        rounds: int = ROUNDS, log=None) -> Calibration:
     """Fit the planner's free constants to a sweep's rows (module docstring), one chip (`chip`, or the rows' only
-    one); scored before and after on the held-out cases."""
+    one); scored before and after on the held-out cases. log: a callable given each accepted move (progress)."""
     cases = cases_of(rows)
     chips = sorted({c.chip for c in cases.values()})
     if chip is None:
@@ -267,7 +268,7 @@ def fit(rows: Iterable[dict], held_out_fraction: float = 0.3, seed: int = 0, chi
     fit_ids, held_ids = split(cases, held_out_fraction, seed)
     train, held = [cases[i] for i in fit_ids], [cases[i] for i in held_ids]
     lines = fit_lines(train)
-    got, moves = search(train, lines, chip, rounds)
+    got, moves = search(train, lines, chip, rounds, log)
     today = Fitted(chip)
     return Calibration(got, lines, fit_ids, held_ids, score(train, today), score(train, got), score(held, today),
                        score(held, got), moves)

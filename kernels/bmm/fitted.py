@@ -63,7 +63,7 @@ class Fitted:
     scale: tuple = ()              # ((branch, factor), ...) sorted by branch
     overhead_us: tuple = ()        # ((branch, us), ...) sorted by branch
     version: str = ""
-    source: str = ""               # the file read ('' when none)
+    source: str = field(default="", compare=False)   # the file read ("" when none)
     meta: dict = field(default_factory=dict, compare=False, repr=False)   # [sweep] and [agreement], as read
 
     @property

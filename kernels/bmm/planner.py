@@ -409,15 +409,16 @@ def _alternatives(p: Problem, chip: Chip, reduce: str) -> tuple[tuple[str, float
 
 def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16", chip: object = "ascend950pr",
          bias: object = False, transpose_a: bool = False, transpose_b: bool = False, branch: str | None = None,
-         *, reduce: str = "workspace", override: float | None = OVERRIDE, tune: bool = False, dtype_b: object = None,
-         mx: bool = False) -> Plan:
+         *, reduce: str = "workspace", override: "float | str | None" = "fitted", tune: bool = False,
+         dtype_b: object = None, mx: bool = False) -> Plan:
     """Choose a BMM branch and its tiling for A @ B (numpy.matmul broadcasting), or force `branch`.
 
     bias: False, True, or the bias's shape (which sets the bias bytes of the roofline; see parse_problem).
     reduce: StreamK's reduction, "workspace" (deterministic, default) or "atomic".
     override: the fraction by which a legal branch outside its home ground (or, for StreamK, by half of it, a
     grid_K beyond the theta cap) must be estimated faster than the seed's decision to be taken instead (module
-    docstring); None: the seed's decision alone.
+    docstring); None: the seed's decision alone; "fitted" (the default): the chip's fitted margin (fitted.py), OVERRIDE
+    (20%) without one.
     tune: simulate (timing mode) the legal branches and the cost model's next-best tilings of each (only the
     forced branch's when `branch` is given), return the fastest, its candidates and times in explain(); cached
     in a file per chip table and pyto version (pyto_kernels.bmm.tune).
@@ -426,6 +427,11 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
     on the chip with the scales counted. 8-bit float inputs need a chip whose cube takes them (the 950).
     """
     p = parse_problem(a_shape, b_shape, dtype, bias, transpose_a, transpose_b, dtype_b=dtype_b, mx=mx)
+    if isinstance(override, str):
+        if override != "fitted":
+            raise PlanError(f"override must be None, a fraction in [0, 1) or 'fitted', got {override!r}")
+        margin = fitted.for_chip(load_chip(chip)).override
+        override = OVERRIDE if margin is None else margin
     if tune:
         if p.lowp:
             raise UnsupportedError(f"plan(..., tune=True) on {p.dtype.name} inputs is not built (the tuner's "
