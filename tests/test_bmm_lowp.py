@@ -13,6 +13,8 @@ term meets at most K roundings, so |C - ref| <= gamma_K * (|A| @ |B|), gamma_K =
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import pyto
 from pyto import lowp
@@ -144,6 +146,25 @@ def test_the_scales_are_applied():
     qa, qb, sa, sb, a64, b64 = mx_inputs((1, 32, 128), (1, 128, 32))
     c = bmm(qa, qb, scale_a=sa, scale_b=sb[:, ::-1, :].copy())
     assert not np.all(np.abs(c - a64 @ b64) <= matmul_bound(a64, b64, np.float32, worst_case=True))
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.integers(1, 3), m=st.integers(1, 80), n=st.integers(1, 80), k=st.integers(1, 6).map(lambda g: 32 * g),
+       b_broadcast=st.booleans(), branch=st.sampled_from(["asw_basic", "iter_batch", "stream_k", None]))
+def test_mx_shapes(batch, m, n, k, b_broadcast, branch):
+    """MX BMM over shapes, K a multiple of 32 (one scale group): K % 64 == 0 computes the scaled product on the
+    branch (when legal there), any other K is the ShapeError naming the rule."""
+    qa, qb, sa, sb, a64, b64 = mx_inputs((batch, m, k), (1 if b_broadcast else batch, k, n))
+    if k % 64:
+        with pytest.raises(ShapeError, match=r"K % 64 == 0"):
+            bmm(qa, qb, scale_a=sa, scale_b=sb, branch=branch)
+        return
+    if branch is not None and branch not in legal_branches(qa.shape, qb.shape, "fp8e4m3fn", dtype_b="fp8e5m2",
+                                                           mx=True):
+        with pytest.raises(PlanError):
+            plan(qa.shape, qb.shape, "fp8e4m3fn", dtype_b="fp8e5m2", mx=True, branch=branch)
+        return
+    check(bmm(qa, qb, scale_a=sa, scale_b=sb, branch=branch), a64, b64)
 
 
 # ---- the planner's capacity decisions --------------------------------------------------------------------------
