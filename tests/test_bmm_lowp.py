@@ -60,6 +60,17 @@ def test_fp8_batch_broadcast_transposed_operands():
         check(bmm(at, b, transpose_a=True, branch=branch), a64, b64)
 
 
+def test_fp8_with_an_fp32_bias_and_streamk_atomic():
+    """A per-batch fp32 bias (BT, fp32, on the first MMAD; StreamK's workspace mode adds it in the AIV reduction),
+    and StreamK's atomic reduction: the bias one more exact term of the fp32 sum."""
+    (a, a64), (b, b64) = fp8((3, 40, 256), E5), fp8((3, 256, 24), E4)
+    bias = RNG.standard_normal((3, 1, 24)).astype(np.float32)
+    ones = np.ones((3, 40, 1))
+    for branch, reduce in (("asw_basic", "workspace"), ("stream_k", "workspace"), ("stream_k", "atomic")):
+        c = bmm(a, b, bias, branch=branch, reduce=reduce)
+        check(c, np.concatenate([a64, ones], -1), np.concatenate([b64, bias.astype(np.float64)], -2))
+
+
 def hf8_inputs(shape):
     """HF8 codes of values drawn from a set HF8 holds exactly (+-m * 2^e, m in 1, 1.5, 1.25, 1.75, e in -6..6: at
     most 3 significant bits inside HF8's 3-mantissa-bit range), and those float64 values themselves: the reference
