@@ -6,8 +6,8 @@ margin over the runner-up (the next branch's fastest row: runner-up / winner - 1
 the margin printed in the cell when the grid is small enough to read; a black dot marks a cell where plan()'s
 choice (model_branch) is not the winner. Right panel: the seed's choice without T_total (seed_branch), hatched
 where several home grounds overlap (seed_homes). A slice is every row whose fixed columns (the other dims, dtype,
-chip, broadcast, tilings) are equal; several cases in one cell (e.g. different branch lists) are pooled. Error
-rows are left out. matplotlib is an optional extra (pip install 'pyto[plot]'); figures are drawn on the Agg
+chip, broadcast, tilings) are equal and that spans two or more values on each axis; several cases in one cell
+(e.g. different branch lists) are pooled. Error rows are left out. matplotlib is an optional extra (pip install 'pyto[plot]'); figures are drawn on the Agg
 canvas, never a display.
 """
 from __future__ import annotations
@@ -74,8 +74,13 @@ def slices(rows: list, fixed: Optional[dict] = None, axes: Optional[Sequence[str
         by_cell: dict = {}
         for r in rs:
             by_cell.setdefault((r[x], r[y]), []).append(r)
+        if len({xy[0] for xy in by_cell}) < 2 or len({xy[1] for xy in by_cell}) < 2:
+            continue        # a line or a point (e.g. a random shape that shares the fixed values): not a slice
         out.append({"x": x, "y": y, "fixed": dict(zip(rest, key)),
                     "cells": {xy: _cell(cell_rows) for xy, cell_rows in by_cell.items()}})
+    if not out:
+        raise InputError(f"sweep plot: no {x} x {y} slice with two or more values on each axis in the rows matching "
+                         f"{fixed or '(no slice)'}")
     return out
 
 

@@ -11,8 +11,8 @@ random draw may set again for itself):
 
     [[grid]]                            # the cross product B x M x N x K x dtypes x chips x broadcast
     B = [1, 4]                          # a list of values, or a range:
-    M = {start = 16, stop = 1024, num = 7, scale = "log"}   # num values start..stop (inclusive), "log" or "linear"
-    N = {start = 64, stop = 256, step = 64}                 # or every step from start to stop
+    M = {start = 16, stop = 1024, num = 7, scale = "log"}   # num values start..stop (inclusive), scale "log"
+    N = {start = 64, stop = 256, step = 64}                 # (default) or "linear"; or every step start..stop
     K = [256, 1024]                     # ranges may add align = 16: each value rounded to a multiple of it
 
     [random]                            # or [[random]] (several draws): n shapes, each crossed with dtypes, chips
