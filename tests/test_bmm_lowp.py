@@ -152,6 +152,15 @@ def test_mxfp8_broadcast_transposed_and_held():
                 branch="iter_batch").tiling.resident == "AB"
 
 
+def test_mxfp8_merge_batch():
+    """MergeBatch merges b >= 2 batches per MMAD, their scales stacked like their data (M, N multiples of 32: no
+    padding between the batches), and with a broadcast B."""
+    for a_shape, b_shape in (((128, 32, 64), (128, 64, 32)), ((70, 32, 192), (1, 192, 64))):
+        qa, qb, sa, sb, a64, b64 = mx_inputs(a_shape, b_shape)
+        assert plan(qa.shape, qb.shape, "fp8e4m3fn", dtype_b="fp8e5m2", mx=True, branch="merge_batch").tiling.b >= 2
+        check(bmm(qa, qb, scale_a=sa, scale_b=sb, branch="merge_batch"), a64, b64)
+
+
 def test_the_scales_are_applied():
     """Scales read wrongly would not pass: scale_b with its groups in the other order gives another product."""
     qa, qb, sa, sb, a64, b64 = mx_inputs((1, 32, 128), (1, 128, 32))
@@ -214,16 +223,16 @@ def test_mx_k_tiles_are_whole_scale_pairs():
 
 # ---- refusals -------------------------------------------------------------------------------------------------
 def test_named_entry_conditions_exclude_the_branches_that_cannot():
-    """ToMatmul (kernels/matmul.py's tile rules take no FP8) and MergeBatch under MX: PlanError naming the
-    condition, and the condition in explain()."""
+    """ToMatmul (kernels/matmul.py's tile rules take no FP8) and MergeBatch under MX with padding rows between its
+    merged batches (M not a multiple of 32): PlanError naming the condition, and the condition in explain()."""
     a_shape, b_shape = (4, 64, 128), (1, 128, 64)
     with pytest.raises(PlanError, match=r"ToMatmul dtype"):
         plan(a_shape, b_shape, "fp8e4m3fn", branch="to_matmul")
     assert "ToMatmul dtype" in plan(a_shape, b_shape, "hf8").explain()
     assert "to_matmul" not in legal_branches(a_shape, b_shape, "fp8e5m2")
-    with pytest.raises(PlanError, match=r"MergeBatch MX"):
-        plan((64, 32, 64), (64, 64, 32), "fp8e4m3fn", branch="merge_batch", mx=True)
-    assert "MergeBatch MX" in plan((64, 32, 64), (64, 64, 32), "fp8e4m3fn", mx=True).explain()
+    with pytest.raises(PlanError, match=r"MergeBatch MX: MX inputs: M = 40, M̄ = 64"):
+        plan((64, 40, 64), (64, 64, 32), "fp8e4m3fn", branch="merge_batch", mx=True)
+    assert "MergeBatch MX" in plan((64, 40, 64), (64, 64, 32), "fp8e4m3fn", mx=True).explain()
 
 
 def test_mx_errors():

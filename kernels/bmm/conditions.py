@@ -275,15 +275,18 @@ def merge_checks(p: Problem, chip: Chip, expanded: bool = False) -> BranchCheck:
                                 f" (R for {p.dtype}: the seed's BF16/FP16 R scaled by peak FLOP per GM byte)"),
                 ratio < ridge / b0))
     if p.mx:
-        cs += (merge_mx_check(),)
+        cs += (merge_mx_check(p),)
     return BranchCheck("merge_batch", all(c.holds for c in cs), cs)
 
 
-def merge_mx_check() -> Check:
-    """MergeBatch's merged L0A tile stacks b batches' rows padded to M̄ (and L0B's columns to N̄): their MX scales
-    would need the same stacking with the padding rows' scales defined, which merge_batch.py does not build."""
-    return Check("MergeBatch MX", "MX inputs: the merged tiles' scale_a / scale_b stacking (b batches padded to M̄ / "
-                                  "N̄) is not built in merge_batch.py", False)
+def merge_mx_check(p: Problem) -> Check:
+    """MergeBatch under MX: the merged tiles stack b batches' rows padded to M̄ (columns to N̄), and the MMAD reads
+    the padding rows of every batch but the last. In the E8M0 scale tiles no load writes those rows (the GM scales
+    have M rows a batch; pyto's checker reports the read as an UninitializedReadError) and pl.expands takes no
+    8-bit type to fill them, so MX merges only batches without padding: M = M̄ and N = N̄ (multiples of 32)."""
+    return Check("MergeBatch MX", f"MX inputs: M = {p.M}, M̄ = {p.Mp}, N = {p.N}, N̄ = {p.Np}: needs M = M̄ and N = N̄ "
+                                  "(no padding rows or columns between merged batches, whose scales no load writes)",
+                 p.M == p.Mp and p.N == p.Np)
 
 
 @dataclass(frozen=True)

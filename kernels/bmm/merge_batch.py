@@ -32,6 +32,11 @@ Choices where the seed leaves room:
   reuse instead (two L0C slots still let Fixpipe drain one group while the cube fills the next).
 * A batch-1 side (the planner's broadcast expansion) is read through `batch_offsets`: the same A (or B)
   block is loaded for every batch of the group.
+* MX (the MX kernel): each batch's E8M0 scales go into its block of the merged scale tiles (scale_a rows
+  [i*M̄, i*M̄ + M) of a ZZ [b*M̄, k_L1/32] Mat tile, scale_b columns of an NN [k_L1/32, b*N̄] one), one GM load per
+  batch and L1 step (block.load_scales); the scale rows / columns past M / N, like the data's, feed only dropped
+  products. matmul_mx chains whole tiles, so a group's L0C tile is the whole slot with its valid shape and the
+  MMADs read the whole L1 slots (block._mmad_mx).
 """
 from __future__ import annotations
 
@@ -41,21 +46,21 @@ from pyto.errors import PlanError
 from pyto.tiling import bias_row_bytes
 
 from .asw_basic import l1_pieces_for
-from .block import alloc_buffers, alloc_l1, at_edge, load_l1, mmad_l1, with_valid
+from .block import MX_GROUP, MxScales, alloc_buffers, alloc_l1, at_edge, load_l1, load_scales, mmad_l1, with_valid
 from .conditions import ACC_BYTES
-from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel
+from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel, with_mx
 
 
-@pl.kernel
-def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BASE_K: int, K_L1: int, BPC: int,
-                       L1_STAGES: int = 2, L0_STAGES: int = 2, L0C_STAGES: int = 2, TRANSPOSE_A: bool = False,
-                       TRANSPOSE_B: bool = False, BIAS: bool = False, L1_PIECES: int = 1):
+def _merge_batch_kernel(a, b, bias, out, scale_a, scale_b, *, B_L0: int, M_PAD: int, N_PAD: int, BASE_K: int,
+                        K_L1: int, BPC: int, L1_STAGES: int = 2, L0_STAGES: int = 2, L0C_STAGES: int = 2,
+                        TRANSPOSE_A: bool = False, TRANSPOSE_B: bool = False, BIAS: bool = False, L1_PIECES: int = 1):
     """out [*batch, M, N] = a [*ba, M, K] @ b [*bb, K, N] (+ bias [*bbias, 1, N]), batch i of each.
 
     a is [*ba, K, M] with TRANSPOSE_A, b [*bb, N, K] with TRANSPOSE_B; a batch dim of 1 is broadcast.
     B_L0 batches per merged MMAD (and per L1 slot, L1_STAGES slots), M_PAD/N_PAD each batch's block in
     the merged tile, K_L1 the K depth of one L1 slot, BPC consecutive batches per core. L1_PIECES: loads along
-    K per L1 slot (multiples of BASE_K), so the cube starts on the first piece of a group.
+    K per L1 slot (multiples of BASE_K), so the cube starts on the first piece of a group. scale_a / scale_b (the MX
+    kernel; None in the plain one): E8M0 scales in block.MxScales' GM forms.
     """
     batch = tuple(out.shape[:-2])
     M, N = out.shape[-2], out.shape[-1]
@@ -65,12 +70,18 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
     assert M <= M_PAD and N <= N_PAD, f"M, N = {M}, {N} exceed the block {M_PAD} x {N_PAD}"
     steps = -(-K // BASE_K)
     align = max(16, 32 // a.dtype.itemsize)
+    mx = None if scale_a is None else MxScales(scale_a, scale_b, a.shape[:-2], b.shape[:-2], M, N, K)
     bufs = alloc_buffers(a.dtype, B_L0 * M_PAD, B_L0 * N_PAD, BASE_K, K_L1, l0_stages=L0_STAGES,
                          l0c_stages=L0C_STAGES, stream_a=False, stream_b=False,
                          bias_dtype=bias.dtype if BIAS else None, transpose_a=TRANSPOSE_A, transpose_b=TRANSPOSE_B,
-                         dtype_b=b.dtype)
+                         dtype_b=b.dtype, mx=mx)
     a_l1 = alloc_l1([B_L0 * M_PAD, K_L1], a.dtype, transpose=TRANSPOSE_A, buffers=L1_STAGES, name="a_l1")
     b_l1 = alloc_l1([K_L1, B_L0 * N_PAD], b.dtype, transpose=TRANSPOSE_B, buffers=L1_STAGES, name="b_l1")
+    if mx is not None:          # the merged scale tiles, a slot per data slot (advanced together)
+        a_l1s = pl.alloc(pl.L1, [B_L0 * M_PAD, K_L1 // MX_GROUP], pl.DT_FP8E8M0, layout=pl.ZZ, buffers=L1_STAGES,
+                         name="a_scale_l1")
+        b_l1s = pl.alloc(pl.L1, [K_L1 // MX_GROUP, B_L0 * N_PAD], pl.DT_FP8E8M0, layout=pl.NN, buffers=L1_STAGES,
+                         name="b_scale_l1")
     # ndNum needs the group's batches consecutive in the operand: its batch dims are the output's (no broadcast)
     a_nd = tuple(a.shape[:-2]) == batch
     b_nd = tuple(b.shape[:-2]) == batch
@@ -81,13 +92,22 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
             ng = min(B_L0, last - g0)
             # valid up to the last batch's real M x N: what the MMADs compute (a batch's rows/cols past M/N inside
             # the merged tile only feed dropped products) and no bias column past the last batch's N is read
-            c_l0c = with_valid(bufs.c_l0c.next()[0:ng * M_PAD, 0:ng * N_PAD], (ng - 1) * M_PAD + M,
-                               (ng - 1) * N_PAD + N)
+            c_slot = bufs.c_l0c.next()
+            c_l0c = with_valid(c_slot if mx is not None else c_slot[0:ng * M_PAD, 0:ng * N_PAD],
+                               (ng - 1) * M_PAD + M, (ng - 1) * N_PAD + N)
             bias_bt = _bias_row(bufs, bias, batch, g0, ng, N_PAD, N) if BIAS else None
             step = 0
             for k1 in pl.range(0, K, K_L1):
                 a_slot, b_slot = a_l1.next(), b_l1.next()
                 k_len = min(K_L1, K - k1)
+                a_s = b_s = None
+                if mx is not None:
+                    a_s, b_s = a_l1s.next(), b_l1s.next()
+                    for i in pl.range(ng):
+                        load_scales(bufs, a_s[i * M_PAD:(i + 1) * M_PAD, :], True,
+                                    batch_offsets(g0 + i, batch, a.shape[:-2]), 0, k1, k_len)
+                        load_scales(bufs, b_s[:, i * N_PAD:(i + 1) * N_PAD], False,
+                                    batch_offsets(g0 + i, batch, b.shape[:-2]), 0, k1, k_len)
                 k_all = ceil_align(k_len, align)
                 piece = ceil_align(cdiv(k_all, L1_PIECES), BASE_K)
                 for kp in pl.range(0, k_all, piece):        # K pieces, A's and B's interleaved (K order)
@@ -107,8 +127,10 @@ def merge_batch_kernel(a, b, bias, out, *, B_L0: int, M_PAD: int, N_PAD: int, BA
                         if not b_nd:
                             load_l1(b_slot[kp:kp + kw, i * N_PAD:(i + 1) * N_PAD], b,
                                     batch_offsets(g0 + i, batch, b.shape[:-2]) + b_k, transpose=TRANSPOSE_B)
-                step = mmad_l1(bufs, c_l0c, a_slot[0:ng * M_PAD, :], b_slot[:, 0:ng * N_PAD], min(K_L1, K - k1),
-                               step=step, steps=steps, bias_bt=bias_bt if k1 == 0 else None, use_unit_flag=False)
+                if mx is None:
+                    a_slot, b_slot = a_slot[0:ng * M_PAD, :], b_slot[:, 0:ng * N_PAD]
+                step = mmad_l1(bufs, c_l0c, a_slot, b_slot, min(K_L1, K - k1), step=step, steps=steps,
+                               bias_bt=bias_bt if k1 == 0 else None, use_unit_flag=False, a1s=a_s, b1s=b_s)
             for i in pl.range(ng):                          # the block diagonal out; cross terms dropped
                 c_ii = c_l0c[i * M_PAD:(i + 1) * M_PAD, i * N_PAD:(i + 1) * N_PAD]
                 offs = batch_offsets(g0 + i, batch, batch) + [0, 0]
@@ -131,6 +153,9 @@ def _bias_row(bufs, bias, batch: tuple, g: int, ng: int, n_pad: int, n: int):
     bias_bt = with_valid(bufs.bias_bt[0:1, 0:ng * n_pad], 1, valid)
     pl.move(bias_bt, row)
     return bias_bt
+
+
+merge_batch_kernel, merge_batch_mx_kernel = with_mx(_merge_batch_kernel)
 
 
 # ---- host side -------------------------------------------------------------------------------------
@@ -170,4 +195,4 @@ def kernel_params(plan) -> tuple[dict, int]:
 
 def launch(plan, ops: Operands, *, mode: str) -> pyto.Report:
     """Run MergeBatch for `plan` on `ops` (the launch convention of kernels/bmm/common.py)."""
-    return run_kernel(merge_batch_kernel, plan, ops, *kernel_params(plan), mode)
+    return run_kernel((merge_batch_kernel, merge_batch_mx_kernel), plan, ops, *kernel_params(plan), mode)

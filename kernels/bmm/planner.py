@@ -166,8 +166,8 @@ def _structural(branch: str, p: Problem, chip: Chip) -> None:
         raise PlanError(f"to_matmul needs BatchA = 1 or BatchB = 1; here BatchA = {p.batch_a}, BatchB = {p.batch_b}")
     if branch == "to_matmul" and p.lowp:
         raise PlanError(f"to_matmul fails {lowp_matmul_check(p)}")
-    if branch == "merge_batch" and p.mx:
-        raise PlanError(f"merge_batch fails {merge_mx_check()}")
+    if branch == "merge_batch" and p.mx and not merge_mx_check(p).holds:
+        raise PlanError(f"merge_batch fails {merge_mx_check(p)}")
     if branch == "merge_batch" and not (p.same_batch or min(p.batch_a, p.batch_b) == 1):
         raise PlanError(f"merge_batch needs BatchA = BatchB = B (or a batch-1 side broadcast to B) to merge batch i "
                         f"of A with batch i of B; here BatchA = {p.batch_a}, BatchB = {p.batch_b}, B = {p.batch}")
