@@ -8,7 +8,12 @@ Targets (issue 7): agreement >= 90 %, median regret <= 5 %, home-ground branches
 where the shape allows: where the roofline is at least ALLOWS = 4 times the latency no kernel hides (a first
 GM read and a last GM write), since time >= roofline + that latency.
 
-Run: python benchmarks/bmm_planner.py [--quick] [--chip NAME] [--held-out N [--seed S] [--tune]]
+With --fitted FILE (a `pyto calibrate` output; "package": the package's file for the chip) every shape is also planned
+with those fitted constants (pyto_kernels.bmm.fitted) and that plan simulated: the agreement and regret before
+(today's constants, no file) and after calibration, side by side, and the shapes whose choice the file changes.
+Fit the file on a sweep of other shapes (another seed) than the --held-out ones it is judged on.
+
+Run: python benchmarks/bmm_planner.py [--quick] [--chip NAME] [--held-out N [--seed S] [--tune]] [--fitted FILE]
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import os as _os, sys as _sys  # noqa: E401 - blas_threads lives beside this scr
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
 import blas_threads  # noqa: E402,I001 - first: pins the BLAS thread count before numpy loads
 import pyto
-from pyto_kernels.bmm import bmm, legal_branches, plan, run_plan
+from pyto_kernels.bmm import bmm, fitted, legal_branches, plan, run_plan
 
 
 # A kernel's time is at least its roofline plus the latency it cannot hide (first read, last write): it
@@ -129,14 +134,18 @@ def tuned(a_shape, b_shape, dtype, chip) -> tuple:
     return run_plan(p, pyto.spec(a_shape, dtype), pyto.spec(b_shape, dtype))[1].cycles, wall
 
 
-def evaluate(cases: list, chip: str, floor: float, tune: Optional[list] = None) -> tuple:
-    """Print a row per shape; return (regrets, agreements, roofline shares per branch, |estimate errors|).
-    `tune`: a list to append (tuned plan's regret against the best of this benchmark's runs, tune wall s) to."""
+def evaluate(cases: list, chip: str, floor: float, tune: Optional[list] = None, fit: Optional[fitted.Fitted] = None,
+             after: Optional[list] = None) -> tuple:
+    """Print a row per shape; return (regrets, agreements, roofline shares per branch, |estimate errors|): the planner
+    with today's constants (no fitted file). `tune`: a list to append (tuned plan's regret against the best of this
+    benchmark's runs, tune wall s) to. `fit`: fitted constants to plan with as well, appending (regret, agreed,
+    branch today, branch fitted, label) to `after`."""
     regrets, agree, eff, est_err = [], 0, {}, []
     print(f"{'label':<18} {'A':<18} {'B':<18} {'dt':<5} {'planner':<12} {'best':<12} {'regret':>7}  "
           f"{'% roofline (planner)':>8}  {'est err':>7}  times per branch (us)")
     for label, a_shape, b_shape, dtype in cases:
-        planned = plan(a_shape, b_shape, dtype, chip)
+        with fitted.using(fitted.Fitted(pyto.load_chip(chip).name)):     # today's constants
+            planned = plan(a_shape, b_shape, dtype, chip)
         chosen = planned.branch
         times = {}
         for br in legal_branches(a_shape, b_shape, dtype, chip):
@@ -163,15 +172,44 @@ def evaluate(cases: list, chip: str, floor: float, tune: Optional[list] = None) 
         err = planned.estimate.t_total / (mine / clock) - 1
         est_err.append(abs(err))
         extra = ""
+        if fit is not None:
+            with fitted.using(fit):
+                cal = plan(a_shape, b_shape, dtype, chip)
+            same = cal.branch == chosen and cal.tiling == planned.tiling
+            theirs = mine if same else run_plan(cal, pyto.spec(a_shape, dtype), pyto.spec(b_shape, dtype))[1].cycles
+            oracle = min(mine, theirs, ok[forced_best])      # one oracle for both plans: all this shape's runs
+            after.append((mine / oracle - 1, theirs / oracle - 1, chosen, cal.branch, f"{a_shape} @ {b_shape}"))
+            extra = "  fitted: " + ("the same plan" if same else f"{cal.branch} {theirs / clock:.1f} "
+                                    f"({after[-1][1]:+.1%} vs {after[-1][0]:+.1%})")
         if tune is not None:
             cyc, wall = tuned(a_shape, b_shape, dtype, chip)
-            tune.append((cyc / min(mine, ok[forced_best]) - 1, wall))
-            extra = f"  tuned {cyc / clock:.1f} ({tune[-1][0]:+.1%}, {wall:.1f} s)"
+            tune.append((cyc / (oracle if fit is not None else min(mine, ok[forced_best])) - 1, wall))
+            extra += f"  tuned {cyc / clock:.1f} ({tune[-1][0]:+.1%}, {wall:.1f} s)"
         print(f"{label:<18} {str(a_shape):<18} {str(b_shape):<18} {dtype:<5} {chosen:<12} {best:<12} "
               f"{regret:>6.1%}  {roof / mine:>8.1%}  {err:>+7.1%}  {per}" + (f"  (planned {mine / clock:.1f})"
                                                                                if mine != ok.get(chosen) else "")
               + extra)
     return regrets, agree, eff, est_err
+
+
+def compare_table(after: list, tune: Optional[list] = None) -> list:
+    """Lines: the planner's agreement and regret with today's constants and with the fitted ones (one oracle per
+    shape: the fastest of every run of it), plan(tune=True)'s with its wall time, and the choices the file changes."""
+    def row(name: str, regs: list, wall: str = "") -> str:
+        agree = sum(r <= 0.005 for r in regs)
+        return (f"  {name:<34} {agree:>4}/{len(regs):<4} {agree / len(regs):>7.1%} {statistics.median(regs):>+9.1%} "
+                f"{max(regs):>+9.1%} {statistics.fmean(regs):>+9.2%}  {wall}")
+    out = [f"  {'':<34} {'agree':>9} {'rate':>7} {'median':>9} {'worst':>9} {'mean':>9}  (regret)",
+           row("planner, today's constants", [x[0] for x in after]),
+           row("planner, fitted constants", [x[1] for x in after])]
+    if tune:
+        walls = [w for _, w in tune]
+        out.append(row("plan(tune=True)", [r for r, _ in tune],
+                       f"wall per shape median {statistics.median(walls):.2f} s, worst {max(walls):.2f} s"))
+    moved = [x for x in after if x[2] != x[3]]
+    out.append(f"  branch changed by the fitted file on {len(moved)}/{len(after)} shapes"
+               + "".join(f"\n    {lab}: {a} -> {b} (regret {ra:+.1%} -> {rb:+.1%})" for ra, rb, a, b, lab in moved[:40]))
+    return out
 
 
 def main() -> None:
@@ -184,11 +222,22 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1, help="the held-out shapes' random seed (default 1)")
     ap.add_argument("--tune", action="store_true",
                     help="on the held-out shapes also plan(tune=True): its regret and wall time per shape")
+    ap.add_argument("--fitted", default=None, metavar="FILE",
+                    help="also plan with these fitted constants (a pyto calibrate output; 'package': the package's "
+                         "file for the chip): agreement and regret before/after calibration")
     args = ap.parse_args()
+    fit = None
+    if args.fitted:
+        name = pyto.load_chip(args.chip).name
+        fit = fitted.read(fitted.package_path(name) if args.fitted == "package" else args.fitted)
+        if fit.chip != name:
+            raise SystemExit(f"--fitted {args.fitted} was fitted on {fit.chip}, not {name}")
+        print(f"fitted constants: {args.fitted} (version {fit.version}; {fit.meta.get('sweep', {})})")
     floor = latency_floor_cycles(args.chip)
     t0 = time.time()
     cases = suite(args.quick)
-    regrets, agree, eff, est_err = evaluate(cases, args.chip, floor)
+    s_after = [] if fit is not None else None
+    regrets, agree, eff, est_err = evaluate(cases, args.chip, floor, fit=fit, after=s_after)
     n = len(cases)
     print(f"\n{n} shapes in {time.time() - t0:.0f} s")
     print(f"agreement (planner's branch is the fastest legal one, within 0.5%): {agree}/{n} = {agree / n:.1%} "
@@ -208,10 +257,14 @@ def main() -> None:
     for br, vals in sorted(eff.items()):
         print(f"  {br:<12} home: {fmt([v for v, c, big, h in vals if c and big and h]):<36} "
               f"outside: {fmt([v for v, c, big, h in vals if c and big and not h])}")
+    if fit is not None:
+        print(f"\nsuite, before/after calibration ({args.fitted}):")
+        print("\n".join(compare_table(s_after)))
     if args.held_out:
         print(f"\nheld-out shapes (random, seed {args.seed}; not used to tune the planner):")
         tune = [] if args.tune else None
-        h_regrets, h_agree, _, h_err = evaluate(held_out(args.held_out, args.seed), args.chip, floor, tune)
+        h_after = [] if fit is not None else None
+        h_regrets, h_agree, _, h_err = evaluate(held_out(args.held_out, args.seed), args.chip, floor, tune, fit, h_after)
         m = len(h_regrets)
         print(f"held-out: agreement {h_agree}/{m} = {h_agree / m:.1%}, regret median "
               f"{statistics.median(h_regrets):.1%}, worst {max(h_regrets):.1%}; estimate median |error| "
@@ -223,6 +276,9 @@ def main() -> None:
                   f"this benchmark's runs: every legal branch forced, and the seed's plan), regret median "
                   f"{statistics.median(t_reg):+.1%}, worst {max(t_reg):+.1%}; tune wall time per shape median "
                   f"{statistics.median(walls):.1f} s, worst {max(walls):.1f} s")
+        if fit is not None:
+            print(f"\nheld-out ({m} shapes, seed {args.seed}), before/after calibration ({args.fitted}):")
+            print("\n".join(compare_table(h_after, tune)))
 
 
 if __name__ == "__main__":

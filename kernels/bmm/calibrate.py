@@ -6,12 +6,13 @@ The fit, in two stages (numpy only):
    overhead_us >= 0 (a latency the model under-counts; a negative one is refitted with overhead 0). This is the
    model's systematic error per branch, which the planner's comparisons between branches inherit. Rows of every
    tiling count (the next-best ones too): more points on the same line.
-2. A coordinate search over the decision constants, maximising the agreement of the planner with the fastest
-   simulated row of each case (then the least mean regret): start from today's constants; try stage 1's lines as
-   one move; then `resolution` and `override` on small grids, and per branch its scale times 0.85-1.15
-   (overhead kept); keep a move only where it strictly improves; two rounds. Agreement is a step function of the
-   constants (the planner compares, it does not add up), so it is searched, not differentiated; stage 1 gives the
-   search a start with a physical meaning, and a constant the search does not move stays absent (today's).
+2. A coordinate search over the decision constants for more agreement of the planner with the fastest simulated
+   row of each case and less mean regret, a move kept only where neither gets worse and one gets better
+   (_better): start from today's constants; try stage 1's lines as one move; then `resolution` and `override` on
+   small grids, and per branch its scale times 0.85-1.15 (overhead kept); two rounds. Agreement is a step
+   function of the constants (the planner compares, it does not add up), so it is searched, not differentiated;
+   stage 1 gives the search a start with a physical meaning, and a constant the search does not move stays
+   absent (today's).
    Every score replays plan() itself (fitted.using) on the case's shapes and looks the chosen (branch, tiling)
    up in the case's rows: the entry conditions, the price order and the override are the planner's own.
 
@@ -61,7 +62,7 @@ class Score:
 
     def cells(self) -> str:
         return (f"{self.agree:>4}/{self.cases:<4} {self.agreement:>7.1%} {self.median_regret:>8.1%} "
-                f"{self.worst_regret:>8.1%}")
+                f"{self.worst_regret:>8.1%} {self.mean_regret:>8.2%}")
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ class Calibration:
 
     def table(self) -> str:
         """Before/after, fitted and held-out cases (what `pyto calibrate` prints)."""
-        head = f"{'':<22} {'agree':>9} {'rate':>7} {'median':>8} {'worst':>8}   (regret vs the fastest simulated row)"
+        head = (f"{'':<22} {'agree':>9} {'rate':>7} {'median':>8} {'worst':>8} {'mean':>8}   (regret vs the fastest "
+                f"simulated row)")
         out = [head]
         for name, s in (("fit cases, before", self.before_fit), ("fit cases, after", self.after_fit),
                         ("held-out, before", self.before_held), ("held-out, after", self.after_held)):
@@ -204,8 +206,12 @@ def score(cases: Iterable[_Case], fit: Fitted) -> Score:
 
 
 def _better(a: Score, b: Score) -> bool:
-    """a strictly better than b: more agreement, then less mean regret (by more than float noise)."""
-    return a.agree > b.agree or (a.agree == b.agree and a.mean_regret < b.mean_regret - 1e-9)
+    """a strictly better than b, on both counts: agreement no lower and mean regret no higher, one of them strictly
+    (float noise aside). A move that buys agreement with more regret elsewhere is refused: the planner's worst cases
+    are what a researcher trusting it pays for."""
+    eps = 1e-9
+    return (a.agree >= b.agree and a.mean_regret <= b.mean_regret + eps
+            and (a.agree > b.agree or a.mean_regret < b.mean_regret - eps))
 
 
 # ---- stage 2: the search ---------------------------------------------------------------------------------

@@ -492,7 +492,9 @@ def _tuned(a_shape, b_shape, dtype, chip, bias, transpose_a, transpose_b, branch
     branches = [branch] if branch is not None else legal_branches(a_shape, b_shape, dtype, kw["chip"], bias,
                                                                     transpose_a, transpose_b)
     forced = lambda b: plan(a_shape, b_shape, branch=b, **kw)  # noqa: E731
-    key = tune.problem_key(a_shape, b_shape, as_dtype(dtype).name, bias, transpose_a, transpose_b, reduce, override,
+    fit = fitted.for_chip(kw["chip"])       # the seed's plan depends on the fitted constants: so does the entry
+    decided = override if fit.empty else [override, list(fit.key)]
+    key = tune.problem_key(a_shape, b_shape, as_dtype(dtype).name, bias, transpose_a, transpose_b, reduce, decided,
                            branch)
     return tune.tune(seed, forced, branches, kw["chip"], key, (a_shape, b_shape, bias))
 
