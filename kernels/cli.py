@@ -118,7 +118,8 @@ def _shared_args(p: argparse.ArgumentParser) -> None:
         p.add_argument(dim, type=count, help=f"{what}: C[B, M, N] = A[B, M, K] @ right[B, K, N]")
     p.add_argument("--batch-a", type=count, default=None, help="BatchA (default B)")
     p.add_argument("--batch-b", type=count, default=None, help="BatchB (default B)")
-    p.add_argument("--dtype", default="bf16", choices=("fp16", "bf16", "fp32", "int8"), help="default bf16")
+    p.add_argument("--dtype", default="bf16", choices=("fp16", "bf16", "fp32", "int8", "fp8e4m3fn", "fp8e5m2", "hf8"),
+                   help="default bf16 (the 8-bit floats: the 950, fp32 out)")
     p.add_argument("--chip", default="ascend950pr", help="chip name or .toml path (default ascend950pr)")
     p.add_argument("--bias", action="store_true", help="add a bias [B, 1, N]")
     p.add_argument("--transpose-a", action="store_true", help="A stored (B, K, M)")
@@ -157,21 +158,23 @@ def cmd_bmm(args: argparse.Namespace) -> int:
     _reduce_note(p, args.reduce)
     pr, dt = p.problem, as_dtype(args.dtype)
     int8 = dt is DType.int8
+    bias_dt = DType.int32 if int8 else pr.out_dtype        # (an fp32 bias for the 8-bit floats)
     if args.timing:
         a, b = pyto.spec(a_shape, dt), pyto.spec(b_shape, dt)
-        bias = pyto.spec(bias_shape, DType.int32 if int8 else dt) if args.bias else None
+        bias = pyto.spec(bias_shape, bias_dt) if args.bias else None
     else:
         # the host-memory check before the inputs are made: a CapacityError (exit 1) naming the estimate, the
         # memory available and what to do (pyto_kernels.bmm.footprint, pyto/emulator/admission.py)
         footprint.admit(p, pyto.spec(a_shape, dt), pyto.spec(b_shape, dt),
-                        pyto.spec(bias_shape, DType.int32 if int8 else dt) if args.bias else None,
+                        pyto.spec(bias_shape, bias_dt) if args.bias else None,
                         mode="full", caller=True, verify=True)
         a, b, bias = random_inputs(a_shape, b_shape, dt, bias_shape if args.bias else None, seed=args.seed)
     with progress.shown(), pyto.run_options(check=not args.no_race_check):   # progress: on a terminal only
         c, rep = run_plan(p, a, b, bias)
         if not args.timing:
             progress.phase("comparing with numpy")
-            cmp = compare(c, a, b, bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b)
+            cmp = compare(c, a, b, bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b,
+                          dtype=dt if dt is DType.hf8 else None)        # (HF8: uint8 codes, named)
     chip = p.chip_spec or pyto.load_chip(p.chip)
     roof = roofline_us(pr, chip)
     if args.quiet:

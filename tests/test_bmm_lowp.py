@@ -296,3 +296,15 @@ def test_run_plan_and_api_check_on_lowp():
     c, _ = run_plan(plan(a.shape, b.shape, "hf8"), a, b)
     check(c, a64, b64)
     assert api_check(c, a, b, dtype="hf8") == ""
+
+
+def test_cli_bmm_on_fp8_and_hf8(capsys):
+    """`pyto bmm --dtype fp8e5m2 / hf8`: planned, run and checked against float64 (HF8's codes decoded); the A2 chip
+    refuses with the named error (exit 1)."""
+    from pyto.cli import main
+    assert main(["bmm", "2", "40", "48", "128", "--dtype", "fp8e5m2", "--bias", "--quiet"]) == 0
+    assert main(["bmm", "2", "40", "48", "96", "--dtype", "hf8", "--batch-b", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("check: PASS (float64 numpy within matmul_bound)") == 2
+    assert main(["bmm", "1", "32", "32", "64", "--dtype", "fp8e4m3fn", "--chip", "atlas-a2", "--quiet"]) == 1
+    assert "chip atlas-a2's cube has no fp8e4m3fn mode" in capsys.readouterr().err
