@@ -10,8 +10,8 @@ once a second within a phase), and not before `DELAY` seconds, so short runs pri
 is not a terminal (pipes, files, tests) no thread starts and nothing is written. The line is erased when the
 `with` block ends, whatever ends it. Runs in other threads do not report to this thread's line.
 
-On a first run numba compiles the emulator's loops (about 15 s, cached on disk after): a phase whose numba
-functions have neither been compiled in this process nor have a cache on disk says so.
+On a first large run numba compiles the emulator's loops (about 15 s, cached on disk after; a small run's
+loops run as plain Python instead, pyto/emulator/jitmode.py): a phase compiling them says so.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ DELAY = 0.5          # seconds before the first one: a short run shows nothing
 # the emulator modules whose numba functions compile in each phase (the first call compiles or loads them)
 PHASE_JIT = {"auto-sync": ("autosync_jit", "l2_replay"), "scheduling": ("simulate", "l2_replay"),
              "checking": ("checkcore", "lower"), "data": ("widen",)}
-COMPILING = "first run: numba compiles, ~15 s once"
+COMPILING = "first large run: numba compiles, ~15 s once"
 
 
 class Progress:
@@ -61,7 +61,7 @@ class Progress:
         if total is not None:
             text += f" {done or 0:,}/{total:,} blocks"
         text += f", {time.monotonic() - self.t0:.0f} s"
-        if any(not d.overloads for d in self._cold.get(name, ())):
+        if self._cold.get(name) and _compiling(self._cold[name]):
             text += f" ({COMPILING})"
         return text[:self._columns]
 
@@ -151,6 +151,12 @@ def _isatty(stream) -> bool:
         return False
 
 
+def _compiling(ds: list) -> bool:
+    """Whether one of these cold dispatchers is compiling (jitmode picked it to: a small run's stay Python)."""
+    from .emulator import jitmode
+    return any(jitmode.compiling(d) for d in ds)
+
+
 def _cold_jits() -> dict:
     """Per phase (PHASE_JIT), the numba functions of its modules that neither ran in this process nor have an
     up-to-date cache on disk: their first call compiles. Empty when numba is off or its cache cannot be read."""
@@ -160,6 +166,7 @@ def _cold_jits() -> dict:
         from numba.core.dispatcher import Dispatcher
     except ImportError:
         return {}
+    from .emulator import jitmode
     cold: dict = {}
     for mod in {m for mods in PHASE_JIT.values() for m in mods}:
         module = sys.modules.get(f"pyto.emulator.{mod}")
@@ -167,18 +174,9 @@ def _cold_jits() -> dict:
             continue
         for d in vars(module).values():
             if (isinstance(d, Dispatcher) and d.__module__ == module.__name__ and not d.overloads
-                    and d.targetoptions.get("inline") != "always" and not _cached(d)):
+                    and d.targetoptions.get("inline") != "always" and jitmode.cold(d)):
                 cold.setdefault(mod, []).append(d)
     return {name: [d for m in mods for d in cold.get(m, ())] for name, mods in PHASE_JIT.items()}
-
-
-def _cached(d) -> bool:
-    """Whether numba's disk cache has an entry for `d` whose source stamp is current (numba's own index; an
-    unreadable one counts as cached: say nothing rather than something wrong)."""
-    try:
-        return bool(d._cache._cache_file._load_index())
-    except Exception:       # numba's private layout changed, no cache: do not claim a compile
-        return True
 
 
 __all__ = ["phase", "shown", "active", "Progress", "INTERVAL", "DELAY"]

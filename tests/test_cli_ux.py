@@ -21,6 +21,7 @@ import pytest
 import pyto
 import pyto.language as pl
 from pyto import progress
+from pyto.emulator import jitmode
 from pyto.cli import main
 from pyto.report import SATURATED, Report
 from pyto_kernels.bmm import bmm, plan
@@ -121,9 +122,20 @@ def test_the_line_names_phase_blocks_seconds_and_a_first_run_compile():
 
         class Cold:                 # a numba dispatcher that has not compiled yet, and has no cache on disk
             overloads: dict = {}
-        p._cold = {"scheduling": [Cold()]}
+            py_func = staticmethod(lambda: None)
+
+            class _cache:
+                class _cache_file:
+                    @staticmethod
+                    def _load_index() -> dict:
+                        return {}
+        cold = Cold()
+        p._cold = {"scheduling": [cold]}
         p.phase("scheduling")
-        assert p.line().startswith("pyto: scheduling, 0 s (first run: numba compiles")
+        assert jitmode.pick(cold, 10, 100) is not cold      # small work: plain Python, nothing compiles
+        assert p.line() == "pyto: scheduling, 0 s"
+        assert jitmode.pick(cold, 1000, 100) is cold        # large: it compiles, and the line says so
+        assert p.line().startswith("pyto: scheduling, 0 s (first large run: numba compiles")
         Cold.overloads = {"sig": object()}
         assert p.line() == "pyto: scheduling, 0 s"
         time.sleep(0.1)
@@ -133,8 +145,9 @@ def test_the_line_names_phase_blocks_seconds_and_a_first_run_compile():
     assert text.startswith("\rpyto: ") and text.endswith("\r")
 
 
-def test_numba_functions_that_ran_are_not_cold():
+def test_numba_functions_that_ran_are_not_cold(monkeypatch):
     from pyto.emulator import checkcore, simulate
+    monkeypatch.setenv("PYTO_NUMBA", "1")          # compiled (on a fresh install a small run's loops stay Python)
     pyto.run(matmul_pingpong, *_pingpong_arrays(), blocks=1, TM=64, TN=64, TK=64)
     cold = [d for ds in progress._cold_jits().values() for d in ds]
     assert simulate.simulate not in cold and checkcore.check not in cold

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Buf, GMTensor, Instr, Op, Pipe, is_cross_core, rect_covers
-from . import autosync_jit, autosync_table
+from . import autosync_jit, autosync_table, jitmode
 
 REFERENCE = False     # True: `insert` runs insert_reference, the plain algorithm (tests compare the two)
 SMALL = 24            # shorter orders run insert_reference: the tables' fixed cost is more than its loop
@@ -63,7 +63,8 @@ def insert(order: list, core: int, data: bool = True, wait_blocks_core: bool = F
         insert_reference(order, core, data, wait_blocks_core)
         return
     t = autosync_table.tables(order)
-    ptr, deps = autosync_jit.run(t.keys, t.rank, core, data, wait_blocks_core, int(Pipe.M), int(Pipe.FIX), *t[2:])
+    run = jitmode.pick(autosync_jit.run, len(order), jitmode.ORDER)
+    ptr, deps = run(t.keys, t.rank, core, data, wait_blocks_core, int(Pipe.M), int(Pipe.FIX), *t[2:])
     if not len(deps):
         return
     waits = list(map(order.__getitem__, deps.tolist()))

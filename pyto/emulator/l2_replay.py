@@ -11,10 +11,10 @@ plain Python (PYTO_NUMBA=0 selects it).
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from numba import njit
+
+from . import jitmode
 
 WRITTEN_SCAN = 64     # written regions a read looks among (those on its rows' 16-row bands), most recent first
 BAND = 16             # rows of one band of the written-region index
@@ -38,7 +38,7 @@ def band_index(rid: np.ndarray, read: np.ndarray, book: np.ndarray, rects: np.nd
     """The band index's layout: (per region, its bands as a CSR (ptr, band numbers), per band the start of its
     run in the pool and, last, the pool's size). Only regions of a (tensor, batch) that some access writes have
     bands (a read of any other finds nothing written); a band's run holds at most one entry per write on it."""
-    return _band_index(rid, read, book, rects)
+    return jitmode.pick(_band_index, len(rid), jitmode.ACCESSES)(rid, read, book, rects)
 
 
 @njit(cache=True)
@@ -87,7 +87,7 @@ def replay_arrays(prog: np.ndarray, phase: np.ndarray, index: np.ndarray, kid: n
     nbytes, read = np.ascontiguousarray(nbytes, np.float64), np.ascontiguousarray(read, np.bool_)
     rects = np.ascontiguousarray(rects, np.int64).reshape(-1, 4)
     rb_ptr, rb_ids, band_start = band_index(rid, read, book, rects)
-    fn = replay if os.environ.get("PYTO_NUMBA", "1") != "0" else replay.py_func
+    fn = jitmode.pick(replay, len(index), jitmode.ACCESSES)
     return fn(order, index, kid, rid, nbytes, read, book, rects, rb_ptr, rb_ids, band_start, n_keys, n_index,
               float(capacity))
 
@@ -119,23 +119,30 @@ def _inside(r, rects, book, wkey, wseq, wep, rb_ptr, rb_ids, band_start, blen, p
                 stamp[q] = query
                 cands[nc] = q
                 nc += 1
-    seqs = np.empty(nc, np.int64)
-    for j in range(nc):
-        seqs[j] = -wseq[cands[j]]
-    by = np.argsort(seqs)        # newest first (sequence numbers are distinct within a tensor and batch)
+    # the m newest, newest first (sequence numbers are distinct within a tensor and batch): a selection of m <= 64
+    # (np.argsort would compile numba's quicksort, seconds on a first run)
     m = min(nc, WRITTEN_SCAN)
     top = np.empty(m, np.int64)
+    prev = wseq[cands[0]] if nc else 0
     for j in range(m):
-        top[j] = cands[by[j]]
+        best = -1
+        for x in range(nc):
+            q = cands[x]
+            if (j == 0 or wseq[q] < prev) and (best < 0 or wseq[q] > wseq[best]):
+                best = q
+        top[j] = best
+        prev = wseq[best]
     r0, r1, c0, c1 = rects[r, 0], rects[r, 1], rects[r, 2], rects[r, 3]
     for j in range(m):
         w = top[j]
         if rects[w, 0] <= r0 and r1 <= rects[w, 1] and rects[w, 2] <= c0 and c1 <= rects[w, 3]:
             hosts[0] = wkey[w]
             return 1
-    got = _pieces(r0, r1, c0, c1, top, rects, wkey, pieces, hosts, False)
-    if got == 0:
-        got = _pieces(r0, r1, c0, c1, top, rects, wkey, pieces, hosts, True)
+    got = 0
+    for oldest_first in (False, True):      # newest first, then oldest first (a bool, not two literals: one compile)
+        got = _pieces(r0, r1, c0, c1, top, rects, wkey, pieces, hosts, oldest_first)
+        if got:
+            break
     return got
 
 

@@ -16,6 +16,7 @@ from operator import attrgetter
 import numpy as np
 
 from ..ir import GMTensor
+from . import jitmode
 from .l2_replay import intern_rows, replay_arrays
 
 _OBJ, _BATCH, _RECT = attrgetter("obj"), attrgetter("batch"), attrgetter("rect")
@@ -94,9 +95,10 @@ class L2Accesses:
             cat["prog"].append(p + prog0)
             cat["rows"].append(rows)
         a = {k: np.concatenate(v) for k, v in cat.items()}
-        rid, first = intern_rows(a["rows"])
+        intern = jitmode.pick(intern_rows, len(a["rows"]), jitmode.ACCESSES)
+        rid, first = intern(a["rows"])
         regions = a["rows"][first]
-        book, _ = intern_rows(np.ascontiguousarray(regions[:, :2]))
+        book, _ = intern(np.ascontiguousarray(regions[:, :2]))
         u, b, r0, r1, c0, c1 = regions.T.tolist()
         hashes = np.fromiter(map(hash, zip(u, b, zip(r0, r1, c0, c1))), np.int64, len(regions))
         keys, kid_of = np.unique(hashes, return_inverse=True)    # the key: the region tuple's hash

@@ -8,7 +8,6 @@ numbers; a tile or workspace gets a region of one flat mask of written cells (me
 geometry)."""
 from __future__ import annotations
 
-import os
 import struct
 from itertools import starmap
 from typing import NamedTuple, Optional
@@ -17,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from ..ir import GMTensor, Pipe, TileStore
+from . import jitmode
 from .memory import Initialised
 from .overlap import ByteAccesses, ByteSpace, with_bytes
 
@@ -206,7 +206,7 @@ class Lowering:
         base = np.zeros(no, np.int64)
         if no > 1:
             np.cumsum(ncells[:-1], out=base[1:])
-        fn = _cells if os.environ.get("PYTO_NUMBA", "1") != "0" else _cells.py_func
+        fn = jitmode.pick(_cells, len(obj), jitmode.INSTRUCTIONS)
         cells, cell, stride = fn(obj, rect, batch, geo, base, gm)
         # histories: (object, batch) pairs (a tile's batch is -1)
         key = obj * (int(batch.max()) + 2 if m else 1) + batch + 1

@@ -13,14 +13,13 @@ uninitialised reads are its leader's. In a launch that stalls every block is che
 """
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import DeadlockError
 from ..ir import Role
-from . import checkcore
+from . import checkcore, jitmode
 from .encode import ROUND_WAIT
 from .lower import Lowering, deps, threads
 from .memory import Initialised
@@ -129,7 +128,7 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list, ove
         width = 13 * max(blocks, 1)
     order = sched.order
     positions = np.flatnonzero(visit[order])
-    fn = checkcore.check if os.environ.get("PYTO_NUMBA", "1") != "0" else checkcore.check.py_func
+    fn = jitmode.pick(checkcore.check, len(order), jitmode.INSTRUCTIONS)
     race, un = fn(positions, np.asarray(order, np.int64), np.asarray(sched.join_ptr, np.int64),
                   np.asarray(sched.join_idx, np.int64), blk, thr, core, sync, np.array(leader, np.int64), first,
                   dep_ptr, dep_idx, slot, int(keep.sum()), f_tracked, f_reads, parties, max(blocks, 1), width,

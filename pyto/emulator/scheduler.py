@@ -6,13 +6,12 @@ are auto-sync dependencies, unit_flag blocks (docs/cube_phase.md §7), expert fl
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..chip import Chip
-from . import simulate as _sim
+from . import jitmode, simulate as _sim
 from ..ir import Pipe
 from .encode import ROUND_WAIT, Encoded
 
@@ -38,7 +37,7 @@ class Schedule:
 def schedule(enc: Encoded, chip: Chip) -> Schedule:
     """Run all programs. A stall is returned as `deadlock` (the caller first checks what did run)."""
     a = enc.arrays
-    fn = _sim.simulate if os.environ.get("PYTO_NUMBA", "1") != "0" else _sim.simulate.py_func
+    fn = jitmode.pick(_sim.simulate, len(a["pipe_of"]), jitmode.SCHEDULE)
     (status, now, order, begin, end, join_ptr, join_idx, busy, qpos, flags) = fn(
         a["pipe_of"], a["q_ptr"], a["q_idx"], a["dep_ptr"], a["dep_idx"], a["uf_rid"], a["rg_ptr"], a["rg_blk"],
         a["uf_wait"],

@@ -160,8 +160,8 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
     ht = np.empty(cap, np.float64)
     hk = np.empty(cap, np.int64)
     hi = np.empty(cap, np.int64)
-    nh = 0
-    seq = 0
+    nh = np.int64(0)           # (not the literal 0: one compiled _push / _pop / _book, not two or three)
+    seq = np.int64(0)
     work = np.empty(2 * n_pipes + 8, np.int64)
     nw = 0
     for p in range(n_pipes):
@@ -228,7 +228,8 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                     r = uf_rid[ii]
                     if n_join + rg_ptr[r + 1] - rg_ptr[r] + 1 > join_idx.shape[0]:
                         grown = np.empty(2 * join_idx.shape[0] + rg_ptr[r + 1] - rg_ptr[r], np.int64)
-                        grown[:n_join] = join_idx[:n_join]
+                        for q in range(n_join):     # (a slice copy's shape check compiles numba's error text: seconds)
+                            grown[q] = join_idx[q]
                         join_idx = grown
                     for j in range(rg_ptr[r], rg_ptr[r + 1]):
                         w = setter[rg_blk[j]]
@@ -239,7 +240,8 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                 if kind[ii] == 2:
                     if n_join + 1 > join_idx.shape[0]:
                         grown = np.empty(2 * join_idx.shape[0], np.int64)
-                        grown[:n_join] = join_idx[:n_join]
+                        for q in range(n_join):     # (a slice copy's shape check compiles numba's error text: seconds)
+                            grown[q] = join_idx[q]
                         join_idx = grown
                     k = fkey[ii]
                     join_idx[n_join] = fq[fq_head[k]]
@@ -248,7 +250,8 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                 elif kind[ii] == 4:      # the sets of its round, in the order they were raised
                     if n_join + fspan[ii] > join_idx.shape[0]:
                         grown = np.empty(2 * join_idx.shape[0] + fspan[ii], np.int64)
-                        grown[:n_join] = join_idx[:n_join]
+                        for q in range(n_join):     # (a slice copy's shape check compiles numba's error text: seconds)
+                            grown[q] = join_idx[q]
                         join_idx = grown
                     k = fkey[ii]
                     for q in range(fq_base[k] + fneed[ii] - fspan[ii], fq_base[k] + fneed[ii]):
