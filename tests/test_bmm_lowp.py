@@ -213,12 +213,17 @@ def test_l1_capacity_at_one_byte_and_with_the_scales():
 
 
 def test_mx_k_tiles_are_whole_scale_pairs():
-    """Every K tile of an MX plan (base_k, k_l1, StreamK's segment) is a multiple of 64."""
+    """Every K tile of an MX plan (base_k, k_l1, StreamK's segment) is a multiple of 64, and a researcher's tiling
+    (Plan.with_tiling) must keep it so."""
     for branch in ("asw_basic", "iter_batch", "stream_k"):
         t = plan((1, 32, 4096 + 64), (1, 4096 + 64, 32), "fp8e4m3fn", branch=branch, mx=True).tiling
         for f in ("base_k", "k_l1", "single_core_k"):
             if hasattr(t, f):
                 assert getattr(t, f) % 64 == 0, (branch, f, getattr(t, f))
+    p = plan((2, 64, 256), (2, 256, 64), "fp8e4m3fn", mx=True, branch="asw_basic")
+    assert p.with_tiling(base_k=128, k_l1=256).tiling.base_k == 128
+    with pytest.raises(PlanError, match=r"base_k must be a multiple of 64 under MX"):
+        p.with_tiling(base_k=32)
 
 
 # ---- refusals -------------------------------------------------------------------------------------------------

@@ -93,6 +93,10 @@ def _check(t: Tiling, changes: dict, chip: Chip, p: Problem, batches: Optional[d
     if count != 1:
         raise PlanError(f"{kind}.full_load = {side!r}: only a side without batches is loaded into L1 once "
                         f"(docs/bmm_branches.md §8.2.5: 单边无 batch); {side} has {count} batches")
+    for k in ("base_k", "k_l1"):
+        if p.mx and k in changes and changes[k] % p.k_align:
+            raise PlanError(f"{kind}.{k} must be a multiple of {p.k_align} under MX (two E8M0 scale groups: "
+                            f"matmul_mx.md's K % 64), got {changes[k]}")
     new = {f: changes.get(f, getattr(t, f, None)) for f in ("base_k", "k_l1", "cores_used")}
     if new["base_k"] and new["k_l1"] and new["k_l1"] % new["base_k"]:
         raise PlanError(f"{kind}: k_l1 = {new['k_l1']} must be a multiple of base_k = {new['base_k']} (one L1 slot "
