@@ -1,9 +1,10 @@
 """plan()'s wall time over benchmarks/bmm_planner.py's suite and random held-out shapes: cold (the planner's
 memo caches cleared before every call: the tiling search and the cost model run in full) and warm (the same
-call again); and a dump of every choice (branch, tiling, estimate, alternatives, decision) for comparing two
-trees (the memoised planner against the code it replaces).
+call again); with --bmm, bmm() of 8 x 512^3 fp16 first and repeated against numpy; and a dump of every choice
+(branch, tiling, estimate, alternatives, decision) for comparing two trees (the memoised planner against the
+code it replaces).
 
-Run: python benchmarks/planner_speed.py [--held-out N] [--seed S] [--json OUT] [--before BEFORE.json]
+Run: python benchmarks/planner_speed.py [--held-out N] [--seed S] [--json OUT] [--before BEFORE.json] [--bmm]
      python benchmarks/planner_speed.py --choices OUT.json [--random N]     # dump the choices
      python benchmarks/planner_speed.py --same A.json B.json                # compare two dumps
 The "before" figures come from running this script on the old tree (PYTHONPATH pointing at a copy of it).
@@ -43,42 +44,68 @@ def cases(n_held: int, seed: int) -> list[tuple]:
     return [c for c in suite(False)] + held_out(n_held, seed)
 
 
+def _timed(fn) -> tuple[float, float]:
+    """(wall s, CPU s) of fn() (a PytoError counts as done: the planner's answer)."""
+    w, c = time.perf_counter(), time.process_time()
+    try:
+        fn()
+    except PytoError:
+        pass
+    return time.perf_counter() - w, time.process_time() - c
+
+
 def time_plans(shapes: list[tuple]) -> dict:
-    """Per shape: cold seconds (caches cleared first) and warm seconds (the same plan() again, best of 3)."""
-    cold, warm = [], []
+    """Per shape, wall and CPU seconds: cold (caches cleared first) and warm (the same plan() again, best of 3)."""
+    out: dict = {"cold": [], "warm": [], "cold_cpu": [], "warm_cpu": []}
     planner.plan((8, 512, 512), (8, 512, 512), "fp16")       # imports and first-call costs out of the figures
     for _, a, b, dt in shapes:
         clear_caches()
-        t = time.perf_counter()
-        try:
-            planner.plan(a, b, dt)
-        except PytoError:
-            pass
-        cold.append(time.perf_counter() - t)
-        best = float("inf")
-        for _ in range(3):
-            t = time.perf_counter()
-            try:
-                planner.plan(a, b, dt)
-            except PytoError:
-                pass
-            best = min(best, time.perf_counter() - t)
-        warm.append(best)
-    return {"cold": cold, "warm": warm}
+        wall, cpu = _timed(lambda: planner.plan(a, b, dt))
+        out["cold"].append(wall)
+        out["cold_cpu"].append(cpu)
+        wall, cpu = min(_timed(lambda: planner.plan(a, b, dt)) for _ in range(3))
+        out["warm"].append(wall)
+        out["warm_cpu"].append(cpu)
+    return out
 
 
 def bmm8() -> dict:
-    """The issue's case, 8 x 512^3 fp16: cold and warm seconds (median of 5)."""
-    cold, warm = [], []
+    """The issue's case, 8 x 512^3 fp16: cold and warm wall and CPU seconds (medians of 5)."""
+    runs: dict = {"cold": [], "warm": [], "cold_cpu": [], "warm_cpu": []}
     for _ in range(5):
         clear_caches()
-        t = time.perf_counter()
-        planner.plan((8, 512, 512), (8, 512, 512), "fp16")
-        cold.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        planner.plan((8, 512, 512), (8, 512, 512), "fp16")
-        warm.append(time.perf_counter() - t)
-    return {"cold": statistics.median(cold), "warm": statistics.median(warm)}
+        for mode in ("cold", "warm"):
+            wall, cpu = _timed(lambda: planner.plan((8, 512, 512), (8, 512, 512), "fp16"))
+            runs[mode].append(wall)
+            runs[mode + "_cpu"].append(cpu)
+    return {k: statistics.median(v) for k, v in runs.items()}
+
+
+def bmm_row() -> list[tuple]:
+    """The issue's must-show, bmm() of 8 x 512^3 fp16 with data: (label, wall s, CPU s) of numpy's float32 matmul
+    (best of 5), the first bmm() call of that shape in this process (numba's loops already loaded by a small
+    bmm, as any session's second bmm finds them) and the same call repeated (best of 3: plan and launch cached)."""
+    import numpy as np
+
+    from pyto_kernels.bmm import bmm
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((8, 512, 512)).astype(np.float16) for _ in range(2))
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+
+    def best(fn, n: int) -> tuple[float, float]:
+        out = []
+        for _ in range(n):
+            w, c = time.perf_counter(), time.process_time()
+            fn()
+            out.append((time.perf_counter() - w, time.process_time() - c))
+        return min(out)
+    bmm(np.ones((2, 64, 64), np.float16), np.ones((2, 64, 64), np.float16))
+    ref = best(lambda: a32 @ b32, 5)
+    clear_caches()
+    first = best(lambda: bmm(a, b), 1)
+    again = best(lambda: bmm(a, b), 3)
+    return [("numpy float32 a @ b", *ref), ("bmm() first call", *first), ("bmm() repeated", *again)]
 
 
 def random_problems(n: int, seed: int) -> list[tuple]:
@@ -174,7 +201,7 @@ def same(path_a: str, path_b: str) -> int:
 
 def _row(label: str, now: list, then: list | None) -> str:
     med, tot = statistics.median(now) * 1e3, sum(now) * 1e3
-    if then is None:
+    if not then:
         return f"{label:<34} {med:>10.2f} {tot:>10.0f}"
     mb, tb = statistics.median(then) * 1e3, sum(then) * 1e3
     return f"{label:<34} {mb:>10.2f} {med:>10.2f} {mb / med:>7.1f}x {tb:>10.0f} {tot:>10.0f} {tb / tot:>7.1f}x"
@@ -189,6 +216,7 @@ def main() -> None:
     ap.add_argument("--choices", help="write every plan's choices here instead of timing")
     ap.add_argument("--random", type=int, default=200, help="random problems in --choices (with the suite)")
     ap.add_argument("--same", nargs=2, metavar=("A", "B"), help="compare two --choices dumps")
+    ap.add_argument("--bmm", action="store_true", help="also bmm() of 8 x 512^3 fp16 against numpy (the must-show)")
     args = ap.parse_args()
     if args.same:
         raise SystemExit(1 if same(*args.same) else 0)
@@ -211,17 +239,26 @@ def main() -> None:
     if args.before:
         with open(args.before) as f:
             then = json.load(f)
-    head = (f"{'plan() wall time (ms)':<34} {'median':>10} {'total':>10}" if then is None else
-            f"{'plan() wall time (ms)':<34} {'median was':>10} {'median':>10} {'speedup':>8} {'total was':>10} "
-            f"{'total':>10} {'speedup':>8}")
-    print(head)
-    for part, label in (("suite", f"suite ({n_suite} shapes)"), ("held_out", f"held-out ({args.held_out} shapes)")):
+    for clock, sfx in (("wall", ""), ("CPU", "_cpu")):
+        what = f"plan() {clock} time (ms)"
+        print(f"{what:<34} {'median':>10} {'total':>10}" if then is None else
+              f"{what:<34} {'median was':>10} {'median':>10} {'speedup':>8} {'total was':>10} {'total':>10} "
+              f"{'speedup':>8}")
+        for part, label in (("suite", f"suite ({n_suite} shapes)"), ("held_out", f"held-out ({args.held_out} shapes)")):
+            for mode in ("cold", "warm"):
+                print(_row(f"{label}, {mode}", now[part][mode + sfx], then and then[part].get(mode + sfx)))
         for mode in ("cold", "warm"):
-            print(_row(f"{label}, {mode}", now[part][mode], then and then[part][mode]))
-    for mode in ("cold", "warm"):
-        print(_row(f"8 x 512^3 fp16, {mode}", [now["bmm8"][mode]], then and [then["bmm8"][mode]]))
+            was = then and then["bmm8"].get(mode + sfx)
+            print(_row(f"8 x 512^3 fp16, {mode}", [now["bmm8"][mode + sfx]], was and [was]))
     print("cold: the planner's memo caches cleared before the call (the whole search runs); warm: the same call "
           "again (best of 3)")
+    if args.bmm:
+        rows = bmm_row()
+        print(f"\n{'bmm() 8 x 512^3 fp16, with data':<34} {'wall ms':>10} {'x numpy':>8} {'CPU ms':>10} {'x numpy':>8}")
+        for label, wall, cpu in rows:
+            print(f"{label:<34} {wall * 1e3:>10.1f} {wall / rows[0][1]:>7.1f}x {cpu * 1e3:>10.1f} "
+                  f"{cpu / rows[0][2]:>7.1f}x")
+        print("targets (issue 22): first call <= 4x numpy, repeated <= 1.5x (wall, numpy with the BLAS threads above)")
 
 
 if __name__ == "__main__":
