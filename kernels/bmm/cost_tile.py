@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .block import m_trim
-from .conditions import ACC_BYTES, FRACTAL, Problem, align_up, cdiv
+from .conditions import ACC_BYTES, FRACTAL, MX_GROUP, Problem, align_up, cdiv
 from .cost_pipes import _Work, a_region, b_region, region
 
 
@@ -64,7 +64,9 @@ def _acc_tile(w: _Work, rows: int, cols: int, k_len: int, *, base_m: int, base_n
               out_row: int | None = None, out_isz: int | None = None) -> _Tile:
     """One tile of rows x cols over k_len of K (block.accumulate + store_tile).
 
-    out_row / out_isz: the stored tensor's row length and item size (default the output [.., M, N]).
+    out_row / out_isz: the stored tensor's row length and item size (default the output [.., M, N]). MX
+    (block.py): each L1 step also loads the streamed operands' E8M0 scales (`_mx_scales`), each L0 step moves them
+    to ScaleLeft / ScaleRight, and matmul_mx computes the whole base tile (its whole-tile rule).
     """
     p, chip = w.p, w.chip
     align = max(FRACTAL, p.k0)
@@ -93,6 +95,12 @@ def _acc_tile(w: _Work, rows: int, cols: int, k_len: int, *, base_m: int, base_n
             bb_sum += bb
             first_cyc = cyc if first_cyc is None else first_cyc
             kp += kw
+        if p.mx:
+            sc, n_sc, sa, sb = _mx_scales(w, kl, min(a_r, rows) if stream_a else 0, min(b_c, cols) if stream_b else 0)
+            mte2 += sc
+            nx += n_sc
+            ab_sum += sa
+            bb_sum += sb
         l0 = []                                     # (kt, count) of the L0 steps in this L1 step
         full, tail = divmod(kl, base_k)
         if full:
@@ -101,6 +109,9 @@ def _acc_tile(w: _Work, rows: int, cols: int, k_len: int, *, base_m: int, base_n
             l0.append((align_up(tail, align), 1))
         m1 = sum(c * w.mte1_cycles(mt * kt * p.isz, kt * nt * p.isz) for kt, c in l0)
         mm = sum(c * w.mmad_cycles(mt, nt, kt) for kt, c in l0)
+        if p.mx:
+            m1 += sum(c * w.mte1_cycles(mt * kt // MX_GROUP, kt // MX_GROUP * nt) for kt, c in l0)
+            mm = sum(c for _, c in l0) * w.mmad_cycles(base_m, base_n, base_k)
         t.xfers += cnt * nx
         t.mte2 += cnt * mte2
         t.a_bytes += cnt * ab_sum
@@ -124,6 +135,19 @@ def _acc_tile(w: _Work, rows: int, cols: int, k_len: int, *, base_m: int, base_n
     t.store = region(chip, rows, cols, row_len, isz)
     t.store_cyc = w.xfer(t.store, "L0C", "GM")
     return t
+
+
+def _mx_scales(w: _Work, k_len: int, a_rows: int, b_cols: int) -> tuple[float, int, float, float]:
+    """(MTE2 cycles, transfers, charged bytes of A's and of B's) of one L1 step's E8M0 scale loads
+    (block.load_scales): A's rows of k_len/32 bytes from GM [Ba*M, K/64, 2] (rows K/32 bytes long: each charged
+    the burst minimum, several times its bytes), B's k_len/64 rows of 2 x cols bytes from GM [Bb*K/64, N, 2];
+    a_rows / b_cols 0 for a side not streamed."""
+    p, chip = w.p, w.chip
+    g = k_len // MX_GROUP
+    sa = region(chip, a_rows, g, p.K // MX_GROUP, 1) if a_rows else 0.0
+    sb = region(chip, g // 2, 2 * b_cols, 2 * p.N, 1) if b_cols else 0.0
+    cyc = (w.xfer(sa) if a_rows else 0.0) + (w.xfer(sb) if b_cols else 0.0)
+    return cyc, int(bool(a_rows)) + int(bool(b_cols)), sa, sb
 
 
 def _tiles(m: int, n: int, bm: int, bn: int) -> list[tuple[int, int, int]]:
