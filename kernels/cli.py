@@ -298,10 +298,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.install and args.out:
         print("pyto calibrate: give -o FILE or --install, not both", file=sys.stderr)
         return 2
-    rows = read_rows(args.sweep)
+    rows = [r for path in args.sweep for r in read_rows(path)]
     cal = calibrate.fit(rows, args.held_out, args.seed, chip=args.chip)
-    print(f"pyto calibrate: {args.sweep}: {len(cal.fit_cases)} cases fitted, {len(cal.held_cases)} held out "
-          f"(--held-out {args.held_out:g}, --seed {args.seed}); chip {cal.fitted.chip}")
+    print(f"pyto calibrate: {', '.join(args.sweep)}: {len(cal.fit_cases)} cases fitted, {len(cal.held_cases)} "
+          f"held out (--held-out {args.held_out:g}, --seed {args.seed}); chip {cal.fitted.chip}")
     print(cal.table())
     got = calibrate.provenance(cal, args.sweep, len(rows), args.held_out, args.seed)
     path = fitted.package_path(got.chip) if args.install else args.out
@@ -321,7 +321,7 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
                                    "figures) to a `pyto sweep` output, on part of its cases, and print the "
                                    "planner's agreement with the fastest simulated row and its regret before and "
                                    "after, on the fitted and the held-out cases (pyto_kernels.bmm.calibrate).")
-    p.add_argument("sweep", help="a pyto sweep output (.parquet or .csv)")
+    p.add_argument("sweep", nargs="+", help="pyto sweep outputs (.parquet or .csv), fitted together")
     p.add_argument("-o", "--out", default=None, type=writable_file, help="write the fitted constants (TOML) here")
     p.add_argument("--install", action="store_true",
                    help="write the package's versioned file for the chip (the planner's default)")

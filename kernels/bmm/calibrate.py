@@ -280,14 +280,17 @@ def fit(rows: Iterable[dict], held_out_fraction: float = 0.3, seed: int = 0, chi
                        score(held, got), moves)
 
 
-def provenance(cal: Calibration, sweep_path: "str | Path", rows: int, held_out_fraction: float, seed: int) -> Fitted:
-    """The fitted constants with their [sweep] and [agreement] tables and a version (date + sweep hash)."""
-    data = Path(sweep_path).read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
+def provenance(cal: Calibration, sweep_paths: "str | Path | list", rows: int, held_out_fraction: float,
+               seed: int) -> Fitted:
+    """The fitted constants with their [sweep] and [agreement] tables and a version (date + the sweeps' hash)."""
+    paths = [Path(x) for x in (sweep_paths if isinstance(sweep_paths, (list, tuple)) else [sweep_paths])]
+    digests = [hashlib.sha256(x.read_bytes()).hexdigest() for x in paths]
+    digest = digests[0] if len(digests) == 1 else hashlib.sha256(",".join(digests).encode()).hexdigest()
     today = datetime.date.today().isoformat()
-    sweep = {"file": Path(sweep_path).name, "sha256": digest, "cases": len(cal.fit_cases) + len(cal.held_cases),
-             "rows": rows, "fit_cases": len(cal.fit_cases), "held_out_cases": len(cal.held_cases),
-             "held_out_fraction": held_out_fraction, "seed": seed, "date": today}
+    sweep = {"file": ", ".join(x.name for x in paths), "sha256": ", ".join(digests),
+             "cases": len(cal.fit_cases) + len(cal.held_cases), "rows": rows, "fit_cases": len(cal.fit_cases),
+             "held_out_cases": len(cal.held_cases), "held_out_fraction": held_out_fraction, "seed": seed,
+             "date": today}
     agree = {"held_out_before": cal.before_held.agreement, "held_out_after": cal.after_held.agreement,
              "held_out_median_regret_before": cal.before_held.median_regret,
              "held_out_median_regret_after": cal.after_held.median_regret,
