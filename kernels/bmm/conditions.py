@@ -3,6 +3,10 @@
 Capacity conditions use the fractal-padded sizes M̄ = CeilAlign(M, 16), N̄, K̄ = CeilAlign(K, k0), because
 on-chip buffers are charged at the padded size (docs/tile_shapes.md §6.4); thresholds on data amounts (min_Datamount,
 min_TileSize, R) use the raw sizes, as the seed writes them. Every chip number comes from the Chip.
+
+Element sizes: `Problem.isz` is the inputs' (1 byte for int8 and the 950's 8-bit floats: K0 = 32, M/N tiles of 32),
+`out_isz` the output's (fp32 for the 8-bit floats, int32 for int8); MX aligns K to 64 (`k_align`) and derives its
+tilings on `planning_chip`, the buffers less what the E8M0 scales take.
 """
 from __future__ import annotations
 
@@ -64,6 +68,11 @@ class Problem:
     def b_dtype(self) -> DType:
         """B's element type (A's unless an FP8 mix)."""
         return self.dtype_b or self.dtype
+
+    @property
+    def dtype_text(self) -> str:
+        """The input types as explain() names them: 'bf16', 'fp8e4m3fn x fp8e5m2', '... (MX)'."""
+        return self.dtype.name + (f" x {self.dtype_b.name}" if self.dtype_b else "") + (" (MX)" if self.mx else "")
 
     @property
     def lowp(self) -> bool:

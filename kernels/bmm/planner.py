@@ -282,7 +282,7 @@ class Plan:
         p = self.problem
         shape = ", ".join(map(str, p.batch_shape + (p.M, p.N)))
         return (f"BMM plan on {self.chip}: C[{shape}] = A @ B{' + bias' if p.bias else ''} (K = {p.K}, "
-                f"{p.dtype.name}) -> {self.branch}{' (forced)' if self.forced else ''}, estimate "
+                f"{p.dtype_text}) -> {self.branch}{' (forced)' if self.forced else ''}, estimate "
                 f"{self.estimate.t_total:,.3f} us")
 
     def explain(self) -> str:
@@ -580,7 +580,7 @@ def _tiling_lines(t: object, indent: str = "  ") -> list[str]:
 def _explain(plan: Plan) -> str:
     p, c = plan.problem, plan.chip_spec or load_chip(plan.chip)
     out = [f"BMM plan on {c.name}: C[{', '.join(map(str, p.batch_shape + (p.M, p.N)))}] = A @ B"
-           f"{' + bias' if p.bias else ''}, dtype {p.dtype.name}, transpose_a {_yn(p.transpose_a)}, "
+           f"{' + bias' if p.bias else ''}, dtype {p.dtype_text}, transpose_a {_yn(p.transpose_a)}, "
            f"transpose_b {_yn(p.transpose_b)}",
            f"Problem: BatchA = {p.batch_a}, BatchB = {p.batch_b}, B = {p.batch} (batch shape {p.batch_shape}, "
            f"broadcast {p.broadcast}), M = {p.M}, N = {p.N}, K = {p.K}; padded M̄ = {p.Mp}, N̄ = {p.Np}, "
