@@ -53,7 +53,8 @@ step or held slab; `MxScales` says where in the GM scale tensors), moved Mat -> 
 with the data's Mat -> Left / Right move, and each MMAD is pl.matmul_mx / matmul_mx_acc. PyPTO-Pro's address rule
 addr(scale) = addr(data) >> 4 holds by construction: the L0A / L0B rings sit at address 0 of their buffers with
 slots of S bytes ([base_m, base_k] of 1-byte elements), the scale rings at address 0 of ScaleLeft / ScaleRight with
-twice the slots of S/32 bytes each, so data slot i (at i*S) pairs with scale slot 2i (at i*S/16). matmul_mx takes
+twice the slots of S/32 bytes each, so data slot i (at i*S) pairs with scale slot 2i (at i*S/16) (matmul_mx checks
+it: a KernelError names both addresses otherwise). matmul_mx takes
 whole tiles (its address rule is on whole tiles): the L0A / L0B / L0C tiles of an MX step are the whole ring slots
 with their valid shapes set (the MMAD is charged for the whole tile; an edge tile costs a full one). K tiles are
 multiples of 64 (two scale groups), as the planner's k_align is for MX; matmul_mx has no bias operand (bmm
@@ -61,6 +62,7 @@ refuses a bias with MX).
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import pyto.language as pl
@@ -75,7 +77,7 @@ class MxScales:
     kernels build it at trace time).
 
     scale_a is GM [Ba*M, K/64, 2]: the user's logical scale_a [*a_batch, M, K/32] with its batch dims folded into
-    rows and each pair of groups (2p, 2p+1) on the last axis (a reshape: api.mx_operands), which a ZZ Mat tile loads
+    rows and each pair of groups (2p, 2p+1) on the last axis (a reshape: common.mx_gm_scales), which a ZZ Mat tile loads
     ascending (pyto/language/mx_scales.py: tile[r, c] = gm[o0 + r, o1 + c // 2, c % 2]). scale_b is GM
     [Bb*K/64, N, 2]: the logical [*b_batch, K/32, N] with the pair along K moved last (a transposing copy), which an
     NN Mat tile loads ascending (tile[g, n] = gm[o0 + g // 2, o1 + n, g % 2]). a_batch / b_batch: the batch shapes
@@ -86,8 +88,8 @@ class MxScales:
         self.a_batch, self.b_batch = tuple(a_batch), tuple(b_batch)
         self.M, self.N, self.K = M, N, K
         pairs = K // (2 * MX_GROUP)
-        assert tuple(scale_a.shape) == (_prod(a_batch) * M, pairs, 2), f"scale_a {scale_a.shape} for M {M}, K {K}"
-        assert tuple(scale_b.shape) == (_prod(b_batch) * pairs, N, 2), f"scale_b {scale_b.shape} for N {N}, K {K}"
+        assert tuple(scale_a.shape) == (math.prod(a_batch) * M, pairs, 2), f"scale_a {scale_a.shape} for M {M}, K {K}"
+        assert tuple(scale_b.shape) == (math.prod(b_batch) * pairs, N, 2), f"scale_b {scale_b.shape} for N {N}, K {K}"
 
     def a_offsets(self, batch: Sequence[int], m0: int, k0: int) -> list:
         """GM offsets of scale_a for A's rows from m0 and K from k0 (a multiple of 64) in A's batch `batch`."""
@@ -96,13 +98,6 @@ class MxScales:
     def b_offsets(self, batch: Sequence[int], n0: int, k0: int) -> list:
         """GM offsets of scale_b for B's columns from n0 and K from k0 (a multiple of 64) in B's batch `batch`."""
         return [_flat(batch, self.b_batch) * (self.K // (2 * MX_GROUP)) + k0 // (2 * MX_GROUP), n0, 0]
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 def _flat(idx: Sequence[int], shape: Sequence[int]) -> int:
