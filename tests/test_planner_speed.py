@@ -25,7 +25,8 @@ CHIPS = ("ascend950pr", "atlas-a2")
 
 @st.composite
 def problems(draw):
-    """(a_shape, b_shape, dtype, bias, transpose_a, transpose_b): every kind the planner meets."""
+    """(a_shape, b_shape, dtype, bias, transpose_a, transpose_b, {dtype_b, mx}): every kind the planner meets,
+    the 8-bit floats (an E4M3FN x E5M2 mix, MX) too."""
     kind = draw(st.sampled_from(["bmm", "b1", "a1", "matmul", "cross"]))
     B = draw(st.integers(1, 300))
     M, N = draw(st.integers(1, 1500)), draw(st.integers(1, 1500))
@@ -36,7 +37,10 @@ def problems(draw):
     a = a[:-2] + (a[-1], a[-2]) if ta else a
     b = b[:-2] + (b[-1], b[-2]) if tb else b
     bias = draw(st.sampled_from([False, True, (N,), (B, 1, N)]))
-    return a, b, draw(st.sampled_from(["fp16", "bf16", "fp32", "int8"])), bias, ta, tb
+    dt = draw(st.sampled_from(["fp16", "bf16", "fp32", "int8", "fp8e4m3fn", "fp8e5m2", "hf8"]))
+    low = dict(dtype_b=draw(st.sampled_from([None, "fp8e4m3fn", "fp8e5m2"])), mx=draw(st.booleans())) \
+        if dt.startswith("fp8") else {}
+    return a, b, dt, bias, ta, tb, low
 
 
 def exact(plan) -> tuple:
@@ -79,8 +83,8 @@ def fast(*args, **kw):
 @settings(max_examples=25)         # the plain model estimates every candidate: ~0.2 s a problem
 @given(problems(), st.sampled_from(CHIPS))
 def test_memoised_plans_are_the_plain_models(prob, chip):
-    a, b, dt, bias, ta, tb = prob
-    kw = dict(dtype=dt, chip=chip, bias=bias, transpose_a=ta, transpose_b=tb)
+    a, b, dt, bias, ta, tb, low = prob
+    kw = dict(dtype=dt, chip=chip, bias=bias, transpose_a=ta, transpose_b=tb, **low)
     want = plain(a, b, **kw)
     cold, warm = fast(a, b, **kw)
     assert cold == want
@@ -180,9 +184,10 @@ HOLDS = [dict(), dict(a_in_l1=True, held_twice=True), dict(b_in_l1=True, hold_co
 
 @given(problems(), st.sampled_from(CHIPS), st.sampled_from(HOLDS), st.sampled_from([1, 32]), st.booleans())
 def test_vectorised_candidates_equal_the_reference(prob, chip, hold, cores, one_batch):
-    a, b, dt, bias, ta, tb = prob
+    a, b, dt, bias, ta, tb, low = prob
     try:
-        p = planner.parse_problem(a, b, dt, bias, ta, tb)
+        p = planner.parse_problem(a, b, dt, bias, ta, tb, **low)
+        planner.plan(a, b, dt, chip, bias, ta, tb, **low)    # a problem the planner refuses on this chip: no search
     except PytoError:
         return
     spec = load_chip(chip)
@@ -204,9 +209,10 @@ def test_vectorised_candidates_equal_the_reference(prob, chip, hold, cores, one_
 @given(problems(), st.sampled_from(CHIPS), st.sampled_from(["", "A", "B"]))
 def test_asw_floor_bounds_every_candidate(prob, chip, full_load):
     """asw_floor <= T_total on every base-tile candidate of an ASW walk (streamed, or a side held in L1)."""
-    a, b, dt, bias, ta, tb = prob
+    a, b, dt, bias, ta, tb, low = prob
     try:
-        p = planner.parse_problem(a, b, dt, bias, ta, tb)
+        p = planner.parse_problem(a, b, dt, bias, ta, tb, **low)
+        planner.plan(a, b, dt, chip, bias, ta, tb, **low)    # a problem the planner refuses on this chip: no search
     except PytoError:
         return
     if p.K == 0 or p.batch * p.M * p.N == 0:
