@@ -83,6 +83,9 @@ class Case:
     tilings: str = "planner"      # TILINGS
     broadcast: str = "none"       # BROADCASTS
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "branches", tuple(self.branches))     # a list given: hashable, one id
+
     @property
     def id(self) -> str:
         bc = "" if self.broadcast == "none" else f"-bc{self.broadcast.upper()}"
