@@ -4,7 +4,7 @@ Each loop the emulator compiles with numba (@njit(cache=True)) is also a plain P
 reference the tests compare the compiled loop with, numerically the same. A loop's first call in a process
 compiles it (1-5 s each, ~15 s for them all) unless numba's disk cache has it, while a small launch runs the same
 loops in Python in a fraction of a second. So a cold loop (not compiled in this process, no disk cache) runs as
-Python while the work it has run so in this process stays below `limit` items (about a second of Python, less
+Python while the work it has run so far in this process stays below `limit` items (about a second of Python, less
 than its compile), nested loops included; any other call runs the compiled loop (compiling it, and caching it on
 disk, the first time). A first `pyto bmm` on a fresh install thus compiles nothing; a large launch (or many
 small ones) compiles what it needs, once.
