@@ -111,7 +111,8 @@ def asw_floor(t: AswTiling, p: Problem, chip: Chip) -> float:
             + cdiv(t.k, t.base_k) * chip.mmad_head_cycles)
     stream_a, stream_b = t.full_load != "A", t.full_load != "B"
     pieces = l1_pieces_for(t.base_m, t.base_n, t.base_k, t.k_l1, p.dtype, chip)
-    xfers = sum(c * len(_pieces(kl, align, t.base_k, pieces)) for kl, c in _extents(t.k, t.k_l1)) * (stream_a + stream_b)
+    xfers = (stream_a + stream_b) * sum(c * len(_pieces(kl, align, t.base_k, pieces))
+                                        for kl, c in _extents(t.k, t.k_l1))
     streamed = ((min(mt, rows) if stream_a else 0) + (min(nt, cols) if stream_b else 0)) * t.k * p.isz
     mte2 = xfers * chip.dma_setup_cycles + streamed / chip.path("GM", "L1").bytes_per_cycle
     return t.tasks_per_core * max(mmad, mte2) * 1e6 / chip.clock_hz * (1 - 1e-9)   # (1 - 1e-9): rounding's room

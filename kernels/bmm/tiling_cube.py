@@ -59,7 +59,8 @@ def _candidates_key(m, n, k, batch, p, chip, *, cores, a_in_l1=False, b_in_l1=Fa
     return (m, n, k, batch, p, id(chip), cores, a_in_l1, b_in_l1, hold_copies, sharing, held_twice)
 
 
-@memoised(256, key=_candidates_key, keep=lambda *a, **kw: a[5], copy=list)   # (a list: up to ~1,000 candidates, ~100 KB)
+# 256 entries: each a list of up to ~1,000 candidates (~100 KB)
+@memoised(256, key=_candidates_key, keep=lambda *a, **kw: a[5], copy=list)
 def cube_candidates(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, *, cores: int,
                     a_in_l1: bool = False, b_in_l1: bool = False, hold_copies: int = 1,
                     sharing: int | None = None, held_twice: bool = False
