@@ -300,9 +300,12 @@ def test_file_round_trip(serial, tmp_path, suffix):
     assert not list(tmp_path.glob(".*tmp"))          # the temporary file is gone
 
 
-def test_file_errors(tmp_path):
+def test_file_errors(tmp_path, monkeypatch):
     with pytest.raises(pyto.InputError, match="suffix"):
         write_rows(tmp_path / "x.json", [])
+    monkeypatch.setattr(sweep_mod, "run_case", lambda case: pytest.fail("ran a case before checking the output"))
+    with pytest.raises(pyto.InputError, match="suffix"):
+        sweep([Case(1, 16, 16, 64)], tmp_path / "x.json", workers=1, progress=False)
     bad = tmp_path / "other.csv"
     bad.write_text("a,b\n1,2\n")
     with pytest.raises(pyto.InputError, match="column"):

@@ -25,6 +25,13 @@ def _format(path: "str | Path") -> str:
     return suffix
 
 
+def check_format(path: "str | Path") -> None:
+    """Before a sweep runs: InputError for a suffix that is not .parquet or .csv, UnsupportedError for .parquet
+    without pyarrow (not after the cases have run)."""
+    if _format(path) == ".parquet":
+        _pyarrow()
+
+
 def _pyarrow():
     try:
         import pyarrow as pa

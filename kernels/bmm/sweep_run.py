@@ -19,7 +19,7 @@ from pyto import progress as _progress
 from pyto.errors import InputError, UnsupportedError
 
 from . import sweep as _sweep
-from .sweep_io import read_rows, write_rows
+from .sweep_io import check_format, read_rows, write_rows
 from .sweep_spec import cases_of
 
 FLUSH_S = 10.0           # seconds between writes of the output file
@@ -42,6 +42,8 @@ def run(spec_or_cases, out=None, *, workers: Optional[int] = None, scheduler: Op
         raise InputError(f"sweep: workers must be a positive int, got {workers!r}")
     if scheduler is not None and client is not None:
         raise InputError("sweep: give a Dask scheduler address or a client, not both")
+    if out is not None:
+        check_format(out)
     old = read_rows(out) if out is not None and Path(out).exists() else []
     done = {r["case"] for r in old}
     todo = [c for c in cases if c.id not in done]
