@@ -299,7 +299,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print("pyto calibrate: give -o FILE or --install, not both", file=sys.stderr)
         return 2
     rows = [r for path in args.sweep for r in read_rows(path)]
-    cal = calibrate.fit(rows, args.held_out, args.seed, chip=args.chip)
+    cal = calibrate.fit(rows, args.held_out, args.seed, chip=args.chip, moves=tuple(args.moves.split(",")))
     print(f"pyto calibrate: {', '.join(args.sweep)}: {len(cal.fit_cases)} cases fitted, {len(cal.held_cases)} "
           f"held out (--held-out {args.held_out:g}, --seed {args.seed}); chip {cal.fitted.chip}")
     print(cal.table())
@@ -328,4 +328,6 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--held-out", type=float, default=0.3, help="fraction of the cases held out (default 0.3)")
     p.add_argument("--seed", type=int, default=0, help="the split's random seed (default 0)")
     p.add_argument("--chip", default=None, help="the chip to fit (needed when the sweep has several)")
+    p.add_argument("--moves", default="lines,resolution,override,scale",
+                   help="what the search may move, comma-separated (default: all of lines,resolution,override,scale)")
     p.set_defaults(func=cmd_calibrate)

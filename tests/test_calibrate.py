@@ -217,3 +217,13 @@ def test_cli_prints_before_after_and_writes_the_file(rows, tmp_path, capsys):
     assert math.isclose(got.meta["agreement"]["held_out_before"], cal.before_held.agreement)
     assert main(["calibrate", str(sweep)]) == 0
     assert "nothing written" in capsys.readouterr().out
+
+
+def test_moves_limit_what_the_fit_changes(rows):
+    """moves=("lines",): the planted lines only, the decision margins left at today's; an unknown move is refused."""
+    cal = calibrate.fit(rows, 0.3, seed=0, moves=("lines",))
+    assert cal.fitted.override is None and cal.fitted.resolution is None
+    assert dict(cal.fitted.scale) == pytest.approx(PLANT_SCALE, rel=1e-9)
+    assert dict(cal.fitted.overhead_us) == pytest.approx(PLANT_OVERHEAD, rel=1e-9)
+    with pytest.raises(CalibrationError, match="unknown move"):
+        calibrate.fit(rows, 0.3, seed=0, moves=("margin",))

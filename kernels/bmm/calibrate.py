@@ -43,6 +43,7 @@ SCALE_STEPS = (0.85, 0.9, 0.95, 1.05, 1.1, 1.15)
 RESOLUTIONS = (0.0, 0.01, 0.02, 0.05, 0.08)
 OVERRIDES = (0.0, 0.05, 0.1, 0.15, 0.25, 0.3)
 ROUNDS = 2
+MOVES = ("lines", "resolution", "override", "scale")   # what the search may move (fit(moves=...), --moves)
 
 
 @dataclass(frozen=True)
@@ -223,8 +224,13 @@ def _with(fit: Fitted, **kw) -> Fitted:
     return replace(fit, **kw)
 
 
-def search(cases: list, lines: dict, chip: str, rounds: int = ROUNDS, log=None) -> tuple[Fitted, tuple]:
-    """Stage 2 (module docstring): the constants and the accepted moves (each also given to `log`, when set)."""
+def search(cases: list, lines: dict, chip: str, rounds: int = ROUNDS, log=None,
+           moves_allowed: tuple = MOVES) -> tuple[Fitted, tuple]:
+    """Stage 2 (module docstring): the constants and the accepted moves (each also given to `log`, when set);
+    moves_allowed: which of MOVES it may make ("lines": stage 1's lines as one move; "scale": each branch's scale)."""
+    bad = [m for m in moves_allowed if m not in MOVES]
+    if bad:
+        raise CalibrationError(f"unknown move(s) {', '.join(map(repr, bad))}; the moves are {', '.join(MOVES)}")
     best = Fitted(chip)
     best_s = score(cases, best)
     moves = []
@@ -238,15 +244,16 @@ def search(cases: list, lines: dict, chip: str, rounds: int = ROUNDS, log=None) 
             if log is not None:
                 log(moves[-1])
 
-    attempt(_with(best, scale={b: s for b, (s, _, _) in lines.items() if abs(s - 1) > 1e-9},
-                  overhead_us={b: o for b, (_, o, _) in lines.items() if o > 1e-6}), "stage 1 lines")
+    if "lines" in moves_allowed:
+        attempt(_with(best, scale={b: s for b, (s, _, _) in lines.items() if abs(s - 1) > 1e-9},
+                      overhead_us={b: o for b, (_, o, _) in lines.items() if o > 1e-6}), "stage 1 lines")
     for _ in range(rounds):
         before = best
-        for r in RESOLUTIONS:
+        for r in RESOLUTIONS if "resolution" in moves_allowed else ():
             attempt(replace(best, resolution=r), f"resolution {r:g}")
-        for o in OVERRIDES:
+        for o in OVERRIDES if "override" in moves_allowed else ():
             attempt(replace(best, override=o), f"override {o:g}")
-        for b in sorted(lines):
+        for b in sorted(lines) if "scale" in moves_allowed else ():
             scale = dict(best.scale)
             base = scale.get(b, 1.0)
             for f in SCALE_STEPS:
@@ -257,9 +264,10 @@ def search(cases: list, lines: dict, chip: str, rounds: int = ROUNDS, log=None) 
 
 
 def fit(rows: Iterable[dict], held_out_fraction: float = 0.3, seed: int = 0, chip: Optional[str] = None,
-        rounds: int = ROUNDS, log=None) -> Calibration:
+        rounds: int = ROUNDS, log=None, moves: tuple = MOVES) -> Calibration:
     """Fit the planner's free constants to a sweep's rows (module docstring), one chip (`chip`, or the rows' only
-    one); scored before and after on the held-out cases. log: a callable given each accepted move (progress)."""
+    one); scored before and after on the held-out cases. log: a callable given each accepted move (progress).
+    moves: the constants the search may move (MOVES; e.g. ("lines",) keeps the seed's margins)."""
     cases = cases_of(rows)
     chips = sorted({c.chip for c in cases.values()})
     if chip is None:
@@ -274,10 +282,10 @@ def fit(rows: Iterable[dict], held_out_fraction: float = 0.3, seed: int = 0, chi
     fit_ids, held_ids = split(cases, held_out_fraction, seed)
     train, held = [cases[i] for i in fit_ids], [cases[i] for i in held_ids]
     lines = fit_lines(train)
-    got, moves = search(train, lines, chip, rounds, log)
+    got, made = search(train, lines, chip, rounds, log, tuple(moves))
     today = Fitted(chip)
     return Calibration(got, lines, fit_ids, held_ids, score(train, today), score(train, got), score(held, today),
-                       score(held, got), moves)
+                       score(held, got), made)
 
 
 def provenance(cal: Calibration, sweep_paths: "str | Path | list", rows: int, held_out_fraction: float,
