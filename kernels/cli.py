@@ -41,7 +41,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                    args.transpose_a, args.transpose_b)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
              transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
-             override=None if args.seed_only else "fitted")
+             override=None if args.seed_only else "fitted", mx=args.mx)
     print(p.explain())
     _reduce_note(p, args.reduce)
     return 0
@@ -67,7 +67,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                    args.transpose_a, args.transpose_b)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
              transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
-             override=None if args.seed_only else "fitted", tune=True)
+             override=None if args.seed_only else "fitted", tune=True, mx=args.mx)
     print(p.explain())
     c = p.tuning.candidates[p.tuning.chosen]
     print(f"\nchosen: {p.summary()}; simulated {c.simulated_us:,.3f} us ({c.brief})")
@@ -122,6 +122,8 @@ def _shared_args(p: argparse.ArgumentParser) -> None:
                    help="default bf16 (the 8-bit floats: the 950, fp32 out)")
     p.add_argument("--chip", default="ascend950pr", help="chip name or .toml path (default ascend950pr)")
     p.add_argument("--bias", action="store_true", help="add a bias [B, 1, N]")
+    p.add_argument("--mx", action="store_true", help="MXFP8: E8M0 scales, one per 32 elements of K (K % 64 == 0; "
+                                                      "--dtype fp8e4m3fn or fp8e5m2; no --bias)")
     p.add_argument("--transpose-a", action="store_true", help="A stored (B, K, M)")
     p.add_argument("--transpose-b", action="store_true", help="B stored (B, N, K)")
     p.add_argument("--branch", default=None, choices=BRANCHES,
@@ -137,7 +139,7 @@ def cmd_bmm(args: argparse.Namespace) -> int:
     import pyto
     from pyto_kernels.bmm import plan
     from pyto import progress
-    from pyto_kernels.bmm.api import compare, random_inputs, run_plan
+    from pyto_kernels.bmm.api import compare, random_inputs, random_mx_inputs, run_plan
     from pyto_kernels.bmm import footprint
     from pyto_kernels.bmm.cost import roofline_us
     from pyto_kernels.bmm.planner import parse_problem
@@ -153,15 +155,19 @@ def cmd_bmm(args: argparse.Namespace) -> int:
     bias_shape = tuple(batch_shape) + (1, args.N)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=bias_shape if args.bias else False,
              transpose_a=args.transpose_a, transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
-             override=None if args.seed_only else "fitted")
+             override=None if args.seed_only else "fitted", mx=args.mx)
     print(p.summary() if args.quiet else p.explain())
     _reduce_note(p, args.reduce)
     pr, dt = p.problem, as_dtype(args.dtype)
     int8 = dt is DType.int8
     bias_dt = DType.int32 if int8 else pr.out_dtype        # (an fp32 bias for the 8-bit floats)
+    scales = {}        # MX: the E8M0 scales [B.., M, K/32] and [B.., K/32, N]
     if args.timing:
         a, b = pyto.spec(a_shape, dt), pyto.spec(b_shape, dt)
         bias = pyto.spec(bias_shape, bias_dt) if args.bias else None
+        if args.mx:
+            scales = dict(scale_a=pyto.spec(a_shape[:-2] + (args.M, args.K // 32), DType.fp8e8m0),
+                          scale_b=pyto.spec(b_shape[:-2] + (args.K // 32, args.N), DType.fp8e8m0))
     else:
         # the host-memory check before the inputs are made: a CapacityError (exit 1) naming the estimate, the
         # memory available and what to do (pyto_kernels.bmm.footprint, pyto/emulator/admission.py)
@@ -169,12 +175,16 @@ def cmd_bmm(args: argparse.Namespace) -> int:
                         pyto.spec(bias_shape, bias_dt) if args.bias else None,
                         mode="full", caller=True, verify=True)
         a, b, bias = random_inputs(a_shape, b_shape, dt, bias_shape if args.bias else None, seed=args.seed)
+        if args.mx:
+            a, b, sa, sb = random_mx_inputs(a_shape, b_shape, dt, seed=args.seed, transpose_a=args.transpose_a,
+                                            transpose_b=args.transpose_b)
+            scales = dict(scale_a=sa, scale_b=sb)
     with progress.shown(), pyto.run_options(check=not args.no_race_check):   # progress: on a terminal only
-        c, rep = run_plan(p, a, b, bias)
+        c, rep = run_plan(p, a, b, bias, **scales)
         if not args.timing:
             progress.phase("comparing with numpy")
             cmp = compare(c, a, b, bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b,
-                          dtype=dt if dt is DType.hf8 else None)        # (HF8: uint8 codes, named)
+                          dtype=dt if dt is DType.hf8 else None, **scales)       # (HF8: uint8 codes, named)
     chip = p.chip_spec or pyto.load_chip(p.chip)
     roof = roofline_us(pr, chip)
     if args.quiet:

@@ -313,3 +313,15 @@ def test_cli_bmm_on_fp8_and_hf8(capsys):
     assert out.count("check: PASS (float64 numpy within matmul_bound)") == 2
     assert main(["bmm", "1", "32", "32", "64", "--dtype", "fp8e4m3fn", "--chip", "atlas-a2", "--quiet"]) == 1
     assert "chip atlas-a2's cube has no fp8e4m3fn mode" in capsys.readouterr().err
+
+
+def test_cli_bmm_mx(capsys):
+    """`pyto bmm --mx`: random MX-quantised inputs (api.random_mx_inputs), the scales through run_plan and the check;
+    K % 64 refused by name."""
+    from pyto.cli import main
+    assert main(["bmm", "2", "40", "48", "128", "--dtype", "fp8e4m3fn", "--mx", "--transpose-a", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "(MX)" in out and "_mx_kernel on ascend950pr" in out
+    assert "check: PASS (float64 numpy within matmul_bound)" in out
+    assert main(["bmm", "1", "32", "32", "96", "--dtype", "fp8e4m3fn", "--mx", "--quiet"]) == 1
+    assert "K % 64 == 0" in capsys.readouterr().err

@@ -246,6 +246,21 @@ def random_inputs(a_shape, b_shape, dtype, bias_shape=None, seed: int = 0):
     return a, b, (None if bias_shape is None else make(tuple(bias_shape), bias_dt))
 
 
+def random_mx_inputs(a_shape, b_shape, dtype_a="fp8e4m3fn", dtype_b=None, seed: int = 0, *,
+                     transpose_a: bool = False, transpose_b: bool = False):
+    """(a, b, scale_a, scale_b) for trying MX bmm: standard normal A and B MX-quantised along K (pyto.lowp.mx_quantize:
+    OCP MX scales, one per 32 elements), a / b stored as the transpose flags say, the scales in bmm's logical shapes
+    [*a_batch, M, K/32] and [*b_batch, K/32, N]."""
+    rng = np.random.default_rng(seed)
+    fa, fb = as_dtype(dtype_a).name, as_dtype(dtype_b or dtype_a).name
+    a_log = rng.standard_normal(tuple(a_shape))
+    b_log = rng.standard_normal(tuple(b_shape))
+    a_log, b_log = _logical(a_log, transpose_a), _logical(b_log, transpose_b)
+    qa, sa = lowp.mx_quantize(a_log, a_log.ndim - 1, fa)
+    qb, sb = lowp.mx_quantize(b_log, b_log.ndim - 2, fb)
+    return (np.ascontiguousarray(_logical(qa, transpose_a)), np.ascontiguousarray(_logical(qb, transpose_b)), sa, sb)
+
+
 def _logical(x, transpose: bool) -> np.ndarray:
     x = np.asarray(x)
     return np.swapaxes(x, -1, -2) if transpose else x

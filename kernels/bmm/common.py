@@ -203,11 +203,16 @@ def with_mx(body: Callable) -> tuple:
     def plain(a, b, bias, out, **static):
         return body(a, b, bias, out, None, None, **static)
 
-    plain.__signature__ = sig.replace(parameters=[p for n, p in sig.parameters.items()
-                                                  if n not in ("scale_a", "scale_b")])
-    plain.__name__ = plain.__qualname__ = body.__name__.lstrip("_")
-    plain.__doc__, plain.__module__ = body.__doc__, body.__module__
-    return pl.kernel(plain), pl.kernel(body)
+    def mx(a, b, bias, out, scale_a, scale_b, **static):
+        return body(a, b, bias, out, scale_a, scale_b, **static)
+
+    name = body.__name__.lstrip("_")
+    for fn, params, fn_name in ((plain, [p for n, p in sig.parameters.items() if n not in ("scale_a", "scale_b")],
+                                 name), (mx, list(sig.parameters.values()), name.replace("_kernel", "_mx_kernel"))):
+        fn.__signature__ = sig.replace(parameters=params)
+        fn.__name__ = fn.__qualname__ = fn_name
+        fn.__doc__, fn.__module__ = body.__doc__, body.__module__
+    return pl.kernel(plain), pl.kernel(mx)
 
 
 class _Declared(pl.Kernel):
