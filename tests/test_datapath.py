@@ -146,3 +146,54 @@ def test_an_fp16_atomic_add_rounds_the_incoming_block_first():
     out = np.zeros((16, 16), np.float16)
     pyto.run(split_k_atomic, a, b, out, blocks=2)
     assert np.all(out == np.float16(4164))
+
+
+@pl.kernel
+def pieces_into_one_tile(a, b, x, out, *, AFTER: str):
+    """A and B reach L1 in two K pieces each (loads into the two halves of one tile, as a streamed L1 slot is
+    filled), each half then moved to its own L0 tile. AFTER: what happens to A's first half in L1 before it is
+    moved: "" nothing (both halves read at their GM source), "load" loaded again from x (a copy of x's block:
+    the MMAD must see x there, a's block beside it), "vector" its top rows overwritten by the AIVs (not a copy:
+    every copy the tile holds is dropped, the MMAD reads L1)."""
+    M, K = a.shape
+    N = b.shape[1]
+    h = K // 2
+    a_l1, b_l1 = pl.alloc(pl.L1, [M, K], pl.DT_FP16), pl.alloc(pl.L1, [K, N], pl.DT_FP16)
+    a0, a1 = pl.alloc(pl.L0A, [M, h], pl.DT_FP16), pl.alloc(pl.L0A, [M, h], pl.DT_FP16)
+    b0, b1 = pl.alloc(pl.L0B, [h, N], pl.DT_FP16), pl.alloc(pl.L0B, [h, N], pl.DT_FP16)
+    c = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
+    x_ub = pl.alloc(pl.UB, [16, h], pl.DT_FP16)
+    with pl.section_cube():
+        pl.load(a_l1[:, 0:h], a, [0, 0])
+        pl.load(a_l1[:, h:K], a, [0, h])
+        pl.load(b_l1[0:h, :], b, [0, 0])
+        pl.load(b_l1[h:K, :], b, [h, 0])
+        if AFTER == "load":
+            pl.load(a_l1[:, 0:h], x, [0, 0])
+    if AFTER == "vector":
+        with pl.section_vector():
+            if pl.get_subblock_idx() == 0:
+                pl.load(x_ub, x, [0, 0])
+                pl.move(a_l1[0:16, 0:h], x_ub)
+    with pl.section_cube():
+        pl.move(a0, a_l1[:, 0:h])
+        pl.move(a1, a_l1[:, h:K])
+        pl.move(b0, b_l1[0:h, :])
+        pl.move(b1, b_l1[h:K, :])
+        pl.matmul(c, a0, b0)
+        pl.matmul_acc(c, c, a1, b1)
+        pl.store(out, c, [0, 0])
+
+
+@pytest.mark.parametrize("after", ["", "load", "vector"])
+def test_a_tile_filled_in_pieces_reads_each_piece_at_its_source_while_it_holds(after):
+    a, b = _ab(32, 64, 48, 4)
+    x = np.random.default_rng(5).standard_normal((32, 32)).astype(np.float16)
+    out = np.zeros((32, 48), np.float32)
+    pyto.run(pieces_into_one_tile, a, b, x, out, AFTER=after)
+    seen = a.copy()
+    if after == "load":
+        seen[:, :32] = x
+    elif after == "vector":
+        seen[:16, :32] = x[:16]
+    assert_close(out, _f64(seen) @ _f64(b), matmul_bound(seen, b, np.float32))

@@ -107,7 +107,7 @@ class _Binder:
             tensor = ins.srcs[0].obj
             region = (parts[0][0], a["r0"], a["r0"] + a["vr"], a["c0"], a["c0"] + a["vc"], t)
             step = self._copy(lambda: partial(np.copyto, mem.bound(dst), _gm_block(mem, tensor, region)))
-            if dst.obj.buf is Buf.L1 and tensor in mem.tensors and a.get("whole", True):
+            if dst.obj.buf is Buf.L1 and tensor in mem.tensors:      # the whole tile, or a piece of it
                 origins.gm_copy(dst, tensor, region, step)
             else:
                 origins.wrote(dst, step)

@@ -2,8 +2,9 @@
 
 The cube path copies GM -> L1 -> L0A/L0B and only the MMAD reads L0A/L0B. Binding the data pass in the
 schedule's order (datapass.DataPass), Origins follows what each tile rectangle holds: a copy of a GM block
-(a GM -> L1 load that covered its destination) or of an L1 view (an L1 -> L0 load), and the write counts
-that keep it true. An MMAD operand that is still such a copy is read from the GM block (through a widened
+(a GM -> L1 load that covered its destination: the whole tile, or one of the K pieces a streamed L1 slot is
+filled in, each a rectangle of its own) or of an L1 view (an L1 -> L0 load), and the write counts that keep it
+true. An MMAD operand that is still such a copy is read from the GM block (through a widened
 copy of the input, made once per pass) or from the L1 view, and a copy whose every reader went to the
 source is not run. GM tensors the launch writes are never a source (their content changes during the
 pass); anything else that reads a tile keeps the copies that wrote it. The numbers are the same: the
@@ -38,7 +39,8 @@ class Origins:
     def __init__(self, inputs: set):
         self.inputs = inputs
         self.version: dict = {}      # id(store) -> writes so far
-        self.held: dict = {}         # id(store) -> the copy it holds (dropped by any other write to it)
+        self.held: dict = {}         # id(store) -> the copies it holds, disjoint rectangles (a copy drops those
+                                     # it overlaps; any other write to the store drops them all)
         self.writers: dict = {}      # id(store) -> copy steps that wrote it (elidable until read)
         self.deps: dict = {}         # copy step -> the copy steps that wrote what it copied
         self.needed: set = set()     # copy steps something reads
@@ -51,7 +53,9 @@ class Origins:
         if step is not None:
             self.writers.setdefault(key, []).append(step)
         if held is not None:
-            self.held[key] = held
+            r = held.rect
+            self.held[key] = [h for h in self.held.get(key, ()) if h.rect[1] <= r[0] or r[1] <= h.rect[0]
+                              or h.rect[3] <= r[2] or r[3] <= h.rect[2]] + [held]
         else:
             self.held.pop(key, None)
 
@@ -82,11 +86,11 @@ class Origins:
         self.wrote(dst, step, held)
 
     def _holding(self, acc: Access) -> Optional[Held]:
-        """The copy `acc` lies in (its store not written since), or None."""
-        h = self.held.get(id(acc.obj))
+        """The copy `acc` lies in (its store not written since but by copies beside it), or None."""
         r = acc.rect
-        if h is not None and h.rect[0] <= r[0] and r[1] <= h.rect[1] and h.rect[2] <= r[2] and r[3] <= h.rect[3]:
-            return h
+        for h in self.held.get(id(acc.obj), ()):
+            if h.rect[0] <= r[0] and r[1] <= h.rect[1] and h.rect[2] <= r[2] and r[3] <= h.rect[3]:
+                return h
         return None
 
     # ---- reads ----------------------------------------------------------------------------------

@@ -164,8 +164,7 @@ def _emit_gm_load(dst: Tile, dacc: Access, src: GMTensor, accs: tuple, parts: Se
     burst, nburst = _bursts(src, vr, vc)
     attrs = {"batch": accs[0].batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
              "bytes": n * vr * vc * src.dtype.itemsize if src.dtype.bits != 4 else n * src.dtype.nbytes(vr * vc),
-             "burst": burst, "nburst": nburst * n, "path": to[0],
-             "whole": dacc is dst.access and dst.valid is None}      # the load fills the whole tile (datapass)
+             "burst": burst, "nburst": nburst * n, "path": to[0]}
     if n > 1:
         attrs["parts"] = tuple((a.batch, p.rect) for a, p in zip(accs, parts))
     emit(_LOAD, _MTE2, to[2], accs, (dacc,), attrs, loc, "pl.load", (dst,), tr=tr)
