@@ -523,7 +523,8 @@ def _override(chosen: str, t: Tiling, alternatives: tuple, margin: float, p: Pro
     fastest = min(ests, key=ests.get)
     gain = 1 - ests[fastest] / ests[chosen]
     if fastest != chosen and gain >= margin:
-        lines.append(f"{step()}. beyond the seed: {fastest} (outside its home ground) is estimated at "
+        lines.append(f"{step()}. beyond the seed: {fastest} (outside its home ground) is "
+                     f"{'estimated' if fit.empty else f'calibrated (fitted {fit.version})'} at "
                      f"{ests[fastest]:.3f} us, {gain:.0%} below {chosen}'s {ests[chosen]:.3f} us (pyto takes a branch "
                      f"{margin:.0%} or more faster; override=None keeps the seed's choice) -> {fastest}")
         chosen, t = fastest, _build(fastest, p, chip, forced=True, reduce=reduce)
