@@ -14,6 +14,7 @@ with those fitted constants (pyto_kernels.bmm.fitted) and that plan simulated: t
 Fit the file on a sweep of other shapes (another seed) than the --held-out ones it is judged on.
 
 Run: python benchmarks/bmm_planner.py [--quick] [--chip NAME] [--held-out N [--seed S] [--tune]] [--fitted FILE]
+     python benchmarks/bmm_planner.py --held-out N --seed S --spec-out SPEC.csv   (the shapes as a pyto sweep spec)
 """
 from __future__ import annotations
 
@@ -115,6 +116,23 @@ def held_out(n: int, seed: int) -> list:
         a, b = {"bmm": ((B, M, K), (B, K, N)), "b1": ((B, M, K), (K, N)), "a1": ((M, K), (B, K, N))}[kind]
         out.append((f"held-out {kind}", a, b, "bf16"))
     return out
+
+
+def write_spec(cases: list, chip: str, path: str) -> None:
+    """The shapes as a `pyto sweep` CSV spec (one case a row; a batch-1 side as broadcast a/b), to fit the planner's
+    constants on shapes this benchmark draws (pyto sweep SPEC -o OUT, then pyto calibrate OUT)."""
+    import csv
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["B", "M", "N", "K", "dtype", "chip", "broadcast"])
+        for _, a, b, dtype in cases:
+            if len(a) == 2:                 # A has batch 1
+                (M, K), (B, _, N), bc = a, b, "a"
+            elif len(b) == 2:
+                (B, M, K), (_, N), bc = a, b, "b"
+            else:
+                (B, M, K), (_, _, N), bc = a, b, "none"
+            w.writerow([B, M, N, K, dtype, chip, bc])
 
 
 def tuned(a_shape, b_shape, dtype, chip) -> tuple:
@@ -225,7 +243,13 @@ def main() -> None:
     ap.add_argument("--fitted", default=None, metavar="FILE",
                     help="also plan with these fitted constants (a pyto calibrate output; 'package': the package's "
                          "file for the chip): agreement and regret before/after calibration")
+    ap.add_argument("--spec-out", default=None, metavar="FILE",
+                    help="write the --held-out N shapes (--seed S) as a pyto sweep CSV spec to FILE and stop")
     args = ap.parse_args()
+    if args.spec_out:
+        write_spec(held_out(args.held_out, args.seed), args.chip, args.spec_out)
+        print(f"wrote {args.spec_out}: {args.held_out} held-out shapes (seed {args.seed}) as a pyto sweep spec")
+        return
     fit = None
     if args.fitted:
         name = pyto.load_chip(args.chip).name
