@@ -23,15 +23,18 @@ from pyto_kernels.bmm.planner import OVERRIDE, legal_branches
 from pyto_kernels.bmm.sweep_io import write_rows
 
 CHIP = "ascend950pr"
-# StreamK runs at half its modelled time, IterBatch 0.4 us later than modelled (planted)
+# StreamK runs at half its modelled time, IterBatch 0.4 us later than modelled, MergeBatch 10% slower on problems
+# with a batch-1 side (planted)
 PLANT_SCALE = {"stream_k": 0.5}
 PLANT_OVERHEAD = {"iter_batch": 0.4}
+PLANT_BROADCAST_SCALE = {"merge_batch": 1.1}
 # long K with small M, N (StreamK's ground, where the planted factor changes the winner) and batched overlaps
 SHAPES = [((1, 64, 8192), (1, 8192, 64)), ((2, 32, 4096), (2, 4096, 32)), ((4, 64, 4096), (4, 4096, 48)),
           ((1, 128, 2048), (1, 2048, 128)), ((3, 48, 6000), (3, 6000, 48)), ((8, 64, 2048), (8, 2048, 64)),
           ((32, 128, 256), (32, 256, 128)), ((64, 64, 512), (64, 512, 64)), ((48, 200, 300), (48, 300, 128)),
           ((32, 256, 512), (512, 256)), ((2, 96, 3000), (2, 3000, 80)), ((1, 80, 12000), (1, 12000, 48)),
-          ((96, 100, 300), (96, 300, 128)), ((16, 64, 1024), (16, 1024, 64))]
+          ((96, 100, 300), (96, 300, 128)), ((16, 64, 1024), (16, 1024, 64)), ((64, 128, 256), (256, 128)),
+          ((128, 256), (48, 256, 64))]
 
 
 @pytest.fixture(autouse=True)
@@ -40,8 +43,9 @@ def _no_file(monkeypatch):
     monkeypatch.setenv(fitted.ENV, "none")
 
 
-def planted(branch: str, est: float) -> float:
-    return PLANT_SCALE.get(branch, 1.0) * est + PLANT_OVERHEAD.get(branch, 0.0)
+def planted(branch: str, est: float, broadcast: bool) -> float:
+    scale = PLANT_BROADCAST_SCALE.get(branch, PLANT_SCALE.get(branch, 1.0)) if broadcast else PLANT_SCALE.get(branch, 1.0)
+    return scale * est + PLANT_OVERHEAD.get(branch, 0.0)
 
 
 def synthetic_rows(shapes=SHAPES) -> list[dict]:
@@ -57,7 +61,8 @@ def synthetic_rows(shapes=SHAPES) -> list[dict]:
                 case=f"synthetic-{i}", a_shape=json.dumps(list(a)), b_shape=json.dumps(list(b)), dtype="bf16",
                 chip=CHIP, branch=p.branch, label=label, model_plan=is_seed, tiling=tune._brief(p.tiling),
                 tiling_changes=json.dumps(dict(changes)), est_us=p.estimate.t_total,
-                simulated_us=planted(p.branch, p.estimate.t_total), model_branch=seed.branch)))
+                simulated_us=planted(p.branch, p.estimate.t_total, p.problem.broadcast != "none"),
+                model_branch=seed.branch)))
     return rows
 
 
@@ -78,10 +83,11 @@ def rows():
 def test_lines_recover_the_planted_constants(rows):
     """Stage 1's least-squares line of each branch is the planted one (exact data: to float rounding)."""
     lines = calibrate.fit_lines(calibrate.cases_of(rows).values())
-    assert {"stream_k", "iter_batch", "asw_basic"} <= set(lines)
-    for b, (s, o, n) in lines.items():
+    assert {("stream_k", False), ("iter_batch", False), ("asw_basic", False), ("merge_batch", True)} <= set(lines)
+    for (b, bc), (s, o, n) in lines.items():
         assert n >= 2
-        assert s == pytest.approx(PLANT_SCALE.get(b, 1.0), rel=1e-9)
+        want = PLANT_BROADCAST_SCALE.get(b, PLANT_SCALE.get(b, 1.0)) if bc else PLANT_SCALE.get(b, 1.0)
+        assert s == pytest.approx(want, rel=1e-9)
         assert o == pytest.approx(PLANT_OVERHEAD.get(b, 0.0), abs=1e-9)
 
 
@@ -118,7 +124,8 @@ def test_split_refuses_a_bad_fraction():
 
 def test_file_round_trip(tmp_path):
     f = Fitted(CHIP, resolution=0.02, override=0.15, scale=(("asw_basic", 0.98), ("stream_k", 0.91)),
-               overhead_us=(("stream_k", 0.25),), version="2026-12-01.abcdef12",
+               overhead_us=(("stream_k", 0.25),), scale_broadcast=(("merge_batch", 1.06),),
+               overhead_us_broadcast=(("merge_batch", 0.1),), version="2026-12-01.abcdef12",
                meta={"sweep": {"file": "s.parquet", "cases": 400, "sha256": "ab" * 32},
                      "agreement": {"held_out_before": 0.6, "held_out_after": 0.7}})
     back = fitted.read(fitted.write(f, tmp_path / "fit.toml"))
@@ -126,6 +133,9 @@ def test_file_round_trip(tmp_path):
     assert back.source == str(tmp_path / "fit.toml")
     assert back.time("stream_k", 10.0) == pytest.approx(0.91 * 10.0 + 0.25)
     assert back.time("iter_batch", 10.0) == 10.0
+    assert back.time("merge_batch", 10.0) == 10.0 and back.time("merge_batch", 10.0, broadcast=True) == \
+        pytest.approx(1.06 * 10.0 + 0.1)
+    assert back.time("stream_k", 10.0, broadcast=True) == back.time("stream_k", 10.0)     # no broadcast entry
 
 
 def suite_shapes():
@@ -225,5 +235,6 @@ def test_moves_limit_what_the_fit_changes(rows):
     assert cal.fitted.override is None and cal.fitted.resolution is None
     assert dict(cal.fitted.scale) == pytest.approx(PLANT_SCALE, rel=1e-9)
     assert dict(cal.fitted.overhead_us) == pytest.approx(PLANT_OVERHEAD, rel=1e-9)
+    assert dict(cal.fitted.scale_broadcast) == pytest.approx(PLANT_BROADCAST_SCALE, rel=1e-9)
     with pytest.raises(CalibrationError, match="unknown move"):
         calibrate.fit(rows, 0.3, seed=0, moves=("margin",))

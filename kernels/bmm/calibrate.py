@@ -1,7 +1,8 @@
 """`pyto calibrate SWEEP`: fit the planner's free constants (fitted.py) to a sweep, judged on cases it did not see.
 
 The fit, in two stages (numpy only):
-1. Per branch, a least-squares line through the sweep's rows, simulated ~ scale * T_total + overhead_us, on
+1. Per branch (and apart on problems with a batch-1 side, where the model errs otherwise: the *_broadcast
+   constants), a least-squares line through the sweep's rows, simulated ~ scale * T_total + overhead_us, on
    relative residuals (each row weighted by 1 / simulated: a 10% error weighs the same at 2 us as at 200 us),
    overhead_us >= 0 (a latency the model under-counts; a negative one is refitted with overhead 0). This is the
    model's systematic error per branch, which the planner's comparisons between branches inherit. Rows of every
@@ -36,7 +37,7 @@ from pyto.errors import CalibrationError, PytoError
 
 from . import fitted
 from .fitted import Fitted
-from .planner import OVERRIDE, plan
+from .planner import OVERRIDE, parse_problem, plan
 
 AGREE = 0.005
 SCALE_STEPS = (0.85, 0.9, 0.95, 1.05, 1.1, 1.15)
@@ -68,7 +69,8 @@ class Score:
 
 @dataclass(frozen=True)
 class Calibration:
-    """A fit's result: the constants (`fitted`), stage 1's lines (`lines`: {branch: (scale, overhead_us, rows)}),
+    """A fit's result: the constants (`fitted`), stage 1's lines (`lines`: {(branch, broadcast): (scale,
+    overhead_us, rows)}),
     the split, and the scores before (today's constants) and after, on the fitted and the held-out cases."""
 
     fitted: Fitted
@@ -92,10 +94,12 @@ class Calibration:
                                                      if s.unmatched else ""))
         f = self.fitted
         named = ([f"{k} {getattr(f, k):g}" for k in ("resolution", "override") if getattr(f, k) is not None]
-                 + [f"scale.{b} {v:.4f}" for b, v in f.scale] + [f"overhead_us.{b} {v:.4f}" for b, v in f.overhead_us])
+                 + [f"{k}.{b} {v:.4f}" for k in ("scale", "overhead_us", "scale_broadcast", "overhead_us_broadcast")
+                    for b, v in getattr(f, k)])
         out.append("fitted constants: " + (", ".join(named) or "none (today's planner)"))
         out.append("stage 1 lines (simulated ~ scale * T_total + overhead_us): " + ", ".join(
-            f"{b} {s:.4f} x + {o:.3f} us ({n} rows)" for b, (s, o, n) in sorted(self.lines.items())))
+            f"{b}{' (broadcast)' if bc else ''} {s:.4f} x + {o:.3f} us ({n} rows)"
+            for (b, bc), (s, o, n) in sorted(self.lines.items())))
         return "\n".join(out)
 
 
@@ -110,6 +114,7 @@ class _Case:
     chip: str
     rows: tuple            # ((branch, tiling, simulated_us, est_us), ...) of rows that ran
     best: float
+    broadcast: bool = False     # a batch-1 side (Problem.broadcast != "none": the *_broadcast constants)
 
 
 def _shape(v) -> tuple:
@@ -133,8 +138,12 @@ def cases_of(rows: Iterable[dict]) -> dict:
     for cid, rs in by.items():
         r0 = rs[0]
         ran = tuple((r["branch"], r["tiling"], float(r["simulated_us"]), float(r["est_us"])) for r in rs)
-        out[cid] = _Case(cid, _shape(r0["a_shape"]), _shape(r0["b_shape"]), r0["dtype"], r0["chip"], ran,
-                         min(x[2] for x in ran))
+        a, b = _shape(r0["a_shape"]), _shape(r0["b_shape"])
+        try:
+            bc = parse_problem(a, b, r0["dtype"]).broadcast != "none"
+        except PytoError:       # replayed and scored as unmatched (_regret)
+            bc = False
+        out[cid] = _Case(cid, a, b, r0["dtype"], r0["chip"], ran, min(x[2] for x in ran), bc)
     return out
 
 
@@ -154,12 +163,13 @@ def split(case_ids: Iterable[str], held_out_fraction: float = 0.3, seed: int = 0
 # ---- stage 1: a line per branch -------------------------------------------------------------------------
 
 def fit_lines(cases: Iterable[_Case]) -> dict:
-    """{branch: (scale, overhead_us, rows)}: simulated ~ scale * est + overhead on relative residuals, overhead >= 0."""
+    """{(branch, broadcast): (scale, overhead_us, rows)}: simulated ~ scale * est + overhead on relative residuals,
+    overhead >= 0, apart for problems with a batch-1 side (broadcast True) and without."""
     pts: dict = {}
     for c in cases:
         for b, _, sim, est in c.rows:
             if sim > 0 and est > 0:
-                pts.setdefault(b, []).append((est, sim))
+                pts.setdefault((b, c.broadcast), []).append((est, sim))
     out = {}
     for b, xy in pts.items():
         est, sim = np.array(xy, dtype=np.float64).T
@@ -218,10 +228,21 @@ def _better(a: Score, b: Score) -> bool:
 # ---- stage 2: the search ---------------------------------------------------------------------------------
 
 def _with(fit: Fitted, **kw) -> Fitted:
-    for k in ("scale", "overhead_us"):
+    for k in ("scale", "overhead_us", "scale_broadcast", "overhead_us_broadcast"):
         if k in kw and isinstance(kw[k], dict):
             kw[k] = tuple(sorted(kw[k].items()))
     return replace(fit, **kw)
+
+
+def _lines_fit(chip: str, lines: dict) -> Fitted:
+    """Stage 1's lines as constants: the plain ones where they differ from today's (scale 1, overhead 0), the
+    broadcast ones where they differ from what the plain ones give."""
+    plain = {b: v for (b, bc), v in lines.items() if not bc}
+    scale = {b: s for b, (s, _, _) in plain.items() if abs(s - 1) > 1e-9}
+    over = {b: o for b, (_, o, _) in plain.items() if o > 1e-6}
+    bscale = {b: s for (b, bc), (s, _, _) in lines.items() if bc and abs(s - scale.get(b, 1.0)) > 1e-9}
+    bover = {b: o for (b, bc), (_, o, _) in lines.items() if bc and abs(o - over.get(b, 0.0)) > 1e-6}
+    return _with(Fitted(chip), scale=scale, overhead_us=over, scale_broadcast=bscale, overhead_us_broadcast=bover)
 
 
 def search(cases: list, lines: dict, chip: str, rounds: int = ROUNDS, log=None,
@@ -245,19 +266,19 @@ def search(cases: list, lines: dict, chip: str, rounds: int = ROUNDS, log=None,
                 log(moves[-1])
 
     if "lines" in moves_allowed:
-        attempt(_with(best, scale={b: s for b, (s, _, _) in lines.items() if abs(s - 1) > 1e-9},
-                      overhead_us={b: o for b, (_, o, _) in lines.items() if o > 1e-6}), "stage 1 lines")
+        attempt(_lines_fit(chip, lines), "stage 1 lines")
     for _ in range(rounds):
         before = best
         for r in RESOLUTIONS if "resolution" in moves_allowed else ():
             attempt(replace(best, resolution=r), f"resolution {r:g}")
         for o in OVERRIDES if "override" in moves_allowed else ():
             attempt(replace(best, override=o), f"override {o:g}")
-        for b in sorted(lines) if "scale" in moves_allowed else ():
-            scale = dict(best.scale)
-            base = scale.get(b, 1.0)
+        for b, bc in sorted(lines) if "scale" in moves_allowed else ():
+            name = "scale_broadcast" if bc else "scale"
+            scale = dict(getattr(best, name))
+            base = scale.get(b, dict(best.scale).get(b, 1.0) if bc else 1.0)
             for f in SCALE_STEPS:
-                attempt(_with(best, scale={**scale, b: base * f}), f"scale.{b} {base * f:.4f}")
+                attempt(_with(best, **{name: {**scale, b: base * f}}), f"{name}.{b} {base * f:.4f}")
         if best == before:
             break
     return best, tuple(moves)

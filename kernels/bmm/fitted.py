@@ -3,7 +3,9 @@
 What is fitted (and nothing else: the chip tables' figures, with their sources, are never fitted):
 - ``scale.<branch>`` and ``overhead_us.<branch>``: the branch's calibrated time, scale * T_total + overhead_us,
   which is what the planner compares where branches compete (planner._pick: overlapping home grounds;
-  planner._override: a branch outside its home ground). T_total (cost.estimate) itself is never changed: it stays
+  planner._override: a branch outside its home ground). ``scale_broadcast.<branch>`` and
+  ``overhead_us_broadcast.<branch>`` replace them on problems with a batch-1 side (Problem.broadcast != "none"),
+  where the model's error differs (e.g. MergeBatch on a broadcast problem runs ~6% slower than modelled). T_total (cost.estimate) itself is never changed: it stays
   the model of what the kernel issues, shown as such in explain().
 - ``resolution``: estimates closer than this (relative) are not ordered by the model in an overlap (planner._pick;
   default cost.RESOLUTION). The tile ranking inside a branch (tiling_asw) keeps cost.RESOLUTION.
@@ -26,6 +28,8 @@ absent keeps today's value, so with no file the planner's decisions are exactly 
     stream_k = 0.93
     [fitted.overhead_us]
     stream_k = 0.4
+    [fitted.scale_broadcast]   # on problems with a batch-1 side
+    merge_batch = 1.06
     [sweep]                    # provenance, not read by the planner
     ...
 """
@@ -49,7 +53,7 @@ FORMAT = 1
 PACKAGE_DIR = Path(__file__).with_name("calibration")
 ENV = "PYTO_FITTED"
 DOC = "kernels/bmm/fitted.py"
-_PER_BRANCH = ("scale", "overhead_us")
+_PER_BRANCH = ("scale", "overhead_us", "scale_broadcast", "overhead_us_broadcast")
 _TOP = {"format", "chip", "version", "fitted", "sweep", "agreement"}
 
 
@@ -62,6 +66,8 @@ class Fitted:
     override: Optional[float] = None
     scale: tuple = ()              # ((branch, factor), ...) sorted by branch
     overhead_us: tuple = ()        # ((branch, us), ...) sorted by branch
+    scale_broadcast: tuple = ()    # the same two on problems with a batch-1 side (module docstring)
+    overhead_us_broadcast: tuple = ()
     version: str = ""
     source: str = field(default="", compare=False)   # the file read ("" when none)
     meta: dict = field(default_factory=dict, compare=False, repr=False)   # [sweep] and [agreement], as read
@@ -69,15 +75,20 @@ class Fitted:
     @property
     def key(self) -> tuple:
         """What the planner's decision depends on (for a cache keyed by it)."""
-        return (self.resolution, self.override, self.scale, self.overhead_us)
+        return (self.resolution, self.override, self.scale, self.overhead_us, self.scale_broadcast,
+                self.overhead_us_broadcast)
 
     @property
     def empty(self) -> bool:
-        return self.key == (None, None, (), ())
+        return self.key == (None, None, (), (), (), ())
 
-    def time(self, branch: str, t_total: float) -> float:
-        """The branch's calibrated time (us) from its T_total estimate; t_total itself without a fitted constant."""
+    def time(self, branch: str, t_total: float, broadcast: bool = False) -> float:
+        """The branch's calibrated time (us) from its T_total estimate (broadcast: the problem has a batch-1 side);
+        t_total itself without a fitted constant."""
         s, o = dict(self.scale).get(branch), dict(self.overhead_us).get(branch)
+        if broadcast:
+            s = dict(self.scale_broadcast).get(branch, s)
+            o = dict(self.overhead_us_broadcast).get(branch, o)
         if s is None and o is None:
             return t_total
         return t_total * (1.0 if s is None else s) + (0.0 if o is None else o)
@@ -143,11 +154,12 @@ def parse(doc: dict, path: object = "<text>") -> Fitted:
             for b, x in v.items():
                 if b not in BRANCHES:
                     raise _bad(path, f"fitted.{k}.{b}", f"unknown branch (branches: {', '.join(BRANCHES)})")
-                lo, hi = (1e-3, 1e3) if k == "scale" else (0.0, 1e6)
+                lo, hi = (1e-3, 1e3) if k.startswith("scale") else (0.0, 1e6)
                 vals.append((b, _number(path, f"fitted.{k}.{b}", x, lo, hi)))
             kw[k] = tuple(sorted(vals))
         else:
-            raise _bad(path, f"fitted.{k}", "unknown key (fitted keys: resolution, override, scale, overhead_us)")
+            raise _bad(path, f"fitted.{k}", "unknown key (fitted keys: resolution, override, "
+                       + ", ".join(_PER_BRANCH) + ")")
     meta = {t: dict(doc[t]) for t in ("sweep", "agreement") if isinstance(doc.get(t), dict)}
     return Fitted(chip, version=str(doc.get("version", "")), source=str(path), meta=meta, **kw)
 

@@ -305,7 +305,7 @@ def _pick(cands: list[tuple[str, Tiling]], p: Problem, chip: Chip, lines: list[s
     fit = fitted.for_chip(chip)
     res = RESOLUTION if fit.resolution is None else fit.resolution
     ests = [(b, t, estimate(p, t, chip)) for b, t in cands]
-    ests = [(b, t, e, fit.time(b, e.t_total)) for b, t, e in ests]
+    ests = [(b, t, e, fit.time(b, e.t_total, p.broadcast != "none")) for b, t, e in ests]
     fastest = min(x[3] for x in ests)
     close = [x for x in ests if x[3] <= fastest * (1 + res)]
     b, t, e, _ = min(close, key=lambda x: (PRICE[x[0]], x[3], x[2].t_mte2_pipe))
@@ -518,7 +518,7 @@ def _override(chosen: str, t: Tiling, alternatives: tuple, margin: float, p: Pro
     if not ests.get(chosen):     # not legal when forced, or nothing to do (an empty output)
         return chosen, t
     fit = fitted.for_chip(chip)
-    ests = {b: fit.time(b, est) for b, est in ests.items()}
+    ests = {b: fit.time(b, est, p.broadcast != "none") for b, est in ests.items()}
     step = lambda: len([x for x in lines if x[:1].isdigit()]) + 1  # noqa: E731
     fastest = min(ests, key=ests.get)
     gain = 1 - ests[fastest] / ests[chosen]
