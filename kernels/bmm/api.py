@@ -8,7 +8,8 @@ a [..., M, K] ([..., K, M] with transpose_a), b [..., K, N] ([..., N, K] with tr
 broadcast as numpy.matmul's, and a 1-D operand is promoted as numpy.matmul does (a to one row, b to one
 column; the promoted axis is removed from the result); bias [..., 1, N], [1, N] or [N]. fp16, bf16, fp32
 give the input dtype (accumulated in fp32), int8 gives int32; the 950's 8-bit floats (FP8 E4M3FN / E5M2 in any
-mix, HF8 named with dtype='hf8', MXFP8 with scale_a= / scale_b=) give fp32. The flow is plan -> operands ->
+mix, HF8 named with dtype='hf8', MXFP8 with scale_a= / scale_b=) and MXFP4 (packed uint8 pairs named with
+dtype='fp4e2m1' / 'fp4e1m2' or a pair of them, with scale_a= / scale_b=) give fp32. The flow is plan -> operands ->
 `pyto_kernels.bmm.<branch>.launch` (the launch convention of kernels/bmm/common.py); BRANCH_MODULES names each
 branch's module.
 
@@ -37,7 +38,7 @@ from pyto.testing import assert_close, matmul_bound
 from . import footprint
 from .common import mode_of, operands, out_dtype, user_operand
 from .conditions import BRANCHES, MX_GROUP, MX_K_STEP
-from .planner import FP8, Plan, parse_problem, plan
+from .planner import FP4, Plan, logical_dims, mixable, parse_problem, plan
 
 BRANCH_MODULES = {b: f"pyto_kernels.bmm.{b}" for b in BRANCHES}
 
@@ -71,7 +72,14 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
     (MXFP8): scale_a [*a_batch, M, K/32] and scale_b [*b_batch, K/32, N] (logical, whatever transpose_a / _b;
     ml_dtypes float8_e8m0fnu arrays or pyto.spec(shape, "fp8e8m0")), one scale per 32 elements of K, K % 64 == 0,
     no bias: C = (A * 2^(scale_a - 127)) @ (B * 2^(scale_b - 127)) per 32-element group. dtype: names the inputs'
-    dtype where the arrays do not (HF8's uint8 codes); arrays must be stored as it.
+    dtype where the arrays do not (HF8's uint8 codes, FP4's packed bytes), or a pair (A's, B's: an FP4 E2M1 x E1M2
+    mix); arrays must be stored as it.
+
+    MXFP4: a and b are uint8 arrays of packed FP4 pairs as PyPTO-Pro's FP4 GM tensors hold them (pyto.lowp.pack_fp4:
+    element 2i in the low nibble of byte i along the stored last axis): a [*a_batch, M, K/2] ([*a_batch, K, M/2] with
+    transpose_a), b [*b_batch, K, N/2] or, with transpose_b, [*b_batch, N, K/2] (test_matmul_mx.py's B), named by
+    dtype='fp4e2m1' / 'fp4e1m2' / ('fp4e2m1', 'fp4e1m2') or given as pyto.spec(packed shape, 'fp4e2m1'); the scales
+    as for MXFP8, in logical shapes [*a_batch, M, K/32] and [*b_batch, K/32, N].
     """
     for flag, v in (("transpose_a", transpose_a), ("transpose_b", transpose_b), ("report", report)):
         if not isinstance(v, (bool, np.bool_)):
@@ -79,12 +87,14 @@ def bmm(a, b, bias=None, *, chip: "str | Chip" = "ascend950pr", branch: Optional
     a, dt = user_operand(a, "bmm", "a")
     b, dtb = user_operand(b, "bmm", "b")
     if dtype is not None:
-        dt, dtb = _declared(a, dt, dtype, "a"), _declared(b, dtb, dtype, "b")
-    if dtb is not dt and not (dt in FP8 and dtb in FP8):
-        raise ShapeError(f"bmm: a and b must have one dtype (or be FP8 E4M3FN / E5M2 in any mix), got {dt} and {dtb}")
+        da, db = dtype_pair(dtype)
+        dt, dtb = _declared(a, dt, da, "a"), _declared(b, dtb, db, "b")
+    if not mixable(dt, dtb):
+        raise ShapeError(f"bmm: a and b must have one dtype (or be FP8 E4M3FN / E5M2, or FP4 E2M1 / E1M2, in any mix), "
+                         f"got {dt} and {dtb}")
     if bias is not None:
         bias, _ = user_operand(bias, "bmm", "bias")
-    mx = _mx_scales(a, b, scale_a, scale_b, bias, transpose_a, transpose_b)
+    mx = _mx_scales(a, b, scale_a, scale_b, bias, transpose_a, transpose_b, dt, dtb)
     a, b, squeeze = promote_vectors(a, b, transpose_a, transpose_b)
     p = cached_plan(a.shape, b.shape, dt, chip, False if bias is None else tuple(bias.shape), transpose_a,
                     transpose_b, branch, reduce, tune, None if dtb is dt else dtb, mx)
@@ -121,6 +131,15 @@ def cached_plan(a_shape, b_shape, dtype, chip, bias, transpose_a: bool, transpos
     return p
 
 
+def dtype_pair(dtype) -> tuple:
+    """(A's, B's) dtype from bmm's dtype=: one name for both, or a pair (an FP8 or FP4 mix)."""
+    if isinstance(dtype, (tuple, list)):
+        if len(dtype) != 2:
+            raise ShapeError(f"bmm: dtype= takes one dtype or a pair (A's, B's), got {dtype!r}")
+        return tuple(dtype)
+    return dtype, dtype
+
+
 def _declared(x, got: DType, dtype, name: str) -> DType:
     """The dtype `dtype` names for operand x, which must be stored as it (HF8: uint8 codes); ShapeError otherwise."""
     want = as_dtype(dtype)
@@ -130,10 +149,11 @@ def _declared(x, got: DType, dtype, name: str) -> DType:
     return want
 
 
-def _mx_scales(a, b, scale_a, scale_b, bias, transpose_a: bool, transpose_b: bool) -> bool:
+def _mx_scales(a, b, scale_a, scale_b, bias, transpose_a: bool, transpose_b: bool, dt: Optional[DType] = None,
+               dtb: Optional[DType] = None) -> bool:
     """Whether the call is MX; ShapeError naming the rule when its scales do not go with a and b: both given,
     E8M0, scale_a [*a_batch, M, K/32] and scale_b [*b_batch, K/32, N] (the logical shapes, matmul_mx.md), K % 64,
-    matrices, no bias (matmul_mx has no bias operand)."""
+    matrices, no bias (matmul_mx has no bias operand). dt / dtb: a's and b's dtypes (FP4: packed last axes)."""
     if scale_a is None and scale_b is None:
         return False
     if scale_a is None or scale_b is None:
@@ -144,8 +164,9 @@ def _mx_scales(a, b, scale_a, scale_b, bias, transpose_a: bool, transpose_b: boo
     if bias is not None:
         raise UnsupportedError("bmm: MX with a bias is not built (pl.matmul_mx has no bias operand, matmul_mx.md); "
                                "add the bias to the fp32 result")
-    M, K = (a.shape[-1], a.shape[-2]) if transpose_a else (a.shape[-2], a.shape[-1])
-    N = b.shape[-2] if transpose_b else b.shape[-1]
+    ash, bsh = logical_dims(a.shape, dt), logical_dims(b.shape, dtb)
+    M, K = (ash[-1], ash[-2]) if transpose_a else (ash[-2], ash[-1])
+    N = bsh[-2] if transpose_b else bsh[-1]
     if K % MX_K_STEP:
         raise ShapeError(f"bmm: MX needs K % {MX_K_STEP} == 0 (matmul_mx.md: K必须为64的倍数), got K = {K}")
     for s, name, want in ((scale_a, "scale_a", tuple(a.shape[:-2]) + (M, K // MX_GROUP)),
@@ -200,9 +221,9 @@ def run_plan(p: Plan, a, b, bias=None, *, scale_a=None, scale_b=None):
     dtb = b.dtype if isinstance(b, pyto.Spec) else as_dtype(b.dtype)
     dt = pr.dtype if stored_as(pr.dtype, dt) else dt
     dtb = pr.b_dtype if stored_as(pr.b_dtype, dtb) else dtb
-    if dtb is not dt and not (dt in FP8 and dtb in FP8):
+    if not mixable(dt, dtb):
         raise ShapeError(f"run_plan: a and b must have one dtype, got {dt} and {dtb}")
-    mx = _mx_scales(a, b, scale_a, scale_b, bias, pr.transpose_a, pr.transpose_b)
+    mx = _mx_scales(a, b, scale_a, scale_b, bias, pr.transpose_a, pr.transpose_b, dt, dtb)
     given = parse_problem(a.shape, b.shape, dt, False if bias is None else tuple(bias.shape), pr.transpose_a,
                           pr.transpose_b, dtype_b=None if dtb is dt else dtb, mx=mx)
     if (given.batch_shape, given.M, given.N, given.K, given.dtype, given.b_dtype, given.mx, given.bias) != \
@@ -250,7 +271,9 @@ def random_mx_inputs(a_shape, b_shape, dtype_a="fp8e4m3fn", dtype_b=None, seed: 
                      transpose_a: bool = False, transpose_b: bool = False):
     """(a, b, scale_a, scale_b) for trying MX bmm: standard normal A and B MX-quantised along K (pyto.lowp.mx_quantize:
     OCP MX scales, one per 32 elements), a / b stored as the transpose flags say, the scales in bmm's logical shapes
-    [*a_batch, M, K/32] and [*b_batch, K/32, N]."""
+    [*a_batch, M, K/32] and [*b_batch, K/32, N]. a_shape / b_shape: the matrices' element shapes as stored; MXFP4
+    (dtype 'fp4e2m1' / 'fp4e1m2') returns them packed along the stored last axis (pyto.lowp.pack_fp4), as bmm takes
+    them."""
     rng = np.random.default_rng(seed)
     fa, fb = as_dtype(dtype_a).name, as_dtype(dtype_b or dtype_a).name
     a_log = rng.standard_normal(tuple(a_shape))
@@ -258,7 +281,10 @@ def random_mx_inputs(a_shape, b_shape, dtype_a="fp8e4m3fn", dtype_b=None, seed: 
     a_log, b_log = _logical(a_log, transpose_a), _logical(b_log, transpose_b)
     qa, sa = lowp.mx_quantize(a_log, a_log.ndim - 1, fa)
     qb, sb = lowp.mx_quantize(b_log, b_log.ndim - 2, fb)
-    return (np.ascontiguousarray(_logical(qa, transpose_a)), np.ascontiguousarray(_logical(qb, transpose_b)), sa, sb)
+    qa, qb = np.ascontiguousarray(_logical(qa, transpose_a)), np.ascontiguousarray(_logical(qb, transpose_b))
+    if as_dtype(fa) in FP4:
+        qa, qb = lowp.pack_fp4(qa), lowp.pack_fp4(qb)
+    return qa, qb, sa, sb
 
 
 def _logical(x, transpose: bool) -> np.ndarray:
@@ -266,12 +292,23 @@ def _logical(x, transpose: bool) -> np.ndarray:
     return np.swapaxes(x, -1, -2) if transpose else x
 
 
+def unpacked(x, dtype=None) -> np.ndarray:
+    """x with one element a slot: FP4's packed pairs (dtype 'fp4e2m1' / 'fp4e1m2') split along the stored last axis
+    (pyto.lowp.unpack_fp4: byte i -> elements 2i, 2i+1); any other x as it is."""
+    x = np.asarray(x)
+    return lowp.unpack_fp4(x) if dtype is not None and as_dtype(dtype) in FP4 else x
+
+
 def decoded(x, dtype=None, scale=None, k_axis: int = -1) -> np.ndarray:
     """x's values in float64: its own dtype's (FP8 through ml_dtypes), or uint8 codes named dtype='hf8' through
-    pyto.lowp.HF8; with an MX `scale` (E8M0, one per 32 elements along k_axis) times 2^(scale - 127) per group."""
+    pyto.lowp.HF8, or FP4 codes one an element (`unpacked`) named 'fp4e2m1' / 'fp4e1m2' through pyto.lowp; with an
+    MX `scale` (E8M0, one per 32 elements along k_axis) times 2^(scale - 127) per group."""
     x = np.asarray(x)
-    if dtype is not None and as_dtype(dtype) is DType.hf8:
+    dt = None if dtype is None else as_dtype(dtype)
+    if dt is DType.hf8:
         out = lowp.HF8.decode(x)
+    elif dt in FP4:
+        out = lowp.as_format(dt.name).decode(x)
     else:
         out = x.astype(np.float64)
     if scale is not None:
@@ -283,12 +320,14 @@ def decoded(x, dtype=None, scale=None, k_axis: int = -1) -> np.ndarray:
 def reference(a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool = False, dtype=None, scale_a=None,
               scale_b=None) -> np.ndarray:
     """A @ B (+ bias) in float64 (int64 for int8 inputs), numpy.matmul broadcasting; 8-bit floats decoded first
-    (`decoded`: dtype='hf8' names HF8 codes; MX: the scales applied)."""
-    a, b = _logical(a, transpose_a), _logical(b, transpose_b)
+    (`decoded`: dtype='hf8' names HF8 codes, 'fp4e2m1' / 'fp4e1m2' or a pair of them FP4's packed pairs; MX: the
+    scales applied)."""
+    da, db = dtype_pair(dtype)
+    a, b = _logical(unpacked(a, da), transpose_a), _logical(unpacked(b, db), transpose_b)
     if a.dtype == np.int8:
         out = a.astype(np.int64) @ b.astype(np.int64)
         return out if bias is None else out + np.asarray(bias).astype(np.int64)
-    out = decoded(a, dtype, scale_a, -1) @ decoded(b, dtype, scale_b, -2)
+    out = decoded(a, da, scale_a, -1) @ decoded(b, db, scale_b, -2)
     if bias is not None:
         out = out + np.asarray(bias).astype(np.float64)
     return out
@@ -328,7 +367,8 @@ def compare(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool 
     """
     nan = float("nan")
     a, b, squeeze = promote_vectors(np.asarray(a), np.asarray(b), transpose_a, transpose_b)
-    al, bl = _logical(a, transpose_a), _logical(b, transpose_b)
+    da, db = dtype_pair(dtype)
+    al, bl = _logical(unpacked(a, da), transpose_a), _logical(unpacked(b, db), transpose_b)
     ref = reference(a, b, bias, transpose_a=transpose_a, transpose_b=transpose_b, dtype=dtype, scale_a=scale_a,
                     scale_b=scale_b)
     c = np.asarray(c)
@@ -347,13 +387,13 @@ def compare(c, a, b, bias=None, *, transpose_a: bool = False, transpose_b: bool 
             why = f"{len(bad)} of {c.size} elements differ; first at {i}: got {c[i]}, expected {want[i]}"
             return Comparison(why, worst, 0.0, float("inf"), exact=True)
         return Comparison("", 0.0, 0.0, 0.0, exact=True)
-    want = out_dtype(as_dtype(dtype) if dtype is not None else as_dtype(al.dtype)).np
+    want = out_dtype(as_dtype(da) if da is not None else as_dtype(al.dtype)).np
     if c.dtype != want:
         return Comparison(f"dtype {c.dtype}, expected {want}", nan, nan, nan)
     batch = ref.shape[:-2]
     M, N, K = ref.shape[-2], ref.shape[-1], al.shape[-1]
-    a_full = np.broadcast_to(decoded(al, dtype, scale_a, -1), batch + (M, K))
-    b_full = np.broadcast_to(decoded(bl, dtype, scale_b, -2), batch + (K, N))
+    a_full = np.broadcast_to(decoded(al, da, scale_a, -1), batch + (M, K))
+    b_full = np.broadcast_to(decoded(bl, db, scale_b, -2), batch + (K, N))
     bias_full = np.zeros(batch + (1, N)) if bias is None else np.broadcast_to(
         np.asarray(bias, np.float64).reshape((1,) * (len(batch) + 2 - np.ndim(bias)) + np.shape(bias)), batch + (1, N))
     a_aug = np.concatenate([a_full, np.ones(batch + (M, 1))], axis=-1)

@@ -34,7 +34,7 @@ from pyto.dtypes import DType
 from pyto.tiling import bias_row_bytes, ceil_align
 
 from ..swizzle import Swizzle, TileGrid
-from .block import Buffers, MxScales, alloc_buffers, held_a, held_b, mmad_tile
+from .block import Buffers, MxScales, alloc_buffers, held_a, held_b, matrix_shape, mmad_tile
 from .common import batch_offsets, Operands, run_tiled, with_mx
 
 
@@ -50,7 +50,7 @@ def asw_walk(bufs: Buffers, a, b, bias, out, grid: TileGrid, *, hold_a: bool = F
     task, atomically added into out (zeroed), bias on segment 0 only. bias None: no bias. l1_pieces: how
     streamed L1 slots are filled (`block.accumulate`).
     """
-    K = a.shape[-2] if transpose_a else a.shape[-1]
+    K = matrix_shape(a)[-2] if transpose_a else matrix_shape(a)[-1]
     out_b, a_b, b_b = tuple(out.shape[:-2]), tuple(a.shape[:-2]), tuple(b.shape[:-2])
     bias_b = tuple(bias.shape[:-2]) if bias is not None else ()
     seg = k_seg if grid_k > 1 else K
@@ -82,8 +82,9 @@ def _asw_basic_kernel(a, b, bias, out, scale_a, scale_b, *, BASE_M: int, BASE_N:
     b [.., N, K] with TRANSPOSE_B. FULL_LOAD_A / _B: that operand (no batch, one base tile wide) is held in L1.
     scale_a / scale_b (the MX kernel; None in the plain one): E8M0 scales in block.MxScales' GM forms.
     """
-    M, K = (a.shape[-1], a.shape[-2]) if TRANSPOSE_A else (a.shape[-2], a.shape[-1])
-    N, Kb = (b.shape[-2], b.shape[-1]) if TRANSPOSE_B else (b.shape[-1], b.shape[-2])
+    (a0, a1), (b0, b1) = matrix_shape(a)[-2:], matrix_shape(b)[-2:]     # (elements: FP4's last axis is packed)
+    M, K = (a1, a0) if TRANSPOSE_A else (a0, a1)
+    N, Kb = (b0, b1) if TRANSPOSE_B else (b1, b0)
     assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
     assert a.ndim == b.ndim == out.ndim == bias.ndim, f"ranks differ: a {a.shape}, b {b.shape}, out {out.shape}"
     assert tuple(out.shape[-2:]) == (M, N), f"out {out.shape}, expected [..., {M}, {N}]"

@@ -59,6 +59,12 @@ whole tiles (its address rule is on whole tiles): the L0A / L0B / L0C tiles of a
 with their valid shapes set (the MMAD is charged for the whole tile; an edge tile costs a full one). K tiles are
 multiples of 64 (two scale groups), as the planner's k_align is for MX; matmul_mx has no bias operand (bmm
 refuses a bias with MX).
+
+MXFP4 (A, B FP4 E2M1 / E1M2 in any mix): the same pipeline at half a byte an element. GM holds packed pairs (element
+2i in the low nibble of byte i along the stored last axis: A [.., M, K/2] or [.., K, M/2], B [.., K, N/2] or
+[.., N, K/2]); every offset and edge here is in elements, and `load_l1` hands pl.load the byte offset on the packed
+axis (`gm_offsets`, `matrix_shape`). An L0 data slot of S bytes holds 2S elements, so its scales are S/16 bytes: the
+scale rings have as many slots as the data rings, slot i pairing with slot i (addr(scale) = addr(data) >> 4 again).
 """
 from __future__ import annotations
 
@@ -70,6 +76,23 @@ from pyto.tiling import BIAS_ROW_SLOTS
 
 MX_GROUP = 32          # K elements per E8M0 scale (matmul_mx.md)
 _E8M0 = pl.DT_FP8E8M0
+FP4_TYPES = (pl.DT_FP4E2M1, pl.DT_FP4E1M2)
+
+
+def matrix_shape(t) -> tuple:
+    """A GM operand's shape in elements: an FP4 tensor's last axis counts packed bytes, two elements each (PyPTO-Pro's
+    FP4 tensors; pl.load's offsets on that axis count bytes too: `gm_offsets`)."""
+    shape = tuple(t.shape)
+    return shape[:-1] + (2 * shape[-1],) if t.dtype in FP4_TYPES else shape
+
+
+def gm_offsets(t, offsets: Sequence[int]) -> list:
+    """pl.load's offsets into `t` for a block at element `offsets`: an FP4 tensor's last one in bytes (elements / 2,
+    as test_matmul_mx.py writes [mi, ki // 2])."""
+    offs = list(offsets)
+    if t.dtype in FP4_TYPES:
+        offs[-1] //= 2
+    return offs
 
 
 class MxScales:
@@ -134,8 +157,9 @@ def at_edge(view, tensor, offsets: Sequence[int], *, transpose: bool = False):
     rows, cols = view.shape
     if transpose:
         rows, cols = cols, rows
-    vr = min(rows, tensor.shape[-2] - offsets[-2])
-    vc = min(cols, tensor.shape[-1] - offsets[-1])
+    shape = matrix_shape(tensor)
+    vr = min(rows, shape[-2] - offsets[-2])
+    vc = min(cols, shape[-1] - offsets[-1])
     want = [vc, vr] if transpose else [vr, vc]
     if view.valid is not None or want != list(view.shape):
         pl.set_validshape(view, want)
@@ -164,9 +188,10 @@ def with_valid(view, rows: int, cols: int):
 
 def load_l1(view, src, offsets: Sequence[int], *, transpose: bool, nd_num: int = 1, nd_axis: int = 0) -> None:
     """GM -> L1 into `view` (an operand's L1 tile or view, in the matmul's terms: A [M, K], B [K, N]) from `src` at
-    `offsets` (GM's own coordinates); transpose: `src` is DN, read with order=[1, 0]. A ZN view (the operand held as
-    stored) takes it as a plain Nd2Nz, an NZ one as a Dn2Nz (pl.load's docstring). nd_num / nd_axis as pl.load's,
-    nd_axis in the matmul's terms."""
+    `offsets` (GM's own coordinates, in elements: an FP4 tensor's packed last axis is addressed in bytes here,
+    `gm_offsets`); transpose: `src` is DN, read with order=[1, 0]. A ZN view (the operand held as stored) takes it as
+    a plain Nd2Nz, an NZ one as a Dn2Nz (pl.load's docstring). nd_num / nd_axis as pl.load's, nd_axis in the matmul's
+    terms."""
     if nd_num == 1:
         at_edge(view, src, offsets, transpose=transpose)
     else:                   # each part's extent inside the tensor (pl.load: nd_num parts take the valid shape each)
@@ -175,7 +200,8 @@ def load_l1(view, src, offsets: Sequence[int], *, transpose: bool, nd_num: int =
         want = list(at_edge(part, src, offsets, transpose=transpose).valid_shape)
         if view.valid is not None or want != list(part.shape):
             pl.set_validshape(view, want)
-    pl.load(view, src, list(offsets), order=[-1, -2] if transpose else None, nd_num=nd_num, nd_axis=nd_axis)
+    pl.load(view, src, gm_offsets(src, offsets), order=[-1, -2] if transpose else None, nd_num=nd_num,
+            nd_axis=nd_axis)
 
 
 def alloc_l1(shape: Sequence[int], dtype, *, transpose: bool = False, buffers: int = 1, name: str):
@@ -201,6 +227,9 @@ class Buffers:
         self.a_l1s = self.b_l1s = self.a_holds = self.b_holds = self.a_l0s = self.b_l0s = None
         self.a_hold_s = self.b_hold_s = None
         self.l0_i, self.l0_n = -1, 1
+        # scale slots per data slot: an L0 data slot of S bytes pairs with the scale span at S/16; a scale slot is
+        # S/32 bytes at 8 bits (two a data slot) and S/16 at 4 (MXFP4: one)
+        self.l0_pair = 2 * dtype.itemsize
         self.transpose_a, self.transpose_b = bool(transpose_a), bool(transpose_b)
         # views are trimmed on the fractal grid: 16 rows; N and K also a whole 32B fractal column (int8: 32)
         self.align = max(16, 32 // dtype.itemsize)
@@ -266,11 +295,12 @@ def alloc_buffers(dtype, base_m: int, base_n: int, base_k: int, k_l1: Optional[i
     bufs.a_l0a = pl.alloc(pl.L0A, [base_m, base_k], dtype, buffers=l0_stages, name="a_l0a")
     bufs.b_l0b = pl.alloc(pl.L0B, [base_k, base_n], dtype_b, buffers=l0_stages, name="b_l0b")
     bufs.c_l0c = pl.alloc(pl.L0C, [base_m, base_n], dtype.acc, buffers=l0c_stages, name="c_l0c")
-    if mx is not None:      # twice the slots: data slot i (at i*S) pairs with scale slot 2i (at i*S/16)
-        bufs.l0_n = l0_stages
-        bufs.a_l0s = pl.alloc(pl.MemorySpace.ScaleLeft, [base_m, base_k // g], _E8M0, buffers=2 * l0_stages,
+    if mx is not None:      # MXFP8: twice the slots, data slot i (at i*S) pairs with scale slot 2i (at i*S/16);
+        bufs.l0_n = l0_stages   # MXFP4 (S/16-byte scale slots): slot i
+        pair = int(bufs.l0_pair)
+        bufs.a_l0s = pl.alloc(pl.MemorySpace.ScaleLeft, [base_m, base_k // g], _E8M0, buffers=pair * l0_stages,
                               name="a_scale_l0")
-        bufs.b_l0s = pl.alloc(pl.MemorySpace.ScaleRight, [base_k // g, base_n], _E8M0, buffers=2 * l0_stages,
+        bufs.b_l0s = pl.alloc(pl.MemorySpace.ScaleRight, [base_k // g, base_n], _E8M0, buffers=pair * l0_stages,
                               name="b_scale_l0")
     return bufs
 
@@ -548,7 +578,11 @@ def _mmad_mx(bufs: Buffers, c_l0c, a1, b1, a1s, b1s, kk: int, kv: int, step: int
     bm, bn, bk, g = bufs.base_m, bufs.base_n, bufs.base_k, MX_GROUP
     bufs.l0_i = (bufs.l0_i + 1) % bufs.l0_n
     a_l0a, b_l0b = bufs.a_l0a.next(), bufs.b_l0b.next()
-    sa_l0, sb_l0 = bufs.a_l0s[2 * bufs.l0_i], bufs.b_l0s[2 * bufs.l0_i]
+    pair = int(bufs.l0_pair)
+    if pair * bufs.l0_n == 1:       # (one L0 slot of MXFP4: its scale "ring" is one tile)
+        sa_l0, sb_l0 = bufs.a_l0s, bufs.b_l0s
+    else:
+        sa_l0, sb_l0 = bufs.a_l0s[pair * bufs.l0_i], bufs.b_l0s[pair * bufs.l0_i]
     for dst, src, rows, cols in ((a_l0a, a1[0:bm, kk:kk + bk], vm, kv), (sa_l0, a1s[0:bm, kk // g:(kk + bk) // g], vm,
                                  kv // g), (b_l0b, b1[kk:kk + bk, 0:bn], kv, vn),
                                  (sb_l0, b1s[kk // g:(kk + bk) // g, 0:bn], kv // g, vn)):

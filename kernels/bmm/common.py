@@ -23,6 +23,8 @@ from pyto.errors import PytoError, ShapeError
 
 from .conditions import planning_chip
 
+CODED = (DType.hf8, DType.fp4e2m1, DType.fp4e1m2)    # stored as uint8 codes: the launch declares their dtype
+
 
 @dataclass
 class Operands:
@@ -189,8 +191,9 @@ def run_kernel(kernel, plan, ops: Operands, params: dict, blocks: int, mode: str
     if isinstance(kernel, tuple):
         kernel = kernel[1] if ops.scale_a is not None else kernel[0]
     arrays = (ops.a, ops.b, ops.bias, ops.out) + ((ops.scale_a, ops.scale_b) if ops.scale_a is not None else ())
-    if plan.problem.dtype is DType.hf8 and not isinstance(ops.a, pyto.Spec):
-        kernel = declared(kernel, (DType.hf8, DType.hf8) + (None,) * (len(arrays) - 2))
+    pr = plan.problem
+    if pr.dtype in CODED and not isinstance(ops.a, pyto.Spec):     # uint8 codes: HF8, FP4's packed pairs
+        kernel = declared(kernel, (pr.dtype, pr.b_dtype) + (None,) * (len(arrays) - 2))
     return pyto.run(kernel, *arrays, chip=plan.chip_spec or plan.chip, blocks=blocks, mode=mode, **params)
 
 
@@ -217,8 +220,8 @@ def with_mx(body: Callable) -> tuple:
 
 class _Declared(pl.Kernel):
     """A @pl.kernel launched with its GM tensors' dtypes declared (None: the array's own), as a pl.jit kernel's
-    annotations declare them: pyto.run reads a uint8 array declared HF8 as HF8 codes (pyto.dtypes: numpy has no
-    HF8, so only a declaration makes uint8 codes HF8)."""
+    annotations declare them: pyto.run reads a uint8 array declared HF8 as HF8 codes, one declared FP4 as packed FP4
+    pairs (pyto.dtypes: numpy has neither, so only a declaration makes uint8 bytes HF8 or FP4)."""
 
     def __init__(self, kernel: pl.Kernel, dtypes: tuple):
         super().__init__(kernel.fn)

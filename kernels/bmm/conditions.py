@@ -6,7 +6,9 @@ min_TileSize, R) use the raw sizes, as the seed writes them. Every chip number c
 
 Element sizes: `Problem.isz` is the inputs' (1 byte for int8 and the 950's 8-bit floats: K0 = 32, M/N tiles of 32),
 `out_isz` the output's (fp32 for the 8-bit floats, int32 for int8); MX aligns K to 64 (`k_align`) and derives its
-tilings on `planning_chip`, the buffers less what the E8M0 scales take.
+tilings on `planning_chip`, the buffers less what the E8M0 scales take. MXFP4's elements are half a byte (`isz` is
+Fraction(1, 2), so every byte count of its capacity conditions is exact): K0 = 64 and M/N tiles of 64 (its fractals
+16 x 64 padded to whole 64-element fractals on both axes, pyto.language.tile.padded_of).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from pyto.chip import Chip
-from pyto.dtypes import LOW_PRECISION, DType
+from pyto.dtypes import FP4, LOW_PRECISION, DType
 
 BRANCHES = ("to_matmul", "special", "merge_batch", "iter_batch", "asw_basic", "stream_k")
 REDUCE_MODES = ("workspace", "atomic")     # StreamK's reduction: GM workspace + AIVs (deterministic), or AtomicAdd
@@ -58,11 +60,17 @@ class Problem:
     broadcast: str = "none"      # "none" | "a" | "b" (that side's batch dims broadcast) | "cross" (both)
     bias_rows: int = 1           # distinct bias rows read: 1 for a bias [N] or [1, N], B for [B, 1, N]
     dtype_b: DType | None = None  # B's dtype where it differs from A's (an FP8 E4M3FN / E5M2 mix), else None
-    mx: bool = False             # MXFP8: A and B carry E8M0 scales, one per 32 elements of K (K % 64 == 0)
+    mx: bool = False             # MX (MXFP8, MXFP4): A and B carry E8M0 scales, one per 32 elements of K (K % 64 == 0)
 
     @property
     def isz(self) -> int:
+        """Bytes per input element: Fraction(1, 2) for MXFP4 (byte counts stay exact)."""
         return self.dtype.itemsize
+
+    @property
+    def fp4(self) -> bool:
+        """MXFP4 inputs (E2M1 / E1M2 in any mix): half a byte an element, packed pairs in GM."""
+        return self.dtype in FP4
 
     @property
     def b_dtype(self) -> DType:
@@ -96,8 +104,9 @@ class Problem:
 
     @property
     def mn_align(self) -> int:
-        """M/N tile alignment: 16, or 32 for int8 (docs/tile_shapes.md §6.4 CeilAlign rules)."""
-        return 2 * FRACTAL if self.isz == 1 else FRACTAL
+        """M/N tile alignment: 16, or 32 for int8 and the 8-bit floats, 64 for FP4 (docs/tile_shapes.md §6.4 CeilAlign
+        rules: K0 along either axis)."""
+        return 2 * FRACTAL if self.isz == 1 else 4 * FRACTAL if self.isz < 1 else FRACTAL
 
     @property
     def k_align(self) -> int:
@@ -129,9 +138,9 @@ class Problem:
     def compulsory_bytes(self) -> int:
         """Bytes any implementation must move: every input once (the bias as its bias_rows rows, in the
         output's type: int32 for int8), the output once."""
-        reads = (self.batch_a * self.M * self.K + self.batch_b * self.K * self.N) * self.isz
+        reads = (self.batch_a * self.M * self.K + self.batch_b * self.K * self.N) * self.isz   # (MXFP4: K even)
         bias = self.bias_rows * self.N * self.out_isz if self.bias else 0
-        return reads + bias + self.scale_bytes + self.batch * self.M * self.N * self.out_isz
+        return int(reads + bias + self.scale_bytes + self.batch * self.M * self.N * self.out_isz)
 
     @property
     def scale_bytes(self) -> int:
@@ -147,20 +156,33 @@ def planning_chip(p: Problem, chip: Chip) -> Chip:
     scales fit beside it: L1 * 32/33 (a data tile [rows, k] in L1 brings its scales [rows, k/32], whole 16 x 2 / 2 x 16
     fractals since rows % 32 == 0 and k % 64 == 0: 1/32 byte a data byte; rounded down to whole KB), L0A min(L0A,
     16 x ScaleLeft) and L0B min(L0B, 16 x ScaleRight) (addr(scale) = addr(data) >> 4, matmul_mx.md: L0A bytes [0, a)
-    need ScaleLeft bytes [0, a/16)). The kernels run on `chip` itself; check_fits there counts the scale bytes
+    need ScaleLeft bytes [0, a/16)). MXFP4: a data byte holds two elements, so it brings 1/16 B of scales: L1 * 16/17
+    (the L0 rule is on addresses, the same). The kernels run on `chip` itself; check_fits there counts the scale bytes
     (tilings._cube_use)."""
     if not p.mx:
         return chip
-    hit = _MX_CHIPS.get(id(chip))
+    per = int(MX_GROUP * p.isz)          # data bytes per scale byte: 32 (MXFP8), 16 (MXFP4)
+    hit = _MX_CHIPS.get((id(chip), per))
     if hit is None or hit[0] is not chip:
         from dataclasses import replace
         buf = dict(chip.buffers)
-        buf["L1"] = align_down(buf["L1"] * MX_GROUP // (MX_GROUP + 1), 1024)     # (a whole number of KB)
+        buf["L1"] = align_down(buf["L1"] * per // (per + 1), 1024)     # (a whole number of KB)
         buf["L0A"] = min(buf["L0A"], 16 * buf["L0A_MX"])
         buf["L0B"] = min(buf["L0B"], 16 * buf["L0B_MX"])
         hit = (chip, replace(chip, buffers=buf))
-        _MX_CHIPS[id(chip)] = hit
+        _MX_CHIPS[(id(chip), per)] = hit
+        _REAL_CHIPS[id(hit[1])] = hit
     return hit[1]
+
+
+_REAL_CHIPS: dict = {}    # id(MX planning chip) -> (chip, planning chip)
+
+
+def real_chip(chip: Chip) -> Chip:
+    """The chip a planning chip (`planning_chip`) was derived from, or `chip` itself: capacity is checked there with
+    the E8M0 scales counted (tilings.check_fits), not on the reduced buffers a second time."""
+    hit = _REAL_CHIPS.get(id(chip))
+    return hit[0] if hit is not None and hit[1] is chip else chip
 
 
 @dataclass(frozen=True)
@@ -186,7 +208,7 @@ class BranchCheck:
 
 
 def _kb(n: float) -> str:
-    return f"{n:.0f} B"
+    return f"{float(n):.0f} B"       # (float: MXFP4's byte counts are Fractions)
 
 
 def _yn(ok: bool) -> str:
@@ -285,7 +307,17 @@ def merge_checks(p: Problem, chip: Chip, expanded: bool = False) -> BranchCheck:
                 ratio < ridge / b0))
     if p.mx:
         cs += (merge_mx_check(p),)
+    if p.fp4:
+        cs += (merge_fp4_check(p),)
     return BranchCheck("merge_batch", all(c.holds for c in cs), cs)
+
+
+def merge_fp4_check(p: Problem) -> Check:
+    """MergeBatch under MXFP4: a group's batches arrive in one GM -> L1 load with nd_num parts (merge_batch.py), and
+    pl.load of an FP4 tensor takes no nd_num (its packed rows: pyto.language.movement), so MXFP4 does not merge."""
+    return Check("MergeBatch FP4", f"{p.dtype_text} inputs: the merged load is one pl.load with nd_num = b parts, "
+                                   "which FP4's packed GM rows do not take (pl.load of FP4: nd_num = 1 only)",
+                 not p.fp4)
 
 
 def merge_mx_check(p: Problem) -> Check:

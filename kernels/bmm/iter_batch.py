@@ -42,7 +42,7 @@ from pyto.errors import PlanError
 from pyto.tiling import bias_row_bytes
 
 from .asw_basic import l1_pieces_for
-from .block import MxScales, alloc_buffers, held_ab, mmad_tile
+from .block import MxScales, alloc_buffers, held_ab, matrix_shape, mmad_tile
 from .conditions import ACC_BYTES
 from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel, with_mx
 
@@ -61,8 +61,8 @@ def _iter_batch_kernel(a, b, bias, out, scale_a, scale_b, *, BASE_M: int, BASE_N
     """
     batch = tuple(out.shape[:-2])
     M, N = out.shape[-2], out.shape[-1]
-    K = a.shape[-2] if TRANSPOSE_A else a.shape[-1]
-    Kb = b.shape[-1] if TRANSPOSE_B else b.shape[-2]
+    K = matrix_shape(a)[-2] if TRANSPOSE_A else matrix_shape(a)[-1]     # (elements: FP4's last axis is packed)
+    Kb = matrix_shape(b)[-1] if TRANSPOSE_B else matrix_shape(b)[-2]
     assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
     k_hold = ceil_align(K, BASE_K)
     mx = None if scale_a is None else MxScales(scale_a, scale_b, a.shape[:-2], b.shape[:-2], M, N, K)

@@ -46,7 +46,8 @@ from pyto.errors import PlanError
 from pyto.tiling import bias_row_bytes
 
 from .asw_basic import l1_pieces_for
-from .block import MX_GROUP, MxScales, alloc_buffers, alloc_l1, at_edge, load_l1, load_scales, mmad_l1, with_valid
+from .block import (MX_GROUP, MxScales, alloc_buffers, alloc_l1, at_edge, load_l1, load_scales, matrix_shape, mmad_l1,
+                    with_valid)
 from .conditions import ACC_BYTES
 from .common import batch_offsets, cdiv, ceil_align, Operands, planned_params, prod, run_kernel, with_mx
 
@@ -64,8 +65,8 @@ def _merge_batch_kernel(a, b, bias, out, scale_a, scale_b, *, B_L0: int, M_PAD: 
     """
     batch = tuple(out.shape[:-2])
     M, N = out.shape[-2], out.shape[-1]
-    K = a.shape[-2] if TRANSPOSE_A else a.shape[-1]
-    Kb = b.shape[-1] if TRANSPOSE_B else b.shape[-2]
+    K = matrix_shape(a)[-2] if TRANSPOSE_A else matrix_shape(a)[-1]     # (elements: FP4's last axis is packed)
+    Kb = matrix_shape(b)[-1] if TRANSPOSE_B else matrix_shape(b)[-2]
     assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
     assert M <= M_PAD and N <= N_PAD, f"M, N = {M}, {N} exceed the block {M_PAD} x {N_PAD}"
     steps = -(-K // BASE_K)

@@ -70,7 +70,8 @@ from pyto.dtypes import DType, as_dtype
 from pyto.errors import PlanError, ShapeError, UnsupportedError
 
 from .conditions import (BRANCHES, MX_K_STEP, REDUCE_MODES, SEED_NAMES, BranchCheck, Problem, asw_checks, iter_checks,
-                         iter_l1, lowp_matmul_check, lowp_vector_check, merge_checks, merge_mx_check, planning_chip,
+                         iter_l1, lowp_matmul_check, lowp_vector_check, merge_checks, merge_fp4_check, merge_mx_check,
+                         planning_chip,
                          special_checks, stream_checks, to_matmul_checks)
 from . import fitted
 from .cost import RESOLUTION, Estimate, estimate, roofline_us
@@ -80,8 +81,23 @@ from .tiling_streamk_special import special_tiling, stream_tiling
 from .retile import retile
 from .tilings import Tiling, check_fits, field_docs
 
-SUPPORTED = (DType.fp16, DType.bf16, DType.fp32, DType.int8, DType.fp8e4m3fn, DType.fp8e5m2, DType.hf8)
+SUPPORTED = (DType.fp16, DType.bf16, DType.fp32, DType.int8, DType.fp8e4m3fn, DType.fp8e5m2, DType.hf8,
+             DType.fp4e2m1, DType.fp4e1m2)
 FP8 = (DType.fp8e4m3fn, DType.fp8e5m2)      # the FP8 pair the cube mixes in any order (matmul_acc.md); MXFP8's too
+FP4 = (DType.fp4e2m1, DType.fp4e1m2)        # MXFP4's pair, mixed in any order (matmul_mx.md); MX only
+
+
+def mixable(a: DType, b: DType) -> bool:
+    """Whether A and B may differ in dtype: FP8 E4M3FN / E5M2 (matmul_acc.md, matmul_mx.md) or FP4 E2M1 / E1M2
+    (matmul_mx.md) in any mix; otherwise one dtype."""
+    return a is b or (a in FP8 and b in FP8) or (a in FP4 and b in FP4)
+
+
+def logical_dims(shape: Sequence[int], dtype: DType) -> tuple[int, ...]:
+    """The matrix's elements per axis of an operand stored `shape`: an FP4 array is packed pairs along its last axis
+    (PyPTO-Pro's FP4 tensors: element 2i in the low nibble of byte i), so that axis holds twice its length."""
+    dims = tuple(shape)
+    return dims[:-1] + (2 * dims[-1],) if dtype in FP4 and dims else dims
 
 
 def _dims(shape: Sequence[int], name: str) -> tuple[int, ...]:
@@ -114,8 +130,12 @@ def parse_problem(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object 
 
     bias: False, True (a bias of unknown shape: counted as one row, so the roofline stays a lower bound)
     or the bias's shape ([N], [1, N] or [..., 1, N]), which says how many distinct rows it has. dtype_b: B's dtype
-    where it differs from A's (FP8 E4M3FN x E5M2 in either order). mx: MXFP8 (A, B FP8 with E8M0 scales; K % 64)."""
+    where it differs from A's (FP8 E4M3FN x E5M2 or FP4 E2M1 x E1M2, in either order). mx: MX (A, B FP8 or FP4 with
+    E8M0 scales; K % 64). Shapes are as stored: an FP4 operand's last axis counts packed bytes (logical_dims)."""
     a, b = _dims(a_shape, "a"), _dims(b_shape, "b")
+    dt = as_dtype(dtype)
+    dtb = dt if dtype_b is None else as_dtype(dtype_b)
+    a, b = logical_dims(a, dt), logical_dims(b, dtb)
     M, Ka = (a[-1], a[-2]) if transpose_a else (a[-2], a[-1])
     Kb, N = (b[-1], b[-2]) if transpose_b else (b[-2], b[-1])
     if Ka != Kb:
@@ -128,16 +148,17 @@ def parse_problem(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object 
         if x != y and 1 not in (x, y):
             raise ShapeError(f"batch dims {ba} of A and {bb} of B do not broadcast (dim {i - n}: {x} vs {y})")
     shape = tuple(y if x == 1 else x for x, y in zip(pa, pb))
-    dt = as_dtype(dtype)
     if dt not in SUPPORTED:
         raise ShapeError(f"dtype {dt.name} is not supported by bmm; use one of {', '.join(d.name for d in SUPPORTED)}")
-    dtb = dt if dtype_b is None else as_dtype(dtype_b)
-    if dtb is not dt and not (dt in FP8 and dtb in FP8):
-        raise ShapeError(f"a and b must have one dtype, or be FP8 E4M3FN / E5M2 in any mix (matmul_acc.md); got "
-                         f"{dt.name} and {dtb.name}")
-    if mx and not (dt in FP8 and dtb in FP8):
-        raise ShapeError(f"MX bmm (scale_a / scale_b) takes MXFP8 operands, FP8 E4M3FN / E5M2 in any mix "
-                         f"(matmul_mx.md); got {dt.name} and {dtb.name}")
+    if not mixable(dt, dtb):
+        raise ShapeError(f"a and b must have one dtype, or be FP8 E4M3FN / E5M2 (matmul_acc.md) or FP4 E2M1 / E1M2 "
+                         f"(matmul_mx.md) in any mix; got {dt.name} and {dtb.name}")
+    if mx and not (dt in FP8 + FP4 and dtb in FP8 + FP4):
+        raise ShapeError(f"MX bmm (scale_a / scale_b) takes MXFP8 operands (FP8 E4M3FN / E5M2) or MXFP4 ones (FP4 "
+                         f"E2M1 / E1M2), each pair in any mix (matmul_mx.md); got {dt.name} and {dtb.name}")
+    if dt in FP4 and not mx:
+        raise ShapeError(f"FP4 ({dt.name}{' x ' + dtb.name if dtb is not dt else ''}) is a cube input of the MX matmul "
+                         f"only (matmul_mx.md): give its E8M0 scales (bmm scale_a= / scale_b=, plan mx=True)")
     if mx and Ka % MX_K_STEP:
         raise ShapeError(f"MX bmm needs K % {MX_K_STEP} == 0 (matmul_mx.md: K必须为64的倍数; one E8M0 scale per 32 "
                          f"elements of K, read in pairs), got K = {Ka}")
@@ -166,6 +187,8 @@ def _structural(branch: str, p: Problem, chip: Chip) -> None:
         raise PlanError(f"to_matmul needs BatchA = 1 or BatchB = 1; here BatchA = {p.batch_a}, BatchB = {p.batch_b}")
     if branch == "to_matmul" and p.lowp:
         raise PlanError(f"to_matmul fails {lowp_matmul_check(p)}")
+    if branch == "merge_batch" and p.fp4:
+        raise PlanError(f"merge_batch fails {merge_fp4_check(p)}")
     if branch == "merge_batch" and p.mx and not merge_mx_check(p).holds:
         raise PlanError(f"merge_batch fails {merge_mx_check(p)}")
     if branch == "merge_batch" and not (p.same_batch or min(p.batch_a, p.batch_b) == 1):
@@ -422,7 +445,9 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
     tune: simulate (timing mode) the legal branches and the cost model's next-best tilings of each (only the
     forced branch's when `branch` is given), return the fastest, its candidates and times in explain(); cached
     in a file per chip table and pyto version (pyto_kernels.bmm.tune).
-    dtype_b: B's dtype where it differs from A's (FP8 E4M3FN x E5M2). mx: MXFP8 with E8M0 scales (K % 64 == 0): the
+    dtype_b: B's dtype where it differs from A's (FP8 E4M3FN x E5M2, FP4 E2M1 x E1M2). Shapes are as stored: an
+    MXFP4 operand's last axis counts packed bytes (A [.., M, K/2], B [.., K, N/2], or [.., N, K/2] with transpose_b).
+    mx: MXFP8 / MXFP4 with E8M0 scales (K % 64 == 0): the
     tilings are derived on conditions.planning_chip (the buffers less what the scales take), the capacity checked
     on the chip with the scales counted. 8-bit float inputs need a chip whose cube takes them (the 950).
     """
@@ -462,8 +487,9 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
         chosen, t = _override(chosen, t, alternatives, override, p, spec, reduce, lines)
     if spec is not real:       # MX: the tiling on the real buffers, its scales counted (tilings._cube_use)
         check_fits(chosen, t, p, real)
-        lines.append(f"MX: tilings derived on L1 {spec.buffers['L1']} B (L1 x 32/33: each data byte brings 1/32 B of "
-                     f"E8M0 scales), L0A {spec.buffers['L0A']} B, L0B {spec.buffers['L0B']} B (16 x ScaleLeft / "
+        per = int(32 * p.isz)       # data bytes per E8M0 scale byte: 32 (MXFP8), 16 (MXFP4: two elements a byte)
+        lines.append(f"MX: tilings derived on L1 {spec.buffers['L1']} B (L1 x {per}/{per + 1}: each data byte brings "
+                     f"1/{per} B of E8M0 scales), L0A {spec.buffers['L0A']} B, L0B {spec.buffers['L0B']} B (16 x ScaleLeft / "
                      f"ScaleRight {real.buffers['L0A_MX']} / {real.buffers['L0B_MX']} B: addr(scale) = addr(data) >> 4)")
     return Plan(chosen, t, estimate(p, t, spec), p, real.name, checks, tuple(lines), alternatives,
                 branch is not None, real)

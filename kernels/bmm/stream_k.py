@@ -39,7 +39,7 @@ from pyto.chip import Chip
 from pyto.tiling import ceil_align
 
 from .asw_basic import fit_l1_stages, l1_pieces_for
-from .block import MxScales, accumulate, alloc_buffers, as_computed, at_edge, store_tile, with_valid
+from .block import MxScales, accumulate, alloc_buffers, as_computed, at_edge, matrix_shape, store_tile, with_valid
 from .common import batch_offsets, cdiv, Operands, run_tiled, with_mx
 
 VEC_ALIGN = 16     # UB view columns: 16 elements = 32B of fp16/bf16, a whole 32B block of fp32/int32 too
@@ -81,8 +81,9 @@ def _stream_k_kernel(a, b, bias, out, scale_a, scale_b, *, GRID_K: int, M_CNT: i
     end, so the drain after the last load is on the critical path (earlier tiles' drains overlap the next
     tile's loads; with several units a core, the next unit's: params_of turns it off there).
     """
-    M, K = (a.shape[-1], a.shape[-2]) if TRANSPOSE_A else (a.shape[-2], a.shape[-1])
-    N, Kb = (b.shape[-2], b.shape[-1]) if TRANSPOSE_B else (b.shape[-1], b.shape[-2])
+    (a0, a1), (b0, b1) = matrix_shape(a)[-2:], matrix_shape(b)[-2:]     # (elements: FP4's last axis is packed)
+    M, K = (a1, a0) if TRANSPOSE_A else (a0, a1)
+    N, Kb = (b0, b1) if TRANSPOSE_B else (b1, b0)
     assert K == Kb, f"a {a.shape} and b {b.shape} differ in K ({K} vs {Kb})"
     assert a.ndim == b.ndim == out.ndim == bias.ndim, f"ranks differ: a {a.shape}, b {b.shape}, out {out.shape}"
     assert tuple(out.shape[-2:]) == (M, N), f"out {out.shape}, expected [..., {M}, {N}]"

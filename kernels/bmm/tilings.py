@@ -15,7 +15,7 @@ from pyto.chip import Chip
 from pyto.errors import PlanError
 from pyto.tiling import bias_row_bytes
 
-from .conditions import ACC_BYTES, FRACTAL, FRACTAL_BYTES, MX_GROUP, Problem, align_down, align_up, cdiv
+from .conditions import ACC_BYTES, FRACTAL, FRACTAL_BYTES, MX_GROUP, Problem, align_down, align_up, cdiv, real_chip
 
 
 def doc(text: str):
@@ -29,17 +29,18 @@ def _derivation():
 
 def _cube_use(t, p: Problem, l1: int) -> dict[str, int]:
     """Bytes per buffer of a cube tiling: the given L1 bytes, L0A/L0B/L0C tiles x copies, the bias row in BT.
-    MX: L1 also holds the data tiles' E8M0 scales (1/32 of their bytes: [rows, k/32] per [rows, k] tile), and
-    ScaleLeft / ScaleRight the span addr(data) >> 4 of the L0A / L0B slots (block.alloc_buffers)."""
+    MX: L1 also holds the data tiles' E8M0 scales (1/32 of their bytes: [rows, k/32] per [rows, k] tile; MXFP4's
+    half-byte elements: 1/16), and ScaleLeft / ScaleRight the span addr(data) >> 4 of the L0A / L0B slots
+    (block.alloc_buffers). Bytes are ints (MXFP4's tiles are whole 64-element fractals)."""
     use = {"L1": l1 + bias_l1_bytes(t.base_n, p), "L0A": t.l0_buffers * t.base_m * t.base_k * p.isz,
            "L0B": t.l0_buffers * t.base_k * t.base_n * p.isz,
            "L0C": t.l0c_buffers * t.base_m * t.base_n * ACC_BYTES}
     if p.mx:
-        use["L1"] += l1 // MX_GROUP
+        use["L1"] += l1 // int(MX_GROUP * p.isz)
         use["L0A_MX"], use["L0B_MX"] = use["L0A"] // 16, use["L0B"] // 16
     if p.bias:
         use["BT"] = t.base_n * ACC_BYTES
-    return use
+    return {k: int(v) for k, v in use.items()}
 
 
 def bias_l1_bytes(bn: int, p: Problem) -> int:
@@ -261,7 +262,10 @@ def field_docs(tiling: object) -> list[tuple[str, object, str]]:
 
 
 def check_fits(branch: str, tiling: Tiling, p: Problem, chip: Chip) -> None:
-    """PlanError naming the buffer, the bytes needed and the capacity when a tiling overflows one."""
+    """PlanError naming the buffer, the bytes needed and the capacity when a tiling overflows one. MX: on the chip
+    itself (conditions.real_chip), the scales counted, also when given the planning chip the tiling was derived on
+    (its buffers are already less the scales' share)."""
+    chip = real_chip(chip)
     for buf, need in tiling.buffer_bytes(p).items():
         if need > chip.buffers[buf]:
             raise PlanError(f"{branch} tiling does not fit {buf}: needs {need} B, capacity {chip.buffers[buf]} B "
