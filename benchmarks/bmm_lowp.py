@@ -1,7 +1,7 @@
-"""BMM on the 950's 8-bit floats: bf16, FP8 (E4M3 x E5M2) and MXFP8 of the same shapes through the planner, in timing
-mode: the branch each gets, its simulated T_total and the planner's estimate, and the time against bf16's beside the
-ratio the roofline predicts (max(FLOPs / peak, compulsory bytes / W_GM): FP8 halves the input bytes and doubles the
-peak; MX adds 1/32 of the input bytes in scales).
+"""BMM on the 950's low-precision cube: bf16, FP8 (E4M3 x E5M2), MXFP8 and MXFP4 (E2M1 x E1M2) of the same shapes
+through the planner, in timing mode: the branch each gets, its simulated T_total and the planner's estimate, and the
+time against bf16's beside the ratio the roofline predicts (max(FLOPs / peak, compulsory bytes / W_GM): FP8 halves the
+input bytes and doubles the peak, MXFP4 quarters them and doubles it again; MX adds one E8M0 byte per 32 elements).
 
 Run: python benchmarks/bmm_lowp.py [--chip NAME]
 """
@@ -18,7 +18,12 @@ SHAPES = [((8, 1024, 4096), (8, 4096, 1024)), ((1, 4096, 2048), (1, 2048, 4096))
           ((2, 64, 16384), (2, 16384, 64)), ((32, 256, 1024), (1, 1024, 256)), ((4, 100, 640), (4, 640, 72))]
 #: kind -> (A dtype, B dtype, MX)
 KINDS = {"bf16": ("bf16", "bf16", False), "fp8": ("fp8e4m3fn", "fp8e5m2", False),
-         "mxfp8": ("fp8e4m3fn", "fp8e5m2", True)}
+         "mxfp8": ("fp8e4m3fn", "fp8e5m2", True), "mxfp4": ("fp4e2m1", "fp4e1m2", True)}
+
+
+def stored(shape, dtype: str) -> tuple:
+    """An operand's shape as stored: FP4's last axis packs two elements a byte."""
+    return tuple(shape[:-1]) + (shape[-1] // 2,) if dtype.startswith("fp4") else tuple(shape)
 
 
 def run(a_shape, b_shape, kind: str, chip: str):
@@ -29,6 +34,7 @@ def run(a_shape, b_shape, kind: str, chip: str):
     if mx:
         kw = dict(scale_a=pyto.spec(tuple(a_shape[:-1]) + (K // 32,), "fp8e8m0"),
                   scale_b=pyto.spec(tuple(b_shape[:-2]) + (K // 32, b_shape[-1]), "fp8e8m0"))
+    a_shape, b_shape = stored(a_shape, da), stored(b_shape, db)
     p = plan(a_shape, b_shape, da, chip, dtype_b=None if db == da else db, mx=mx)
     _, rep = bmm(pyto.spec(a_shape, da), pyto.spec(b_shape, db), chip=chip, **kw)
     return p, rep.time_us
