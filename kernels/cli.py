@@ -34,11 +34,17 @@ def plan_shapes(B: int, M: int, N: int, K: int, batch_a: int | None = None, batc
                      f"or BA * BB = B (cross broadcast)")
 
 
+def stored(shape: tuple[int, ...], dtype: str) -> tuple[int, ...]:
+    """An operand's shape as bmm takes it: FP4's last axis packs two elements a byte (pyto.lowp.pack_fp4)."""
+    return shape[:-1] + (shape[-1] // 2,) if dtype.startswith("fp4") else shape
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print the plan's explanation."""
     from pyto_kernels.bmm import plan
     a_shape, b_shape = plan_shapes(args.B, args.M, args.N, args.K, args.batch_a, args.batch_b,
                                    args.transpose_a, args.transpose_b)
+    a_shape, b_shape = stored(a_shape, args.dtype), stored(b_shape, args.dtype)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=args.bias, transpose_a=args.transpose_a,
              transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
              override=None if args.seed_only else "fitted", mx=args.mx)
@@ -118,12 +124,13 @@ def _shared_args(p: argparse.ArgumentParser) -> None:
         p.add_argument(dim, type=count, help=f"{what}: C[B, M, N] = A[B, M, K] @ right[B, K, N]")
     p.add_argument("--batch-a", type=count, default=None, help="BatchA (default B)")
     p.add_argument("--batch-b", type=count, default=None, help="BatchB (default B)")
-    p.add_argument("--dtype", default="bf16", choices=("fp16", "bf16", "fp32", "int8", "fp8e4m3fn", "fp8e5m2", "hf8"),
-                   help="default bf16 (the 8-bit floats: the 950, fp32 out)")
+    p.add_argument("--dtype", default="bf16", choices=("fp16", "bf16", "fp32", "int8", "fp8e4m3fn", "fp8e5m2", "hf8",
+                                                       "fp4e2m1", "fp4e1m2"),
+                   help="default bf16 (the 8-bit floats and FP4 (with --mx): the 950, fp32 out)")
     p.add_argument("--chip", default="ascend950pr", help="chip name or .toml path (default ascend950pr)")
     p.add_argument("--bias", action="store_true", help="add a bias [B, 1, N]")
-    p.add_argument("--mx", action="store_true", help="MXFP8: E8M0 scales, one per 32 elements of K (K % 64 == 0; "
-                                                      "--dtype fp8e4m3fn or fp8e5m2; no --bias)")
+    p.add_argument("--mx", action="store_true", help="MXFP8 / MXFP4: E8M0 scales, one per 32 elements of K (K % 64 "
+                                                      "== 0; --dtype fp8e4m3fn, fp8e5m2, fp4e2m1 or fp4e1m2; no --bias)")
     p.add_argument("--transpose-a", action="store_true", help="A stored (B, K, M)")
     p.add_argument("--transpose-b", action="store_true", help="B stored (B, N, K)")
     p.add_argument("--branch", default=None, choices=BRANCHES,
@@ -149,9 +156,11 @@ def cmd_bmm(args: argparse.Namespace) -> int:
         print("pyto bmm: --no-race-check applies to --timing runs (full mode checks while it computes)",
               file=sys.stderr)
         return 2
-    a_shape, b_shape = plan_shapes(args.B, args.M, args.N, args.K, args.batch_a, args.batch_b,
-                                   args.transpose_a, args.transpose_b)
-    batch_shape = parse_problem(a_shape, b_shape, args.dtype, False, args.transpose_a, args.transpose_b).batch_shape
+    a_el, b_el = plan_shapes(args.B, args.M, args.N, args.K, args.batch_a, args.batch_b,
+                             args.transpose_a, args.transpose_b)
+    a_shape, b_shape = stored(a_el, args.dtype), stored(b_el, args.dtype)     # (FP4: packed pairs)
+    batch_shape = parse_problem(a_shape, b_shape, args.dtype, False, args.transpose_a, args.transpose_b,
+                                mx=args.mx).batch_shape
     bias_shape = tuple(batch_shape) + (1, args.N)
     p = plan(a_shape, b_shape, dtype=args.dtype, chip=args.chip, bias=bias_shape if args.bias else False,
              transpose_a=args.transpose_a, transpose_b=args.transpose_b, branch=args.branch, reduce=args.reduce,
@@ -176,7 +185,7 @@ def cmd_bmm(args: argparse.Namespace) -> int:
                         mode="full", caller=True, verify=True)
         a, b, bias = random_inputs(a_shape, b_shape, dt, bias_shape if args.bias else None, seed=args.seed)
         if args.mx:
-            a, b, sa, sb = random_mx_inputs(a_shape, b_shape, dt, seed=args.seed, transpose_a=args.transpose_a,
+            a, b, sa, sb = random_mx_inputs(a_el, b_el, dt, seed=args.seed, transpose_a=args.transpose_a,
                                             transpose_b=args.transpose_b)
             scales = dict(scale_a=sa, scale_b=sb)
     with progress.shown(), pyto.run_options(check=not args.no_race_check):   # progress: on a terminal only
@@ -184,7 +193,8 @@ def cmd_bmm(args: argparse.Namespace) -> int:
         if not args.timing:
             progress.phase("comparing with numpy")
             cmp = compare(c, a, b, bias, transpose_a=args.transpose_a, transpose_b=args.transpose_b,
-                          dtype=dt if dt is DType.hf8 else None, **scales)       # (HF8: uint8 codes, named)
+                          dtype=dt if dt in (DType.hf8, DType.fp4e2m1, DType.fp4e1m2) else None,
+                          **scales)       # (HF8's uint8 codes and FP4's packed pairs, named)
     chip = p.chip_spec or pyto.load_chip(p.chip)
     roof = roofline_us(pr, chip)
     if args.quiet:

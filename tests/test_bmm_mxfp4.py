@@ -196,3 +196,17 @@ def test_shapes(groups, m, n):
             bmm(a, b, scale_a=sa, scale_b=sb, dtype=(E2, E1))
         return
     assert_matches(bmm(a, b, scale_a=sa, scale_b=sb, dtype=(E2, E1)), a64, b64)
+
+
+def test_cli_bmm_and_plan_on_mxfp4(capsys):
+    """`pyto bmm --dtype fp4e1m2 --mx`: MX-quantised random inputs packed as stored, run and checked; `pyto plan`
+    shows the FP4 entry condition; FP4 without --mx exits 1 naming the rule."""
+    from pyto.cli import main
+    assert main(["bmm", "2", "40", "48", "128", "--dtype", "fp4e1m2", "--mx", "--transpose-b", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "fp4e1m2 (MX)" in out and "_mx_kernel on ascend950pr" in out
+    assert "check: PASS (float64 numpy within matmul_bound)" in out
+    assert main(["plan", "64", "64", "64", "128", "--dtype", "fp4e2m1", "--mx"]) == 0
+    assert "MergeBatch FP4: " in capsys.readouterr().out
+    assert main(["bmm", "1", "32", "32", "64", "--dtype", "fp4e2m1", "--quiet"]) == 1
+    assert "FP4 (fp4e2m1) is a cube input of the MX matmul only" in capsys.readouterr().err
