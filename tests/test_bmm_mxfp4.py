@@ -210,3 +210,12 @@ def test_cli_bmm_and_plan_on_mxfp4(capsys):
     assert "MergeBatch FP4: " in capsys.readouterr().out
     assert main(["bmm", "1", "32", "32", "64", "--dtype", "fp4e2m1", "--quiet"]) == 1
     assert "FP4 (fp4e2m1) is a cube input of the MX matmul only" in capsys.readouterr().err
+
+
+def test_k_zero_is_special_s_fill():
+    """K = 0 (a multiple of 64): no MMAD, Special writes fp32 zeros."""
+    a, b = np.zeros((2, 64, 0), np.uint8), np.zeros((2, 0, 32), np.uint8)
+    sa, sb = e8m0(np.zeros((2, 64, 0))), e8m0(np.zeros((2, 0, 64)))
+    p = plan(a.shape, b.shape, E2, mx=True)
+    c = bmm(a, b, scale_a=sa, scale_b=sb, dtype=E2)
+    assert p.branch == "special" and c.shape == (2, 64, 64) and c.dtype == np.float32 and not c.any()

@@ -110,8 +110,10 @@ asw_basic_kernel, asw_basic_mx_kernel = with_mx(_asw_basic_kernel)
 
 # ---- plan -> static parameters -> launch ------------------------------------------------------------
 def _l1_bytes(rows: int, cols: int, dt: DType) -> int:
-    a = 32 if dt.itemsize == 1 else 16
-    return ceil_align(rows, a) * ceil_align(cols, a) * dt.itemsize
+    """An L1 tile's bytes as pl.alloc charges them: CeilAlign 16 on both axes, 32 at 8 bits, 64 at 4 (FP4's fractals;
+    pyto.language.tile.padded_of)."""
+    a = 32 if dt.bits == 8 else 64 if dt.bits == 4 else 16
+    return int(ceil_align(rows, a) * ceil_align(cols, a) * dt.itemsize)
 
 
 def l1_use(params: dict, M: int, N: int, K: int, dt: DType, bias_dt) -> int:

@@ -59,7 +59,7 @@ class Problem:
     transpose_b: bool = False    # B stored (..., N, K) (DN)
     broadcast: str = "none"      # "none" | "a" | "b" (that side's batch dims broadcast) | "cross" (both)
     bias_rows: int = 1           # distinct bias rows read: 1 for a bias [N] or [1, N], B for [B, 1, N]
-    dtype_b: DType | None = None  # B's dtype where it differs from A's (an FP8 E4M3FN / E5M2 mix), else None
+    dtype_b: DType | None = None  # B's dtype where it differs from A's (an FP8 or FP4 mix), else None
     mx: bool = False             # MX (MXFP8, MXFP4): A and B carry E8M0 scales, one per 32 elements of K (K % 64 == 0)
 
     @property
@@ -74,7 +74,7 @@ class Problem:
 
     @property
     def b_dtype(self) -> DType:
-        """B's element type (A's unless an FP8 mix)."""
+        """B's element type (A's unless an FP8 or FP4 mix)."""
         return self.dtype_b or self.dtype
 
     @property
@@ -84,7 +84,7 @@ class Problem:
 
     @property
     def lowp(self) -> bool:
-        """8-bit float inputs (FP8, HF8; MXFP8): storage and cube types only, no vector op reads them."""
+        """Low-precision float inputs (FP8, HF8; MXFP8, MXFP4): storage and cube types only, no vector op reads them."""
         return self.dtype in LOW_PRECISION
 
     @property
