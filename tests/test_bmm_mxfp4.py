@@ -219,3 +219,14 @@ def test_k_zero_is_special_s_fill():
     p = plan(a.shape, b.shape, E2, mx=True)
     c = bmm(a, b, scale_a=sa, scale_b=sb, dtype=E2)
     assert p.branch == "special" and c.shape == (2, 64, 64) and c.dtype == np.float32 and not c.any()
+
+
+@pytest.mark.parametrize("full_load", ["A", "B"])
+def test_asw_full_load_holds_an_fp4_operand_and_its_scales(full_load):
+    """ASW_Basic's L1 full load (a caller's tiling, Plan.with_tiling): the held FP4 slab and its E8M0 scales."""
+    M, N = (64, 256) if full_load == "A" else (256, 64)
+    a, b, sa, sb, a64, b64 = inputs((1,), (1,), M, 512, N, E1, E2)
+    p = plan(a.shape, b.shape, E1, dtype_b=E2, mx=True, branch="asw_basic")
+    q = p.with_tiling(full_load=full_load, **{"base_m" if full_load == "A" else "base_n": 64})
+    assert q.tiling.full_load == full_load
+    assert_matches(run_plan(q, a, b, scale_a=sa, scale_b=sb)[0], a64, b64)
