@@ -27,3 +27,13 @@ def _launch_cache_off():
     launchcache.clear()
     with pyto.run_options(cache=False):
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _uncalibrated_planner():
+    """The BMM planner without fitted constants (PYTO_FITTED=none) in every test, module fixtures included: the tests
+    pin the seed's rules and today's constants, decision by decision; the package's fitted file
+    (kernels/bmm/calibration/) and the planner with it are tested in tests/test_calibrate.py."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTO_FITTED", "none")
+        yield

@@ -37,12 +37,6 @@ SHAPES = [((1, 64, 8192), (1, 8192, 64)), ((2, 32, 4096), (2, 4096, 32)), ((4, 6
           ((128, 256), (48, 256, 64))]
 
 
-@pytest.fixture(autouse=True)
-def _no_file(monkeypatch):
-    """Today's planner (no fitted file) unless a test sets one."""
-    monkeypatch.setenv(fitted.ENV, "none")
-
-
 def planted(branch: str, est: float, broadcast: bool) -> float:
     scale = PLANT_BROADCAST_SCALE.get(branch, PLANT_SCALE.get(branch, 1.0)) if broadcast else PLANT_SCALE.get(branch, 1.0)
     return scale * est + PLANT_OVERHEAD.get(branch, 0.0)
@@ -238,3 +232,23 @@ def test_moves_limit_what_the_fit_changes(rows):
     assert dict(cal.fitted.scale_broadcast) == pytest.approx(PLANT_BROADCAST_SCALE, rel=1e-9)
     with pytest.raises(CalibrationError, match="unknown move"):
         calibrate.fit(rows, 0.3, seed=0, moves=("margin",))
+
+
+def test_the_package_file(monkeypatch):
+    """The package's fitted file for the 950 (pyto calibrate --install) parses, names its chip and sweep, says it
+    improved held-out agreement, and is what the planner reads when PYTO_FITTED is unset; its constants move some
+    decisions (a StreamK shape of the suite that ASW_Basic took)."""
+    path = fitted.package_path(CHIP)
+    if not path.exists():
+        pytest.skip("no fitted file in the package for " + CHIP)
+    got = fitted.read(path)
+    assert got.chip == CHIP and not got.empty and got.version
+    assert got.meta["sweep"]["cases"] > 0 and got.meta["agreement"]["held_out_after"] > \
+        got.meta["agreement"]["held_out_before"]
+    monkeypatch.delenv(fitted.ENV)
+    assert fitted.for_chip(CHIP) == got and fitted.for_chip("atlas-a2").empty
+    a, b = (2, 1, 1, 2048), (1, 2, 2048, 64)
+    with fitted.using(Fitted(CHIP)):
+        today = plan(a, b, "bf16", CHIP)
+    calibrated = plan(a, b, "bf16", CHIP)
+    assert calibrated.branch != today.branch or calibrated.tiling != today.tiling

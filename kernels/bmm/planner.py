@@ -333,9 +333,9 @@ def _pick(cands: list[tuple[str, Tiling]], p: Problem, chip: Chip, lines: list[s
     close = [x for x in ests if x[3] <= fastest * (1 + res)]
     b, t, e, _ = min(close, key=lambda x: (PRICE[x[0]], x[3], x[2].t_mte2_pipe))
     if len(ests) > 1:
-        what_t = "T_total" if fit.empty else f"calibrated T_total (fitted {fit.version})"
-        lines.append(f"   overlap ({what}): {what_t} decides: " + ", ".join(f"{x} {tt:.3f} us"
-                                                                          for x, _, _, tt in ests)
+        cal = "" if fit.empty else f" (calibrated: fitted constants {fit.version})"
+        lines.append(f"   overlap ({what}): T_total decides{cal}: " + ", ".join(f"{x} {tt:.3f} us"
+                                                                           for x, _, _, tt in ests)
                      + (f" (within {res:.0%} of the fastest, the seed's price order, then T_total: "
                         + ", ".join(x[0] for x in close) + ")" if len(close) > 1 else "")
                      + f" -> {b}")
