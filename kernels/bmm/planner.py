@@ -56,6 +56,10 @@ The grid_K step compares one kernel with itself, one parameter apart, where the 
 random StreamK problems (B 1-4, M 16-128, N 16-128, K 4096-65536, bf16/fp16/fp32) a 10% margin changed 54
 more plans, none slower when emulated, geomean 1.22x (2 x 32 x 32 x 16384: 4.51 -> 3.64 us); no margin
 at all made 3 of them slower.
+
+Fitted constants (fitted.py, `pyto calibrate`): per chip, the margin and a per-branch scale / overhead of the
+T_total the decision compares (_pick, _override) may be fitted to a sweep; the package's file for the 950
+(kernels/bmm/calibration/ascend950pr.toml) sets a 5% margin. PYTO_FITTED=none: the constants above alone.
 """
 from __future__ import annotations
 
