@@ -226,7 +226,8 @@ def compare_table(after: list, tune: Optional[list] = None) -> list:
                        f"wall per shape median {statistics.median(walls):.2f} s, worst {max(walls):.2f} s"))
     moved = [x for x in after if x[2] != x[3]]
     out.append(f"  branch changed by the fitted file on {len(moved)}/{len(after)} shapes"
-               + "".join(f"\n    {lab}: {a} -> {b} (regret {ra:+.1%} -> {rb:+.1%})" for ra, rb, a, b, lab in moved[:40]))
+               + "".join(f"\n    {lab}: {a} -> {b} (regret {ra:+.1%} -> {rb:+.1%})"
+                         for ra, rb, a, b, lab in moved[:40]))
     return out
 
 
@@ -288,7 +289,8 @@ def main() -> None:
         print(f"\nheld-out shapes (random, seed {args.seed}; not used to tune the planner):")
         tune = [] if args.tune else None
         h_after = [] if fit is not None else None
-        h_regrets, h_agree, _, h_err = evaluate(held_out(args.held_out, args.seed), args.chip, floor, tune, fit, h_after)
+        h_regrets, h_agree, _, h_err = evaluate(held_out(args.held_out, args.seed), args.chip, floor, tune, fit,
+                                                h_after)
         m = len(h_regrets)
         print(f"held-out: agreement {h_agree}/{m} = {h_agree / m:.1%}, regret median "
               f"{statistics.median(h_regrets):.1%}, worst {max(h_regrets):.1%}; estimate median |error| "

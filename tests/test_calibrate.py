@@ -38,7 +38,9 @@ SHAPES = [((1, 64, 8192), (1, 8192, 64)), ((2, 32, 4096), (2, 4096, 32)), ((4, 6
 
 
 def planted(branch: str, est: float, broadcast: bool) -> float:
-    scale = PLANT_BROADCAST_SCALE.get(branch, PLANT_SCALE.get(branch, 1.0)) if broadcast else PLANT_SCALE.get(branch, 1.0)
+    scale = PLANT_SCALE.get(branch, 1.0)
+    if broadcast:
+        scale = PLANT_BROADCAST_SCALE.get(branch, scale)
     return scale * est + PLANT_OVERHEAD.get(branch, 0.0)
 
 

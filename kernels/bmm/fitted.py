@@ -5,8 +5,9 @@ What is fitted (and nothing else: the chip tables' figures, with their sources, 
   which is what the planner compares where branches compete (planner._pick: overlapping home grounds;
   planner._override: a branch outside its home ground). ``scale_broadcast.<branch>`` and
   ``overhead_us_broadcast.<branch>`` replace them on problems with a batch-1 side (Problem.broadcast != "none"),
-  where the model's error differs (e.g. MergeBatch on a broadcast problem runs ~6% slower than modelled). T_total (cost.estimate) itself is never changed: it stays
-  the model of what the kernel issues, shown as such in explain().
+  where the model's error differs (e.g. MergeBatch on a broadcast problem runs ~6% slower than modelled).
+  T_total (cost.estimate) itself is never changed: it stays the model of what the kernel issues, shown as such in
+  explain().
 - ``resolution``: estimates closer than this (relative) are not ordered by the model in an overlap (planner._pick;
   default cost.RESOLUTION). The tile ranking inside a branch (tiling_asw) keeps cost.RESOLUTION.
 - ``override``: the margin by which a branch outside its home ground must be faster (default planner.OVERRIDE),
