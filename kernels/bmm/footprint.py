@@ -293,7 +293,9 @@ def _data_pass(plan, ops: Operands, a, b) -> dict:
     k_chain = getattr(t, "single_core_k", 0) or p.K
     return admission.data_pass_arrays(
         staged, widened=widened, outputs=[(ops.out.shape, ops.out_dtype)], workspace=workspace,
-        products=[(mm.base_m, mm.base_n, k_chain, dt)] * cores if cube else [],
+        # K-stacked products only where an MMAD's operands are not GM copies (MergeBatch's ndNum slots): the
+        # other branches' K loops are summed as one matmul of two GM regions (admission._at_source)
+        products=[(mm.base_m, mm.base_n, k_chain, dt)] * cores if plan.branch == "merge_batch" else [],
         tiles=cores * sum(plan.buffer_use().values()))
 
 

@@ -29,12 +29,12 @@ The estimate. A launch holds, at its peak,
 
     | full mode (peak, arrays included)              | measured   | estimate / measured  |
     |------------------------------------------------|------------|----------------------|
-    | ASW 32 x 1024^3                                | 724 MiB    | 1.12, 1.12           |
-    | ASW 32 x 256^2 x 8192                          | 1,240 MiB  | 1.03, 1.03           |
-    | ASW 8 x 2048^2 x 256                           | 254 MiB    | 1.35, 1.35           |
-    | ASW 8 x 1024^2 x 512                           | 149 MiB    | 1.49, 1.49           |
-    | MergeBatch 1024 x 64^2 x 512                   | 213 MiB    | 1.23, 1.23           |
-    | StreamK 2 x 64^2 x 262144                      | 1,239 MiB  | 0.93, 0.90           |
+    | ASW 32 x 1024^3                                | 648 MiB    | 1.11, 1.11           |
+    | ASW 32 x 256^2 x 8192                          | 841 MiB    | 1.05, 1.05           |
+    | ASW 8 x 2048^2 x 256                           | 217 MiB    | 1.14, 1.14           |
+    | ASW 8 x 1024^2 x 512                           | 104 MiB    | 1.21, 1.21           |
+    | MergeBatch 1024 x 64^2 x 512                   | 214 MiB    | 1.23, 1.23           |
+    | StreamK 2 x 64^2 x 262144                      | 445 MiB    | 1.14, 1.08           |
     | flash attention N = 65536                      | 123 MiB    | -, 1.40              |
 
   The phases behind the figures (32 x 1024^3): tracing and checking ~1.0 KB an instruction, binding the data
@@ -46,7 +46,10 @@ The estimate. A launch holds, at its peak,
   copy (float64 for int8) of each fp16/bf16/int8/FP8/HF8 input a load copies whole into an L1 tile, the outputs (the
   caller's arrays are written at the end: untouched np.zeros pages become resident then), workspaces, the
   tiles, and the K-stacked products an L0C tile may queue (memory._Products: (m + n) x K rounded up to
-  2048 x 2^j, fp32), once per core: an upper bound, as a K loop read as two GM regions stacks nothing.
+  2048 x 2^j, fp32), once per core, only for chains whose operands are not copies of GM (`_at_source`: a K loop
+  read as two GM regions stacks nothing; the BMM kernels' only such chains are MergeBatch's ndNum slots). The
+  full-mode figures were re-measured on 2026-12-01 after the data pass read streamed L1 pieces at their source
+  (flash attention's is older).
 
 What is available (`available`): the smallest of /proc/meminfo's MemAvailable, the cgroups' limits less their
 usage (v2 memory.max, v1 memory.limit_in_bytes; reclaimable page cache not counted as used), and RLIMIT_AS less
@@ -199,13 +202,33 @@ def _covers(ins) -> bool:
     return (h, w) == (d[1] - d[0], d[3] - d[2])
 
 
+_FED = (Buf.L1, Buf.L0A, Buf.L0B)
+
+
+def _from_gm(ins, dst: TileStore, gm_fed: dict) -> bool:
+    """Whether `ins` writes `dst` with a copy of GM: a covering GM -> L1 load, or an L1 -> L0A/L0B move of such a
+    tile (origins.py keeps those copies' GM origins, so an MMAD reads them at the source)."""
+    if dst.buf is Buf.L1:
+        return ins.op is Op.LOAD and _covers(ins)
+    srcs = [acc.obj for acc in ins.srcs]
+    return bool(srcs) and all(type(o) is TileStore and o.buf is Buf.L1 and gm_fed.get(id(o), False) for o in srcs)
+
+
+def _at_source(ins, gm_fed: dict) -> bool:
+    """An MMAD whose L0A and L0B operands are copies of GM: the data pass sums its K loop as one matmul of two GM
+    regions (memory._Products), stacking nothing (assumed: the pieces continue along K, as the K loops' do)."""
+    ops = [acc.obj for acc in ins.srcs if type(acc.obj) is TileStore and acc.obj.buf in (Buf.L0A, Buf.L0B)]
+    return bool(ops) and all(gm_fed.get(id(o), False) for o in ops)
+
+
 def launch_arrays(tensors: list, arrays: tuple, launch, programs: list) -> dict:
     """`data_pass_arrays` of a launch from its first block's programs, extrapolated to its blocks: what the
-    block writes and loads whole into L1 tiles (`_covers`), its tiles and L0C accumulation chains (the most open
-    at once, each at the longest chain's size: an upper bound, since most K loops' products are summed as one
-    matmul of two GM regions without the stacked buffers)."""
+    block writes and loads whole into L1 tiles (`_covers`), its tiles and the L0C accumulation chains whose operands
+    are not copies of GM (`_at_source`: those are summed as one matmul of two GM regions, stacking nothing), the
+    most open at once, each at the longest such chain's size (an upper bound)."""
     written, loaded = set(), set()
     stores: dict = {}
+    gm_fed: dict = {}       # id(L1 / L0A / L0B store) -> whether every write into it so far copied GM through L1
     chain: dict = {}        # id(L0C store) -> K its open accumulation has summed so far
     longest = (0, 0, 0, None)   # (m, n, K, dtype) of the longest chain
     most = 0                # the most chains open at once (an L0C store's queued products are summed when read)
@@ -217,7 +240,9 @@ def launch_arrays(tensors: list, arrays: tuple, launch, programs: list) -> dict:
                     written.add(id(obj))
                 elif type(obj) is TileStore:
                     stores[id(obj)] = obj
-            mmad = ins.op is Op.MMAD
+                    if obj.buf in _FED:
+                        gm_fed[id(obj)] = gm_fed.get(id(obj), True) and _from_gm(ins, obj, gm_fed)
+            mmad = ins.op is Op.MMAD and not _at_source(ins, gm_fed)
             for acc in ins.srcs:
                 obj = acc.obj
                 if type(obj) is TileStore:
