@@ -92,6 +92,7 @@ def test_fit_finds_the_planted_factor_and_agrees_better(rows):
     constants carry the planted constants, and the planner agrees more often, fitted and held-out cases alike (not
     always: the oracle counts next-best tilings the planner never picks)."""
     cal = calibrate.fit(rows, held_out_fraction=0.3, seed=0)
+    assert cal.fitted.dtypes == ("bf16",)                   # the sweep's dtypes: the constants hold for those
     assert dict(cal.fitted.scale)["stream_k"] == pytest.approx(0.5, rel=0.1)
     assert dict(cal.fitted.overhead_us)["iter_batch"] == pytest.approx(0.4, rel=0.1)
     assert "asw_basic" not in dict(cal.fitted.scale)            # a branch the model got right keeps today's 1
@@ -121,7 +122,7 @@ def test_split_refuses_a_bad_fraction():
 def test_file_round_trip(tmp_path):
     f = Fitted(CHIP, resolution=0.02, override=0.15, scale=(("asw_basic", 0.98), ("stream_k", 0.91)),
                overhead_us=(("stream_k", 0.25),), scale_broadcast=(("merge_batch", 1.06),),
-               overhead_us_broadcast=(("merge_batch", 0.1),), version="2026-12-01.abcdef12",
+               overhead_us_broadcast=(("merge_batch", 0.1),), dtypes=("bf16", "fp16"), version="2026-12-01.abcdef12",
                meta={"sweep": {"file": "s.parquet", "cases": 400, "sha256": "ab" * 32},
                      "agreement": {"held_out_before": 0.6, "held_out_after": 0.7}})
     back = fitted.read(fitted.write(f, tmp_path / "fit.toml"))
@@ -175,6 +176,10 @@ def test_fitted_constants_change_the_decision(tmp_path, monkeypatch):
     assert moved.estimate.t_total == plan(a, b, "bf16", CHIP, branch="stream_k").estimate.t_total or \
         moved.tiling.grid_k != plan(a, b, "bf16", CHIP, branch="stream_k").tiling.grid_k
     assert plan(a, b, "bf16", CHIP, override=None).branch == today.branch      # the seed's decision alone
+    path = fitted.write(Fitted(CHIP, override=0.0, scale=(("stream_k", 0.2),), dtypes=("fp16",)), tmp_path / "g.toml")
+    monkeypatch.setenv(fitted.ENV, str(path))
+    assert plan(a, b, "bf16", CHIP).branch == today.branch       # fitted on fp16 only: bf16 planned without them
+    assert plan(a, b, "fp16", CHIP).branch == "stream_k"
     assert fitted.for_chip("atlas-a2").empty       # a file for one chip leaves the others alone
 
 
@@ -187,6 +192,7 @@ def test_fitted_constants_change_the_decision(tmp_path, monkeypatch):
     ('format = 1\nchip = "ascend950pr"\n[fitted.overhead_us]\nstream_k = -1.0\n', "fitted.overhead_us.stream_k"),
     ('format = 1\nchip = "ascend950pr"\n[fitted]\nmargin = 0.1\n', "fitted.margin"),
     ('format = 1\nchip = "ascend950pr"\nextra = 1\n', "extra"),
+    ('format = 1\nchip = "ascend950pr"\n[fitted]\ndtypes = ["bf17"]\n', "fitted.dtypes"),
 ])
 def test_bad_file_names_the_key(tmp_path, text, key):
     path = tmp_path / "bad.toml"

@@ -37,7 +37,7 @@ from pyto.errors import CalibrationError, PytoError
 
 from . import fitted
 from .fitted import Fitted
-from .planner import OVERRIDE, parse_problem, plan
+from .planner import parse_problem, plan
 
 AGREE = 0.005
 SCALE_STEPS = (0.85, 0.9, 0.95, 1.05, 1.1, 1.15)
@@ -186,9 +186,8 @@ def fit_lines(cases: Iterable[_Case]) -> dict:
 
 def _chosen(c: _Case, fit: Fitted) -> tuple[str, str]:
     from .tune import _brief
-    margin = OVERRIDE if fit.override is None else fit.override
-    with fitted.using(replace(fit, chip=c.chip)):
-        p = plan(c.a_shape, c.b_shape, c.dtype, c.chip, override=margin)
+    with fitted.using(replace(fit, chip=c.chip)):      # plan()'s default override: the fitted margin, as it applies
+        p = plan(c.a_shape, c.b_shape, c.dtype, c.chip)
     return p.branch, _brief(p.tiling)
 
 
@@ -304,6 +303,8 @@ def fit(rows: Iterable[dict], held_out_fraction: float = 0.3, seed: int = 0, chi
     train, held = [cases[i] for i in fit_ids], [cases[i] for i in held_ids]
     lines = fit_lines(train)
     got, made = search(train, lines, chip, rounds, log, tuple(moves))
+    if not got.empty:       # the constants hold for the dtypes they were fitted on (fitted.for_problem)
+        got = replace(got, dtypes=tuple(sorted({c.dtype for c in train})))
     today = Fitted(chip)
     return Calibration(got, lines, fit_ids, held_ids, score(train, today), score(train, got), score(held, today),
                        score(held, got), made)

@@ -10,6 +10,8 @@ What is fitted (and nothing else: the chip tables' figures, with their sources, 
   explain().
 - ``resolution``: estimates closer than this (relative) are not ordered by the model in an overlap (planner._pick;
   default cost.RESOLUTION). The tile ranking inside a branch (tiling_asw) keeps cost.RESOLUTION.
+- ``dtypes``: the input dtypes the constants were fitted on (pyto calibrate writes the sweep's); a problem of
+  another dtype is planned without them (for_problem). Absent: every dtype.
 - ``override``: the margin by which a branch outside its home ground must be faster (default planner.OVERRIDE),
   applied when plan()'s ``override`` is left at its default, "fitted".
 
@@ -23,6 +25,7 @@ absent keeps today's value, so with no file the planner's decisions are exactly 
     chip = "ascend950pr"
     version = "2026-12-01.1"
     [fitted]                   # every key optional
+    dtypes = ["bf16", "fp16"]
     resolution = 0.03
     override = 0.2
     [fitted.scale]
@@ -46,7 +49,8 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from pyto.chip import Chip
-from pyto.errors import CalibrationError
+from pyto.dtypes import as_dtype
+from pyto.errors import CalibrationError, PytoError
 
 from .conditions import BRANCHES
 
@@ -69,6 +73,7 @@ class Fitted:
     overhead_us: tuple = ()        # ((branch, us), ...) sorted by branch
     scale_broadcast: tuple = ()    # the same two on problems with a batch-1 side (module docstring)
     overhead_us_broadcast: tuple = ()
+    dtypes: tuple = ()             # the input dtypes fitted on (names, sorted); () = every dtype
     version: str = ""
     source: str = field(default="", compare=False)   # the file read ("" when none)
     meta: dict = field(default_factory=dict, compare=False, repr=False)   # [sweep] and [agreement], as read
@@ -77,11 +82,11 @@ class Fitted:
     def key(self) -> tuple:
         """What the planner's decision depends on (for a cache keyed by it)."""
         return (self.resolution, self.override, self.scale, self.overhead_us, self.scale_broadcast,
-                self.overhead_us_broadcast)
+                self.overhead_us_broadcast, self.dtypes)
 
     @property
     def empty(self) -> bool:
-        return self.key == (None, None, (), (), (), ())
+        return self.key[:-1] == (None, None, (), (), (), ())
 
     def time(self, branch: str, t_total: float, broadcast: bool = False) -> float:
         """The branch's calibrated time (us) from its T_total estimate (broadcast: the problem has a batch-1 side);
@@ -97,6 +102,8 @@ class Fitted:
     def to_toml(self) -> str:
         """The file's text (for_chip reads it back to an equal Fitted)."""
         out = [f"format = {FORMAT}", f"chip = {_q(self.chip)}", f"version = {_q(self.version)}", "", "[fitted]"]
+        if self.dtypes:
+            out.append("dtypes = [" + ", ".join(_q(d) for d in self.dtypes) + "]")
         out += [f"{k} = {_num(v)}" for k, v in (("resolution", self.resolution), ("override", self.override))
                 if v is not None]
         for name in _PER_BRANCH:
@@ -148,6 +155,15 @@ def parse(doc: dict, path: object = "<text>") -> Fitted:
             kw[k] = _number(path, "fitted.resolution", v, 0.0, 0.5)
         elif k == "override":
             kw[k] = _number(path, "fitted.override", v, 0.0, 1.0)
+        elif k == "dtypes":
+            if not isinstance(v, list) or not v or not all(isinstance(d, str) for d in v):
+                raise _bad(path, "fitted.dtypes", f"must be a list of dtype names, got {v!r}")
+            for d in v:
+                try:
+                    as_dtype(d)
+                except (TypeError, ValueError, KeyError, PytoError):
+                    raise _bad(path, "fitted.dtypes", f"{d!r} is not a dtype name") from None
+            kw[k] = tuple(sorted(set(v)))
         elif k in _PER_BRANCH:
             if not isinstance(v, dict):
                 raise _bad(path, f"fitted.{k}", "must be a table of branch = number")
@@ -159,7 +175,7 @@ def parse(doc: dict, path: object = "<text>") -> Fitted:
                 vals.append((b, _number(path, f"fitted.{k}.{b}", x, lo, hi)))
             kw[k] = tuple(sorted(vals))
         else:
-            raise _bad(path, f"fitted.{k}", "unknown key (fitted keys: resolution, override, "
+            raise _bad(path, f"fitted.{k}", "unknown key (fitted keys: dtypes, resolution, override, "
                        + ", ".join(_PER_BRANCH) + ")")
     meta = {t: dict(doc[t]) for t in ("sweep", "agreement") if isinstance(doc.get(t), dict)}
     return Fitted(chip, version=str(doc.get("version", "")), source=str(path), meta=meta, **kw)
@@ -227,6 +243,14 @@ def for_chip(chip: "Chip | str") -> Fitted:
     return _cached(path) if path.exists() else Fitted(name)
 
 
+def for_problem(chip: "Chip | str", p) -> Fitted:
+    """for_chip's constants where they apply to the problem's input dtype (Fitted.dtypes), else none."""
+    f = for_chip(chip)
+    if f.dtypes and p.dtype.name not in f.dtypes:
+        return Fitted(f.chip)
+    return f
+
+
 @contextlib.contextmanager
 def using(fit: Fitted) -> Iterator[Fitted]:
     """Within the block, the planner uses `fit` on its chip (the fit's replay of the planner; tests)."""
@@ -239,4 +263,4 @@ def using(fit: Fitted) -> Iterator[Fitted]:
             _USING.remove(fit)
 
 
-__all__ = ["FORMAT", "Fitted", "for_chip", "package_path", "parse", "read", "using", "write"]
+__all__ = ["FORMAT", "Fitted", "for_chip", "for_problem", "package_path", "parse", "read", "using", "write"]

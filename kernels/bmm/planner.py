@@ -329,7 +329,7 @@ def _pick(cands: list[tuple[str, Tiling]], p: Problem, chip: Chip, lines: list[s
     parallelism), then T_total, then the busiest core's shorter MTE2 pipe time (a tie at the shared-bandwidth
     bound: fewer, larger transfers). With fitted constants (fitted.for_chip) the times compared are the calibrated
     ones and the resolution is the fitted one."""
-    fit = fitted.for_chip(chip)
+    fit = fitted.for_problem(chip, p)
     res = RESOLUTION if fit.resolution is None else fit.resolution
     ests = [(b, t, estimate(p, t, chip)) for b, t in cands]
     ests = [(b, t, e, fit.time(b, e.t_total, p.broadcast != "none")) for b, t, e in ests]
@@ -459,7 +459,7 @@ def plan(a_shape: Sequence[int], b_shape: Sequence[int], dtype: object = "bf16",
     if isinstance(override, str):
         if override != "fitted":
             raise PlanError(f"override must be None, a fraction in [0, 1) or 'fitted', got {override!r}")
-        margin = fitted.for_chip(load_chip(chip)).override
+        margin = fitted.for_problem(load_chip(chip), p).override
         override = OVERRIDE if margin is None else margin
     if tune:
         if p.lowp:
@@ -522,7 +522,7 @@ def _tuned(a_shape, b_shape, dtype, chip, bias, transpose_a, transpose_b, branch
     branches = [branch] if branch is not None else legal_branches(a_shape, b_shape, dtype, kw["chip"], bias,
                                                                     transpose_a, transpose_b)
     forced = lambda b: plan(a_shape, b_shape, branch=b, **kw)  # noqa: E731
-    fit = fitted.for_chip(kw["chip"])       # the seed's plan depends on the fitted constants: so does the entry
+    fit = fitted.for_problem(kw["chip"], seed.problem)   # the seed's plan depends on the fitted constants: the entry
     decided = override if fit.empty else [override, list(fit.key)]
     key = tune.problem_key(a_shape, b_shape, as_dtype(dtype).name, bias, transpose_a, transpose_b, reduce, decided,
                            branch)
@@ -547,7 +547,7 @@ def _override(chosen: str, t: Tiling, alternatives: tuple, margin: float, p: Pro
     ests = {b: est for b, est, _ in alternatives if est is not None}
     if not ests.get(chosen):     # not legal when forced, or nothing to do (an empty output)
         return chosen, t
-    fit = fitted.for_chip(chip)
+    fit = fitted.for_problem(chip, p)
     ests = {b: fit.time(b, est, p.broadcast != "none") for b, est in ests.items()}
     step = lambda: len([x for x in lines if x[:1].isdigit()]) + 1  # noqa: E731
     fastest = min(ests, key=ests.get)
