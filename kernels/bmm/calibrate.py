@@ -70,8 +70,8 @@ class Score:
 @dataclass(frozen=True)
 class Calibration:
     """A fit's result: the constants (`fitted`), stage 1's lines (`lines`: {(branch, broadcast): (scale,
-    overhead_us, rows)}),
-    the split, and the scores before (today's constants) and after, on the fitted and the held-out cases."""
+    overhead_us, rows)}), the split, and the scores before (today's constants) and after, on the fitted and the
+    held-out cases."""
 
     fitted: Fitted
     lines: dict
@@ -96,7 +96,8 @@ class Calibration:
         named = ([f"{k} {getattr(f, k):g}" for k in ("resolution", "override") if getattr(f, k) is not None]
                  + [f"{k}.{b} {v:.4f}" for k in ("scale", "overhead_us", "scale_broadcast", "overhead_us_broadcast")
                     for b, v in getattr(f, k)])
-        out.append("fitted constants: " + (", ".join(named) or "none (today's planner)"))
+        out.append("fitted constants: " + (", ".join(named) or "none (today's planner)")
+                   + (f" (for {', '.join(f.dtypes)})" if f.dtypes else ""))
         out.append("stage 1 lines (simulated ~ scale * T_total + overhead_us): " + ", ".join(
             f"{b}{' (broadcast)' if bc else ''} {s:.4f} x + {o:.3f} us ({n} rows)"
             for (b, bc), (s, o, n) in sorted(self.lines.items())))
