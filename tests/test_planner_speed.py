@@ -1,6 +1,7 @@
-"""The planner's speed-ups change no choice: plans with the memo caches and the tile search's bound (memo.py,
-cost_asw.asw_floor) equal the plain model's bit for bit; the vectorised base-tile enumeration equals a one-at-a-
-time reference; the bound bounds; the caches are bounded and keyed on the chip. (Not timed: the speed is shown
+"""The planner's speed-ups change no choice: plans with the memo caches, the tile search's bound (memo.py,
+cost_asw.asw_floor) and the vectorised ASW model (cost_asw_vec) equal the plain model's bit for bit; the
+vectorised base-tile enumeration equals a one-at-a-time reference; the vectorised T_total equals estimate()'s
+on every candidate; the bound bounds; the caches are bounded and keyed on the chip. (Not timed: the speed is shown
 by benchmarks/planner_speed.py.)"""
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from pyto.chip import load_chip
 from pyto.errors import PlanError, PytoError
-from pyto_kernels.bmm import fitted, memo, planner
+from pyto_kernels.bmm import cost_asw_vec, fitted, memo, planner
 from pyto_kernels.bmm.conditions import ACC_BYTES, FRACTAL, align_down, align_up, cdiv
 from pyto_kernels.bmm.cost import estimate
 from pyto_kernels.bmm.cost_asw import asw_floor
@@ -226,3 +227,27 @@ def test_asw_floor_bounds_every_candidate(prob, chip, full_load):
     for _, tiles in cands[::max(1, len(cands) // 40)]:
         t = _asw_of(p, spec, p.batch, p.M, p.N, p.K, tiles, full_load)
         assert asw_floor(t, p, spec) <= estimate(p, t, spec).t_total
+
+
+@given(problems(), st.sampled_from(CHIPS), st.booleans())
+def test_vectorised_asw_times_equal_the_model(prob, chip, folded):
+    """cost_asw_vec.asw_t_totals equals estimate(...).t_total bit for bit on the base-tile candidates of a
+    streamed ASW walk (the problem's own, or ToMatmul's folded [B*M, K] x [K, N])."""
+    a, b, dt, bias, ta, tb, low = prob
+    try:
+        p = planner.parse_problem(a, b, dt, bias, ta, tb, **low)
+        planner.plan(a, b, dt, chip, bias, ta, tb, **low)    # a problem the planner refuses on this chip: no search
+    except PytoError:
+        return
+    spec = load_chip(chip)
+    if not cost_asw_vec.supported(p, spec, "") or p.batch * p.M * p.N == 0:
+        return
+    batch, m = (1, p.batch * p.M) if folded else (p.batch, p.M)
+    try:
+        cands = cube_candidates(m, p.N, p.K, batch, p, spec, cores=spec.aic)
+    except PlanError:
+        return
+    tiles = [t for _, t in cands[::max(1, len(cands) // 60)]]
+    want = [estimate(p, _asw_of(p, spec, batch, m, p.N, p.K, t, ""), spec).t_total for t in tiles]
+    got = cost_asw_vec.asw_t_totals(p, spec, batch, m, p.N, p.K, tiles).tolist()
+    assert [repr(x) for x in got] == [repr(x) for x in want]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from .block import m_trim
 from .conditions import ACC_BYTES, FRACTAL, MX_GROUP, Problem, align_up, cdiv
 from .cost_pipes import _Work, a_region, b_region, region
+from .memo import memoised
 
 
 def _extents(total: int, tile: int) -> list[tuple[int, int]]:
@@ -45,6 +46,12 @@ class _Tile:
     cons: float = 0.0         # the cube's time on each step, summed (max of its MTE1 and MMAD; their sum with one
                               # L0A/L0B copy)
 
+    def copy(self) -> "_Tile":
+        """A shallow copy (a memoised tile handed to a caller that may add to it)."""
+        t = _Tile.__new__(_Tile)
+        t.__dict__.update(self.__dict__)
+        return t
+
     def add(self, o: "_Tile", n: float) -> None:
         """self += n * o, field by field (the totals' fields: not the first/last pieces')."""
         self.xfers += n * o.xfers
@@ -59,6 +66,16 @@ class _Tile:
         self.cons += n * o.cons
 
 
+def _acc_tile_key(w: _Work, rows: int, cols: int, k_len: int, *, base_m: int, base_n: int, base_k: int, k_l1: int,
+                  pieces: int, stream_a: bool = True, stream_b: bool = True, out_row: int | None = None,
+                  out_isz: int | None = None) -> tuple:
+    """What _acc_tile reads: the problem, the chip (by identity), one or two L0 copies, the tile and its walk."""
+    return (w.p, id(w.chip), w.l0_single, rows, cols, k_len, base_m, base_n, base_k, k_l1, pieces, stream_a, stream_b,
+            out_row, out_isz)
+
+
+# a StreamK tiling's units repeat the same blocks and K segments, and its candidate splits the same tiles
+@memoised(8192, key=_acc_tile_key, keep=lambda w, *a, **kw: w.chip, copy=lambda t: t.copy())
 def _acc_tile(w: _Work, rows: int, cols: int, k_len: int, *, base_m: int, base_n: int, base_k: int, k_l1: int,
               pieces: int, stream_a: bool = True, stream_b: bool = True,
               out_row: int | None = None, out_isz: int | None = None) -> _Tile:

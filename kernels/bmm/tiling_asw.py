@@ -7,7 +7,7 @@ from pyto.errors import PlanError
 
 from ..swizzle import l2_blocks
 from .conditions import ACC_BYTES, Problem, align_up, asw_window, cdiv
-from . import memo
+from . import cost_asw_vec, memo
 from .cost import RESOLUTION, estimate
 from .cost_asw import asw_floor
 from .memo import memoised
@@ -50,6 +50,15 @@ def _asw_tiles(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, full_
     and move time."""
     cands = cube_candidates(m, n, k, batch, p, chip, cores=chip.aic, a_in_l1=full_load == "A",
                             b_in_l1=full_load == "B", held_twice=bool(full_load))
+    if memo.enabled() and cost_asw_vec.supported(p, chip, full_load):
+        # every candidate's T_total at once (cost_asw_vec: the same floats as estimate()), so the plain search's
+        # choice: the fastest, then within RESOLUTION of it the least padding, most cores, largest tile
+        times = cost_asw_vec.asw_t_totals(p, chip, batch, m, n, k, [tiles for _, tiles in cands]).tolist()
+        fastest = min(times)
+        tasks = [batch * cdiv(m, tl[0]) * cdiv(n, tl[1]) for _, tl in cands]
+        timed = [(e, pad, -min(ts, chip.aic), area, tiles)
+                 for e, ts, ((_, pad, area), tiles) in zip(times, tasks, cands)]
+        return min((x for x in timed if x[0] <= fastest * (1 + RESOLUTION)), key=lambda x: (x[1], x[2], x[3], x[0]))[4]
     walks = [(_asw_of(p, chip, batch, m, n, k, tiles, full_load), pad, area, tiles) for (_, pad, area), tiles in cands]
     # estimated in the order of a lower bound on T_total (cost_asw.asw_floor), up to the first whose bound is
     # beyond RESOLUTION of the fastest so far: it and all after it are outside the band below (memo.disabled():
