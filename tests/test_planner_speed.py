@@ -229,10 +229,10 @@ def test_asw_floor_bounds_every_candidate(prob, chip, full_load):
         assert asw_floor(t, p, spec) <= estimate(p, t, spec).t_total
 
 
-@given(problems(), st.sampled_from(CHIPS), st.booleans())
-def test_vectorised_asw_times_equal_the_model(prob, chip, folded):
-    """cost_asw_vec.asw_t_totals equals estimate(...).t_total bit for bit on the base-tile candidates of a
-    streamed ASW walk (the problem's own, or ToMatmul's folded [B*M, K] x [K, N])."""
+@given(problems(), st.sampled_from(CHIPS), st.booleans(), st.sampled_from(["", "A", "B"]))
+def test_vectorised_asw_times_equal_the_model(prob, chip, folded, full_load):
+    """cost_asw_vec.asw_t_totals equals estimate(...).t_total bit for bit on the base-tile candidates of an ASW
+    walk (the problem's own, or ToMatmul's folded [B*M, K] x [K, N]; streamed, or A or B held in L1)."""
     a, b, dt, bias, ta, tb, low = prob
     try:
         p = planner.parse_problem(a, b, dt, bias, ta, tb, **low)
@@ -240,14 +240,15 @@ def test_vectorised_asw_times_equal_the_model(prob, chip, folded):
     except PytoError:
         return
     spec = load_chip(chip)
-    if not cost_asw_vec.supported(p, spec, "") or p.batch * p.M * p.N == 0:
+    if not cost_asw_vec.supported(p, spec, full_load) or p.batch * p.M * p.N == 0:
         return
     batch, m = (1, p.batch * p.M) if folded else (p.batch, p.M)
     try:
-        cands = cube_candidates(m, p.N, p.K, batch, p, spec, cores=spec.aic)
+        cands = cube_candidates(m, p.N, p.K, batch, p, spec, cores=spec.aic, a_in_l1=full_load == "A",
+                                b_in_l1=full_load == "B", held_twice=bool(full_load))
     except PlanError:
         return
     tiles = [t for _, t in cands[::max(1, len(cands) // 60)]]
-    want = [estimate(p, _asw_of(p, spec, batch, m, p.N, p.K, t, ""), spec).t_total for t in tiles]
-    got = cost_asw_vec.asw_t_totals(p, spec, batch, m, p.N, p.K, tiles).tolist()
+    want = [estimate(p, _asw_of(p, spec, batch, m, p.N, p.K, t, full_load), spec).t_total for t in tiles]
+    got = cost_asw_vec.asw_t_totals(p, spec, batch, m, p.N, p.K, tiles, full_load).tolist()
     assert [repr(x) for x in got] == [repr(x) for x in want]

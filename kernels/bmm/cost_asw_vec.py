@@ -3,9 +3,9 @@ search's inner loop (tiling_asw._asw_tiles) without a Python walk per candidate.
 
 Same floats as the scalar model: every value is computed by the same operations in the same order, in float64
 (integers in int64, exact: far below 2**53, converted where the scalar model mixes them with floats); a class of
-tiles or an L1 step a candidate lacks is skipped with np.where, never added as a zero. Covers a streamed walk
-(no side held in L1) of a non-MX problem with whole-byte elements; `supported` says when, the scalar model runs
-otherwise. tests/test_planner_speed.py checks it against cost.estimate(...).t_total bit for bit.
+tiles or an L1 step a candidate lacks is skipped with np.where, never added as a zero. Covers a walk streaming
+both sides or holding one in L1 (full_load), of a non-MX problem with whole-byte elements; `supported` says when,
+the scalar model runs otherwise. tests/test_planner_speed.py checks it against cost.estimate(...).t_total bit for bit.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from .cost_pipes import _rate
 
 
 def supported(p: Problem, chip: Chip, full_load: str) -> bool:
-    """The walks this module models: streamed (no L1 full load), not MX, whole-byte elements, a cube rate."""
-    return (not full_load and not p.mx and isinstance(p.isz, int) and p.K > 0
+    """The walks this module models: not MX, whole-byte elements, a cube rate."""
+    return (not p.mx and isinstance(p.isz, int) and p.K > 0
             and chip.cube_cycles_per_step.get(p.dtype.name) is not None)
 
 
@@ -73,9 +73,9 @@ class _Pipes:
         return _cdiv(m, FRACTAL) * _cdiv(n, FRACTAL) * _cdiv(k, self.k0) * self.cps + self.head
 
 
-def _tile(pp: _Pipes, p: Problem, chip: Chip, rows, cols, k: int, bm, bn, bk, kl1, pieces) -> dict:
-    """cost_tile._acc_tile of one tile class (rows x cols over all of K, both sides streamed, pieces >= 1) for
-    every candidate: its _Tile's fields as float64 arrays."""
+def _tile(pp: _Pipes, p: Problem, chip: Chip, rows, cols, k: int, bm, bn, bk, kl1, pieces, hold: str) -> dict:
+    """cost_tile._acc_tile of one tile class (rows x cols over all of K, pieces >= 1, the side `hold` names held
+    in L1, not streamed) for every candidate: its _Tile's fields as float64 arrays."""
     isz = p.isz
     align = max(FRACTAL, p.k0)
     mt = np.minimum(bm, _align_up(rows, m_trim(isz, p.transpose_a and not chip.dn2nz)))
@@ -98,10 +98,10 @@ def _tile(pp: _Pipes, p: Problem, chip: Chip, rows, cols, k: int, bm, bn, bk, kl
             kp = j * step
             kw = np.minimum(step, k_all - kp)
             kc = np.maximum(0, np.minimum(kw, kl - kp))
-            ab = _a_region(chip, p, a_r, kc)
-            bb = _b_region(chip, p, kc, b_c)
-            cyc = pp.xfer(ab) + pp.xfer(bb)
-            nx = np.where(live, nx + 2, nx)
+            ab = _a_region(chip, p, a_r, kc) if hold != "A" else z
+            bb = _b_region(chip, p, kc, b_c) if hold != "B" else z
+            cyc = (pp.xfer(ab) if hold != "A" else 0.0) + (pp.xfer(bb) if hold != "B" else 0.0)
+            nx = np.where(live, nx + (2 if not hold else 1), nx)
             mte2 = np.where(live, mte2 + cyc, mte2)
             ab_sum = np.where(live, ab_sum + ab, ab_sum)
             bb_sum = np.where(live, bb_sum + bb, bb_sum)
@@ -155,22 +155,28 @@ def _l2_blocks(m: int, n: int, k: int, bm, bn, isz: int, l2_bytes: int) -> tuple
     return np.where(found, ml2[0, best], tm), np.where(found, nl2[rows, best], tn)
 
 
-def _stages(p: Problem, chip: Chip, bm, bn, kl1, nbuf) -> np.ndarray:
-    """asw_basic.params_of(...)["STAGES"] of a streamed walk: l1_buffers halved until l1_use fits L1."""
+def _stages(p: Problem, chip: Chip, m: int, n: int, k: int, bm, bn, bk, kl1, nbuf, hold: str) -> np.ndarray:
+    """asw_basic.params_of(...)["STAGES"]: l1_buffers halved until l1_use (the streamed slots, the held slab, the
+    bias row) fits L1."""
     dt = p.dtype
     a = 32 if dt.bits == 8 else 16
-    used1 = (_align_up(bm, a) * _align_up(kl1, a) * dt.itemsize, _align_up(kl1, a) * _align_up(bn, a) * dt.itemsize)
+    used1 = (0 if hold == "A" else _align_up(bm, a) * _align_up(kl1, a) * dt.itemsize,
+             0 if hold == "B" else _align_up(kl1, a) * _align_up(bn, a) * dt.itemsize)
+    k_pad = _align_up(k, bk)
+    slab = (_align_up(_align_up(m, bm), a) * _align_up(k_pad, a) * dt.itemsize if hold == "A" else
+            _align_up(k_pad, a) * _align_up(_align_up(n, bn), a) * dt.itemsize if hold == "B" else 0)
     bias = np.array([bias_row_bytes(int(x), dt.acc.itemsize) for x in bn], np.int64) if p.bias else 0
     st = nbuf.copy()
     while True:
-        over = (st > 1) & (st * used1[0] + st * used1[1] + bias > chip.buffers["L1"])
+        over = (st > 1) & (st * used1[0] + st * used1[1] + slab + bias > chip.buffers["L1"])
         if not over.any():
             return st
         st = np.where(over, st // 2, st)
 
 
-def asw_t_totals(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, tiles: list[tuple]) -> np.ndarray:
-    """estimate(p, tiling_asw._asw_of(p, chip, batch, m, n, k, t, ""), chip).t_total for every t =
+def asw_t_totals(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, tiles: list[tuple],
+                 full_load: str = "") -> np.ndarray:
+    """estimate(p, tiling_asw._asw_of(p, chip, batch, m, n, k, t, full_load), chip).t_total for every t =
     (base_m, base_n, base_k, k_l1, l1_buffers) in `tiles` (see `supported`)."""
     arr = np.array(tiles, np.int64).reshape(-1, 5)
     bm, bn, bk, kl1, nbuf = arr.T
@@ -209,7 +215,7 @@ def asw_t_totals(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, til
         for c, cn in ((bn, fn), (tln, np.ones_like(bn))):
             on = (cm > 0) & (r > 0) & (cn > 0) & (c > 0)
             rr, cc = np.where(on, r, 1), np.where(on, c, 1)
-            classes.append((_tile(pp, p, chip, rr, cc, k, bm, bn, bk, kl1, pieces), cm * cn, on))
+            classes.append((_tile(pp, p, chip, rr, cc, k, bm, bn, bk, kl1, pieces, full_load), cm * cn, on))
     n_tiles = tm * tn
     z = np.zeros(len(bm))
     avg = dict.fromkeys(("a_bytes", "b_bytes", "mte2"), z)
@@ -243,20 +249,45 @@ def asw_t_totals(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, til
         l2_read = np.where(live <= chip.l2_bytes, l2_read + (total - unique), l2_read)
     core_gm = 0.0 + (per * (avg["a_bytes"] + avg["b_bytes"]) - per * (fa * avg["a_bytes"] + fb * avg["b_bytes"]))
     core_l2 = 0.0 + per * (fa * avg["a_bytes"] + fb * avg["b_bytes"])
+    lat_gm = pp.gm_l1.latency + chip.gm_latency_cycles
+    cyc_mte2 = first_phase = first_port = first_gm = first_l2 = head = 0.0
+    if full_load:                                       # the held slab (cost_asw._asw's hold_a / hold_b)
+        hold_a = full_load == "A"
+        rows = _align_up(m, bm) if hold_a else _align_up(n, bn)
+        k_pad = np.minimum(_align_up(k, bk), p.K)
+        hb = _a_region(chip, p, np.minimum(rows, p.M), k_pad) if hold_a else _b_region(chip, p, k_pad,
+                                                                                         np.minimum(rows, p.N))
+        holds = 1 if (p.batch_a == 1 if hold_a else p.batch_b == 1) else per
+        held = pp.xfer(hb)
+        cyc_mte2 = cyc_mte2 + holds * held
+        total = np.maximum(holds * cores * hb, hb)                   # _Work.traffic(hb, holds*cores*hb, hb)
+        gm_read = np.where(hb <= chip.l2_bytes, gm_read + hb, gm_read + total)
+        l2_read = np.where(hb <= chip.l2_bytes, l2_read + (total - hb), l2_read)
+        core_gm = core_gm + (holds * hb - (holds - 1) * hb)
+        core_l2 = core_l2 + (holds - 1) * hb
+        once = holds == 1 if not isinstance(holds, int) else np.full(len(bm), True)
+        first_phase = np.where(once, np.maximum(np.maximum(held, hb / chip.gm_bytes_per_cycle),
+                                                (cores - 1) * hb / chip.l2_bytes_per_cycle), 0.0)
+        first_port, first_gm = np.where(once, held, 0.0), np.where(once, hb, 0.0)
+        first_l2 = np.where(once, (cores - 1) * hb, 0.0)
+        first_l0 = classes[0][0]["first_l0"]
+        for tl, _, on in classes[::-1]:                 # the first class present
+            first_l0 = np.where(on, tl["first_l0"], first_l0)
+        head = np.maximum(held, first_phase) + lat_gm + sync + first_l0
     # _finish_tiles
-    cyc_mte2 = 0.0 + per * big["mte2"]
+    cyc_mte2 = cyc_mte2 + per * big["mte2"]
     cyc_mte1 = 0.0 + per * big["mte1"]
     cyc_mmad = 0.0 + per * big["mmad"]
     cyc_fix = 0.0 + per * big["store_cyc"]
-    lat_gm = pp.gm_l1.latency + chip.gm_latency_cycles
     store_lat = pp.l0c_gm.latency + chip.l2_write_latency_cycles
     tail_fix = store_lat
     tail_mmad = sync + big["store_cyc"] + store_lat
     tail_load = lat_gm + sync + big["last_cube"] + sync + big["store_cyc"] + store_lat
     tail_ring = lat_gm + sync + big["last_cube"] + sync
     tail_store = big["store_cyc"]
-    head = big["first_in"] + lat_gm + sync + big["first_l0"] + sync
-    stages = np.maximum(1, _stages(p, chip, bm, bn, kl1, nbuf))
+    if not full_load:
+        head = big["first_in"] + lat_gm + sync + big["first_l0"] + sync
+    stages = np.maximum(1, _stages(p, chip, m, n, k, bm, bn, bk, kl1, nbuf, full_load))
     slots, xfers = per * big["steps"], per * big["xfers"]
     charged, cube = per * (big["a_bytes"] + big["b_bytes"]), per * big["cons"]
     gm_write = 0.0 + batch * sum_store
@@ -274,17 +305,18 @@ def asw_t_totals(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, til
     gm_bpc, l2_bpc = chip.gm_bytes_per_cycle, chip.l2_bytes_per_cycle
     tasks_f = batch * n_tiles
     n_last = tasks_f - (per - 1) * cores
-    gm = (gm_read + gm_write - 0.0) / tasks_f / gm_bpc
-    l2 = (l2_read - 0.0) / tasks_f / l2_bpc
+    gm = (gm_read + gm_write - first_gm) / tasks_f / gm_bpc
+    l2 = (l2_read - first_l2) / tasks_f / l2_bpc
     full = np.maximum(np.maximum(cores * gm, cores * l2), avg["mte2"])
     last = np.maximum(np.maximum(n_last * gm, n_last * l2), avg["mte2"])
-    rounds = np.where(per > 1, 0.0 + (per - 1) * np.maximum(big["mmad"], full) + np.maximum(big["mmad"], last), 0.0)
-    # _Work.finish (nothing held: first_phase, first_port, first_gm, first_l2, phased, serial are 0.0)
+    rounds = np.where(per > 1, first_phase + (per - 1) * np.maximum(big["mmad"], full) + np.maximum(big["mmad"], last),
+                      0.0)
+    # _Work.finish (phased, phased_read, serial, serial_gm, serial_l2, head_read, l0c_ring, l0_chain are 0.0)
     us = 1e6 / chip.clock_hz
-    gm_chan = (gm_read + gm_write - 0.0 - 0.0) / gm_bpc
-    l2_chan = (l2_read - 0.0 - 0.0) / l2_bpc
-    gm_reads = (gm_read - 0.0) / gm_bpc
-    load = 0.0 + np.maximum(np.maximum(np.maximum(cyc_mte2 - 0.0, l2_chan), 0.0), gm_reads)
+    gm_chan = (gm_read + gm_write - first_gm - 0.0) / gm_bpc
+    l2_chan = (l2_read - first_l2 - 0.0) / l2_bpc
+    gm_reads = (gm_read - first_gm) / gm_bpc
+    load = first_phase + np.maximum(np.maximum(np.maximum(cyc_mte2 - first_port, l2_chan), 0.0), gm_reads)
     core = core_gm + core_l2
     reads = load            # phased_read = phased = 0.0: the same max
     rate = np.minimum(pp.gm_l1.bytes_per_cycle, core / np.maximum(reads, 1.0))
@@ -297,7 +329,8 @@ def asw_t_totals(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, til
     take = (core > 0) & (ring + tail_load - tail_ring / stages > load + tail_load)
     load, tail = np.where(take, ring, load), np.where(take, ring_tail, tail_load)
     t_mte2 = load + tail
-    t_mte2 = np.where(gm_read >= gm_write - 0.0, np.maximum(t_mte2, 0.0 + gm_chan + tail_load - tail_store), t_mte2)
+    t_mte2 = np.where(gm_read >= gm_write - 0.0, np.maximum(t_mte2, first_phase + gm_chan + tail_load - tail_store),
+                      t_mte2)
     t_mmad = np.where(cyc_mmad != 0, np.maximum(head + np.maximum(np.maximum(cyc_mmad, 0.0), 0.0), rounds)
                       + tail_mmad, 0.0)
     t_mte1 = np.where(cyc_mte1 != 0, head + cyc_mte1 + tail_mmad, 0.0)

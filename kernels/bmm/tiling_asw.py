@@ -53,7 +53,8 @@ def _asw_tiles(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, full_
     if memo.enabled() and cost_asw_vec.supported(p, chip, full_load):
         # every candidate's T_total at once (cost_asw_vec: the same floats as estimate()), so the plain search's
         # choice: the fastest, then within RESOLUTION of it the least padding, most cores, largest tile
-        times = cost_asw_vec.asw_t_totals(p, chip, batch, m, n, k, [tiles for _, tiles in cands]).tolist()
+        times = cost_asw_vec.asw_t_totals(p, chip, batch, m, n, k, [tiles for _, tiles in cands],
+                                           full_load).tolist()
         fastest = min(times)
         tasks = [batch * cdiv(m, tl[0]) * cdiv(n, tl[1]) for _, tl in cands]
         timed = [(e, pad, -min(ts, chip.aic), area, tiles)
