@@ -1,7 +1,7 @@
 """The planner's speed-ups change no choice: plans with the memo caches, the tile search's bound (memo.py,
 cost_asw.asw_floor) and the vectorised ASW model (cost_asw_vec) equal the plain model's bit for bit; the
-vectorised base-tile enumeration equals a one-at-a-time reference; the vectorised T_total equals estimate()'s
-on every candidate; the bound bounds; the caches are bounded and keyed on the chip. (Not timed: the speed is shown
+vectorised base-tile enumeration (and cube_tiles' least row of it) equals a one-at-a-time reference; the
+vectorised T_total equals estimate()'s on every candidate; the bound bounds; the caches are bounded and keyed on the chip. (Not timed: the speed is shown
 by benchmarks/planner_speed.py.)"""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pyto_kernels.bmm.conditions import ACC_BYTES, FRACTAL, align_down, align_up
 from pyto_kernels.bmm.cost import estimate
 from pyto_kernels.bmm.cost_asw import asw_floor
 from pyto_kernels.bmm.tiling_asw import _asw_of
-from pyto_kernels.bmm.tiling_cube import cube_candidates
+from pyto_kernels.bmm.tiling_cube import _first_candidate, cube_candidates
 from pyto_kernels.bmm.tilings import bias_l1_bytes
 
 CHIPS = ("ascend950pr", "atlas-a2")
@@ -204,6 +204,7 @@ def test_vectorised_candidates_equal_the_reference(prob, chip, hold, cores, one_
             return
         got = cube_candidates(*args, cores=cores, **hold)
     assert got == want
+    assert _first_candidate.uncached(*args, cores=cores, **hold) == want[0][1]     # cube_tiles' fast path
     assert [type(x) for key, tiles in got for x in key + tiles] == [type(x) for key, tiles in want for x in key + tiles]
 
 

@@ -24,15 +24,17 @@ def _stream(t: StreamKTiling, p: Problem, chip: Chip) -> _Work:
     blocks = [(min(sm, M - mi * sm), min(sn, N - ni * sn)) for mi in range(t.m_cnt) for ni in range(t.n_cnt)
               if M - mi * sm > 0 and N - ni * sn > 0]
     segs = [min(sck, K - c * sck) for c in range(t.grid_k) if K - c * sck > 0]
-    units = []
+    units, same = [], {}        # most units are the same block and segment: one _Tile each (read, never changed)
     for r, c in blocks:
         for kl in segs:
-            tl = _Tile()
-            for rr, cc, cnt in _tiles(r, c, t.base_m, t.base_n):
-                one = _acc_tile(w, rr, cc, kl, base_m=t.base_m, base_n=t.base_n, base_k=t.base_k, k_l1=t.k_l1,
-                                pieces=pieces, out_row=ws_row, out_isz=ws_isz)
-                tl.add(one, cnt)
-                tl.first_in, tl.first_l0, tl.last_cube = one.first_in, one.first_l0, one.last_cube
+            tl = same.get((r, c, kl))
+            if tl is None:
+                tl = same[(r, c, kl)] = _Tile()
+                for rr, cc, cnt in _tiles(r, c, t.base_m, t.base_n):
+                    one = _acc_tile(w, rr, cc, kl, base_m=t.base_m, base_n=t.base_n, base_k=t.base_k, k_l1=t.k_l1,
+                                    pieces=pieces, out_row=ws_row, out_isz=ws_isz)
+                    tl.add(one, cnt)
+                    tl.first_in, tl.first_l0, tl.last_cube = one.first_in, one.first_l0, one.last_cube
             units.append(tl)
     n_units = len(units) * p.batch
     avg = _Tile()

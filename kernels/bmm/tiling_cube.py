@@ -8,6 +8,7 @@ from pyto.chip import Chip
 from pyto.errors import PlanError
 
 from .conditions import ACC_BYTES, FRACTAL, Problem, align_down, align_up, cdiv
+from . import memo
 from .memo import memoised
 from .tilings import bias_l1_bytes
 
@@ -73,6 +74,24 @@ def cube_candidates(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, 
     slab must fit L1 twice (the L1 full load's rule, docs/bmm_branches.md §8.2.5: MK*dtype*2 <= L1). sharing: cores loading
     at the same time (default min(tasks, cores)). The bias row's two L1 slots are reserved.
     """
+    cols = _candidate_arrays(m, n, k, batch, p, chip, cores=cores, a_in_l1=a_in_l1, b_in_l1=b_in_l1,
+                             hold_copies=hold_copies, sharing=sharing, held_twice=held_twice)
+    return sorted(zip(zip(*(c.tolist() for c in cols[:3])), zip(*(c.tolist() for c in cols[3:]))))
+
+
+@memoised(1024, key=_candidates_key, keep=lambda *a, **kw: a[5])
+def _first_candidate(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, **kw) -> tuple:
+    """cube_candidates(...)[0][1] without the list: the lexicographic least (key, tiles) row of the arrays."""
+    cols = _candidate_arrays(m, n, k, batch, p, chip, **kw)
+    i = np.lexsort(cols[::-1])[0]
+    return tuple(int(c[i]) for c in cols[3:])
+
+
+def _candidate_arrays(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, *, cores: int,
+                      a_in_l1: bool = False, b_in_l1: bool = False, hold_copies: int = 1,
+                      sharing: int | None = None, held_twice: bool = False) -> tuple[np.ndarray, ...]:
+    """cube_candidates' rows as columns (key: merit, padding, -size; tiles: base_m, base_n, base_k, k_l1,
+    l1_buffers), unsorted; PlanError when none fits."""
     al, isz = p.mn_align, p.isz
     mp, np_, kp = align_up(m, al), align_up(n, al), align_up(k, p.k_align)
     l0c = chip.buffers["L0C"] // (2 * ACC_BYTES)
@@ -109,20 +128,21 @@ def cube_candidates(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, 
     bw = np.minimum(gm.bytes_per_cycle, chip.l2_bytes_per_cycle / active)
     cube = cdiv(bm, FRACTAL) * cdiv(bn, FRACTAL) * cdiv(k, p.k0) * cps + cdiv(k, bk) * head
     move = rows * k * isz / bw + 2 * cdiv(k, k_l1) * gm.latency
-    keys = zip((cdiv(tasks, cores) * np.maximum(cube, move)).tolist(),
-               (cdiv(m, bm) * bm * cdiv(n, bn) * bn).tolist(), (-bm * bn).tolist())
-    out = list(zip(keys, zip(bm.tolist(), bn.tolist(), bk.tolist(), k_l1.tolist(), nbuf.tolist())))
-    if not out:
+    if not len(bm):
         held = " and ".join(s for s, on in (("A", a_in_l1), ("B", b_in_l1)) if on)
         held = f"{held} held whole in L1 x {hold_copies}" if held else "no side held whole in L1"
         raise PlanError(f"no cube tile of {m}x{n}x{k} fits L1 {chip.buffers['L1']} B ({held}) / L0A / L0B / L0C on "
                         f"{chip.name}")
-    return sorted(out)
+    return (cdiv(tasks, cores) * np.maximum(cube, move), cdiv(m, bm) * bm * cdiv(n, bn) * bn, -bm * bn,
+            bm, bn, bk, k_l1, nbuf)
 
 
 def cube_tiles(m: int, n: int, k: int, batch: int, p: Problem, chip: Chip, *, cores: int,
                a_in_l1: bool = False, b_in_l1: bool = False, hold_copies: int = 1,
                sharing: int | None = None) -> tuple[int, int, int, int, int]:
     """(base_m, base_n, base_k, k_l1, l1_buffers): the best of `cube_candidates` by its quick key."""
+    if memo.enabled():
+        return _first_candidate(m, n, k, batch, p, chip, cores=cores, a_in_l1=a_in_l1, b_in_l1=b_in_l1,
+                                hold_copies=hold_copies, sharing=sharing)
     return cube_candidates(m, n, k, batch, p, chip, cores=cores, a_in_l1=a_in_l1, b_in_l1=b_in_l1,
                            hold_copies=hold_copies, sharing=sharing)[0][1]
