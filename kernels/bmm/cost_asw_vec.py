@@ -76,63 +76,78 @@ class _Pipes:
 def _tile(pp: _Pipes, p: Problem, chip: Chip, rows, cols, k: int, bm, bn, bk, kl1, pieces, hold: str) -> dict:
     """cost_tile._acc_tile of one tile class (rows x cols over all of K, pieces >= 1, the side `hold` names held
     in L1, not streamed) for every candidate: its _Tile's fields as float64 arrays."""
+    full_s, tail_s = np.divmod(k, kl1)
+    steps = ((full_s, full_s > 0), (1, tail_s > 0))        # the full L1 steps (kl = k_l1), then the tail
+    n = len(bm)
+    # both kinds of L1 step at once (stacked: full, then tail); a step a candidate lacks gets any valid extent
+    kl = np.concatenate([np.where(full_s > 0, kl1, 1), np.where(tail_s > 0, tail_s, 1)])
+    two = lambda a: np.concatenate([a, a])  # noqa: E731
+    one = _l1_step(pp, p, chip, two(rows), two(cols), kl, two(bm), two(bn), two(bk), two(pieces), hold)
+    z = np.zeros(n)
+    t = {f: z for f in ("xfers", "mte2", "a_bytes", "b_bytes", "mte1", "mmad", "steps", "cons")}
+    first_in = first_l0 = last_cube = z
+    seen = np.zeros(n, bool)                     # an earlier L1 step exists (si > 0)
+    for i, (cnt, on) in enumerate(steps):
+        x = {f: v[i * n:(i + 1) * n] for f, v in one.items()}
+        new = {"xfers": t["xfers"] + cnt * x["nx"], "mte2": t["mte2"] + cnt * x["mte2"],
+               "a_bytes": t["a_bytes"] + cnt * x["ab_sum"], "b_bytes": t["b_bytes"] + cnt * x["bb_sum"],
+               "mte1": t["mte1"] + cnt * x["m1"], "mmad": t["mmad"] + cnt * x["mm"], "steps": t["steps"] + cnt,
+               "cons": t["cons"] + cnt * np.maximum(x["m1"], x["mm"])}
+        t = {f: np.where(on, new[f], t[f]) for f in t}
+        first = on & ~seen
+        first_in = np.where(first, x["first_cyc"], first_in)
+        first_l0 = np.where(first, x["first_l0"], first_l0)
+        last_cube = np.where(on, x["last_cube"], last_cube)
+        seen |= on
+    t.update(first_in=first_in, first_l0=first_l0, last_cube=last_cube)
+    t["store"] = _region(chip, rows, cols, p.N, p.out_isz)
+    t["store_cyc"] = chip.dma_setup_cycles + t["store"] / pp.l0c_gm.bytes_per_cycle
+    return t
+
+
+def _l1_step(pp: _Pipes, p: Problem, chip: Chip, rows, cols, kl, bm, bn, bk, pieces, hold: str) -> dict:
+    """One L1 step of kl along K of a rows x cols tile (cost_tile._acc_tile's loop body): its GM pieces'
+    transfers, cycles and charged bytes, its L0 steps' MTE1 and MMAD cycles, its first and last pieces."""
     isz = p.isz
     align = max(FRACTAL, p.k0)
     mt = np.minimum(bm, _align_up(rows, m_trim(isz, p.transpose_a and not chip.dn2nz)))
     nt = np.minimum(bn, _align_up(cols, align))
     a_r, b_c = np.minimum(mt, rows), np.minimum(nt, cols)
     z = np.zeros(len(bm))
-    t = {f: z for f in ("xfers", "mte2", "a_bytes", "b_bytes", "mte1", "mmad", "steps", "cons")}
-    full_s, tail_s = np.divmod(k, kl1)
-    first_in = first_l0 = last_cube = z
-    seen = np.zeros(len(bm), bool)               # an earlier L1 step exists (si > 0)
-    for kl, cnt, on in ((kl1, full_s, full_s > 0), (tail_s, 1, tail_s > 0)):
-        kl = np.where(on, kl, 1)                   # (a step a candidate lacks: any valid extent, discarded)
-        k_all = _align_up(kl, align)
-        step = _align_up(_cdiv(k_all, np.maximum(1, pieces)), bk)
-        n_pc = _cdiv(k_all, step)
-        mte2 = nx = ab_sum = bb_sum = z
-        first_cyc = z
-        for j in range(int(n_pc.max())):
-            live = j < n_pc
-            kp = j * step
-            kw = np.minimum(step, k_all - kp)
-            kc = np.maximum(0, np.minimum(kw, kl - kp))
-            ab = _a_region(chip, p, a_r, kc) if hold != "A" else z
-            bb = _b_region(chip, p, kc, b_c) if hold != "B" else z
-            cyc = (pp.xfer(ab) if hold != "A" else 0.0) + (pp.xfer(bb) if hold != "B" else 0.0)
-            nx = np.where(live, nx + (2 if not hold else 1), nx)
-            mte2 = np.where(live, mte2 + cyc, mte2)
-            ab_sum = np.where(live, ab_sum + ab, ab_sum)
-            bb_sum = np.where(live, bb_sum + bb, bb_sum)
-            if j == 0:
-                first_cyc = cyc
-        last_w = k_all - (n_pc - 1) * step
-        full0, tail0 = np.divmod(kl, bk)
-        kt_t = _align_up(tail0, align)
-        has_f, has_t = full0 > 0, tail0 > 0
-        m1_f = full0 * pp.mte1(mt * bk * isz, bk * nt * isz)
-        m1_t = 1 * pp.mte1(mt * kt_t * isz, kt_t * nt * isz)
-        m1 = np.where(has_f, np.where(has_t, 0 + m1_f + m1_t, 0 + m1_f), 0 + m1_t)
-        mm_f = full0 * pp.mmad(mt, nt, bk)
-        mm_t = 1 * pp.mmad(mt, nt, kt_t)
-        mm = np.where(has_f, np.where(has_t, 0 + mm_f + mm_t, 0 + mm_f), 0 + mm_t).astype(np.float64)
-        new = {"xfers": t["xfers"] + cnt * nx, "mte2": t["mte2"] + cnt * mte2, "a_bytes": t["a_bytes"] + cnt * ab_sum,
-               "b_bytes": t["b_bytes"] + cnt * bb_sum, "mte1": t["mte1"] + cnt * m1, "mmad": t["mmad"] + cnt * mm,
-               "steps": t["steps"] + cnt, "cons": t["cons"] + cnt * np.maximum(m1, mm)}
-        t = {f: np.where(on, new[f], t[f]) for f in t}
-        first = on & ~seen
-        kt0 = np.where(has_f, bk, kt_t)
-        first_in = np.where(first, first_cyc, first_in)
-        first_l0 = np.where(first, pp.mte1(mt * kt0 * isz, kt0 * nt * isz), first_l0)
-        share = np.minimum(1.0, last_w / np.maximum(1, kl))
-        kt_l = np.where(has_t, kt_t, bk)
-        last_cube = np.where(on, share * mm + pp.mte1(mt * kt_l * isz, kt_l * nt * isz), last_cube)
-        seen |= on
-    t.update(first_in=first_in, first_l0=first_l0, last_cube=last_cube)
-    t["store"] = _region(chip, rows, cols, p.N, p.out_isz)
-    t["store_cyc"] = chip.dma_setup_cycles + t["store"] / pp.l0c_gm.bytes_per_cycle
-    return t
+    k_all = _align_up(kl, align)
+    step = _align_up(_cdiv(k_all, np.maximum(1, pieces)), bk)
+    n_pc = _cdiv(k_all, step)
+    mte2 = nx = ab_sum = bb_sum = first_cyc = z
+    for j in range(int(n_pc.max())):
+        live = j < n_pc
+        kp = j * step
+        kw = np.minimum(step, k_all - kp)
+        kc = np.maximum(0, np.minimum(kw, kl - kp))
+        ab = _a_region(chip, p, a_r, kc) if hold != "A" else z
+        bb = _b_region(chip, p, kc, b_c) if hold != "B" else z
+        cyc = (pp.xfer(ab) if hold != "A" else 0.0) + (pp.xfer(bb) if hold != "B" else 0.0)
+        nx = np.where(live, nx + (2 if not hold else 1), nx)
+        mte2 = np.where(live, mte2 + cyc, mte2)
+        ab_sum = np.where(live, ab_sum + ab, ab_sum)
+        bb_sum = np.where(live, bb_sum + bb, bb_sum)
+        if j == 0:
+            first_cyc = cyc
+    last_w = k_all - (n_pc - 1) * step
+    full0, tail0 = np.divmod(kl, bk)
+    kt_t = _align_up(tail0, align)
+    has_f, has_t = full0 > 0, tail0 > 0
+    m1_f = full0 * pp.mte1(mt * bk * isz, bk * nt * isz)
+    m1_t = 1 * pp.mte1(mt * kt_t * isz, kt_t * nt * isz)
+    m1 = np.where(has_f, np.where(has_t, 0 + m1_f + m1_t, 0 + m1_f), 0 + m1_t)
+    mm_f = full0 * pp.mmad(mt, nt, bk)
+    mm_t = 1 * pp.mmad(mt, nt, kt_t)
+    mm = np.where(has_f, np.where(has_t, 0 + mm_f + mm_t, 0 + mm_f), 0 + mm_t).astype(np.float64)
+    kt0 = np.where(has_f, bk, kt_t)
+    share = np.minimum(1.0, last_w / np.maximum(1, kl))
+    kt_l = np.where(has_t, kt_t, bk)
+    return dict(nx=nx, mte2=mte2, ab_sum=ab_sum, bb_sum=bb_sum, m1=m1, mm=mm, first_cyc=first_cyc,
+                first_l0=pp.mte1(mt * kt0 * isz, kt0 * nt * isz),
+                last_cube=share * mm + pp.mte1(mt * kt_l * isz, kt_l * nt * isz))
 
 
 def _l2_blocks(m: int, n: int, k: int, bm, bn, isz: int, l2_bytes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -210,12 +225,18 @@ def asw_t_totals(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, til
     # the tile classes in _tiles' order: (full rows, full cols), (full, tail), (tail, full), (tail, tail)
     fm, tlm = np.divmod(m, bm)
     fn, tln = np.divmod(n, bn)
-    classes = []
+    # the four classes of every candidate through _tile at once (stacked: class-major), then split
+    shape = []
     for r, cm in ((bm, fm), (tlm, np.ones_like(bm))):
         for c, cn in ((bn, fn), (tln, np.ones_like(bn))):
             on = (cm > 0) & (r > 0) & (cn > 0) & (c > 0)
-            rr, cc = np.where(on, r, 1), np.where(on, c, 1)
-            classes.append((_tile(pp, p, chip, rr, cc, k, bm, bn, bk, kl1, pieces, full_load), cm * cn, on))
+            shape.append((np.where(on, r, 1), np.where(on, c, 1), cm * cn, on))
+    shape = [x for x in shape if x[3].any()]          # a class no candidate has
+    n_c, rep = len(bm), len(shape)
+    stacked = _tile(pp, p, chip, np.concatenate([x[0] for x in shape]), np.concatenate([x[1] for x in shape]), k,
+                    *(np.tile(a, rep) for a in (bm, bn, bk, kl1, pieces)), full_load)
+    classes = [({f: v[i * n_c:(i + 1) * n_c] for f, v in stacked.items()}, cnt, on)
+               for i, (_, _, cnt, on) in enumerate(shape)]
     n_tiles = tm * tn
     z = np.zeros(len(bm))
     avg = dict.fromkeys(("a_bytes", "b_bytes", "mte2"), z)
