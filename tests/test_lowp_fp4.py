@@ -18,11 +18,10 @@ from hypothesis import strategies as st
 
 import pyto
 import pyto.language as pl
+from mx_helpers import mx_k_loop, whole_mx_kernel
 from pyto.testing import matmul_bound
 
 RNG = np.random.default_rng(4242)
-T = 64                          # the data tiles' M, N and K step
-SK = T // 32
 F2, F1 = pl.DT_FP4E2M1, pl.DT_FP4E1M2
 E4, E5, E8 = pl.DT_FP8E4M3FN, pl.DT_FP8E5M2, pl.DT_FP8E8M0
 MS = pl.MemorySpace
@@ -92,67 +91,25 @@ def mxfp4_matmul(M, K, N, da, db, *, b_nk=True, a_km=False, phases=True):
     a_shape = [K, M // 2] if a_km else [M, K // 2]
     b_shape = [N, K // 2] if b_nk else [K, N // 2]
 
-    @pl.jit(auto_mutex=True)
-    def kern(a: pl.Tensor[a_shape, da], b: pl.Tensor[b_shape, db], scale_a: pl.Tensor[[M, P, 2], E8],
-             scale_b: pl.Tensor[[P, N, 2], E8], c: pl.Tensor[[M, N], pl.DT_FP32]):
-        a_l1 = pl.make_tile_group(type=tt([T, T], da, MS.Mat, valid_shape=[-1, -1]), addrs=0x00000, mutex_ids=[0, 1])
-        b_l1 = pl.make_tile_group(type=tt([T, T], db, MS.Mat, layout=pl.ZN if b_nk else pl.NZ,
-                                          valid_shape=[-1, -1]), addrs=0x10000, mutex_ids=[2, 3])
-        sa_l1 = pl.make_tile_group(type=tt([T, SK], E8, MS.Mat, layout=pl.ZZ, valid_shape=[-1, -1]), addrs=0x20000,
-                                   mutex_ids=[4, 5])
-        sb_l1 = pl.make_tile_group(type=tt([SK, T], E8, MS.Mat, layout=pl.NN, valid_shape=[-1, -1]), addrs=0x21000,
-                                   mutex_ids=[6, 7])
-        a_left = pl.make_tile_group(type=tt([T, T], da, MS.Left, valid_shape=[-1, -1]), addrs=[0x0, 0x1000],
-                                    mutex_ids=[8, 9])
-        b_right = pl.make_tile_group(type=tt([T, T], db, MS.Right, valid_shape=[-1, -1]), addrs=[0x0, 0x1000],
-                                     mutex_ids=[10, 11])
-        sa_l0 = pl.make_tile_group(type=tt([T, SK], E8, MS.ScaleLeft, valid_shape=[-1, -1]), addrs=[0x0, 0x100],
-                                   mutex_ids=[12, 13])
-        sb_l0 = pl.make_tile_group(type=tt([SK, T], E8, MS.ScaleRight, valid_shape=[-1, -1]), addrs=[0x0, 0x100],
-                                   mutex_ids=[14, 15])
-        c_acc = pl.make_tile_group(type=tt([T, T], pl.DT_FP32, MS.Acc, fractal=1024, valid_shape=[-1, -1]),
-                                   addrs=0x0, mutex_ids=[16])
-        with pl.section_cube():
-            pl.set_stride(a, [M, 1] if a_km else [K, 1])     # PyPTO-Pro's FP4 kernels set the logical row-major stride
-            if phases:
-                pl.system.set_mm_layout_transform(enabled=True)
-            for mi in pl.range(0, M, T):
-                m = pl.min(T, M - mi)
-                for ni in pl.range(0, N, T):
-                    n = pl.min(T, N - ni)
-                    ac = c_acc.current()
-                    pl.set_validshape(ac, [m, n])
-                    for ki in pl.range(0, K, T):
-                        x, y, xs, ys = a_l1.next(), b_l1.next(), sa_l1.next(), sb_l1.next()
-                        al, br, sal, sbr = a_left.next(), b_right.next(), sa_l0.next(), sb_l0.next()
-                        for tile, valid in ((x, [m, T]), (al, [m, T]), (xs, [m, SK]), (sal, [m, SK]),
-                                            (y, [T, n]), (br, [T, n]), (ys, [SK, n]), (sbr, [SK, n])):
-                            pl.set_validshape(tile, valid)
-                        if a_km:
-                            pl.load(x, a, [ki, mi // 2], order=[1, 0])
-                        else:
-                            pl.load(x, a, [mi, ki // 2])
-                        if b_nk:
-                            pl.load(y, b, [ni, ki // 2], order=[1, 0])
-                        else:
-                            pl.load(y, b, [ki, ni // 2])
-                        pl.load(xs, scale_a, [mi, ki // 64, 0])
-                        pl.load(ys, scale_b, [ki // 64, ni, 0])
-                        pl.move(al, x)
-                        pl.move(br, y)
-                        pl.move(sal, xs)
-                        pl.move(sbr, ys)
-                        phase = None
-                        if phases:
-                            phase = pl.AccPhase.Final if ki + T >= K else pl.AccPhase.Partial
-                        if ki == 0:
-                            pl.matmul_mx(ac, al, br, sal, sbr, phase=phase)
-                        else:
-                            pl.matmul_mx_acc(ac, ac, al, br, sal, sbr, phase=phase)
-                    pl.store(c, ac, [mi, ni], phase=pl.STPhase.Final if phases else None)
-            if phases:
-                pl.system.set_mm_layout_transform(enabled=False)
-    return kern
+    def load_a(x, a, mi, ki):
+        if a_km:
+            pl.load(x, a, [ki, mi // 2], order=[1, 0])
+        else:
+            pl.load(x, a, [mi, ki // 2])
+
+    def load_b(y, b, ni, ki):
+        if b_nk:
+            pl.load(y, b, [ni, ki // 2], order=[1, 0])
+        else:
+            pl.load(y, b, [ki, ni // 2])
+
+    def load_scales(xs, ys, scale_a, scale_b, mi, ni, ki):
+        pl.load(xs, scale_a, [mi, ki // 64, 0])
+        pl.load(ys, scale_b, [ki // 64, ni, 0])
+    # PyPTO-Pro's FP4 kernels set the logical row-major stride
+    return mx_k_loop(M, K, N, da, db, shapes=(a_shape, b_shape, [M, P, 2], [P, N, 2]), load_a=load_a, load_b=load_b,
+                     load_scales=load_scales, b_layout=pl.ZN if b_nk else pl.NZ, a_stride=[M, 1] if a_km else [K, 1],
+                     phases=phases)
 
 
 def run_mxfp4(M, K, N, da, db, b_nk=True, a_km=False, **kw):
@@ -445,31 +402,7 @@ def test_shapes(m, n, groups, da, db):
         with pytest.raises(pyto.ShapeError, match=rf"K = {k} .* is not a multiple of 64"):
             one_mx_traced(m, k, n, da, db)()
         return
-    P = k // 64
-
-    @pl.jit(auto_mutex=True)
-    def k1(a: pl.Tensor[[m, k // 2], da], b: pl.Tensor[[k, n // 2], db], sa: pl.Tensor[[m, P, 2], E8],
-           sb: pl.Tensor[[P, n, 2], E8], c: pl.Tensor[[m, n], pl.DT_FP32]):
-        x = pl.make_tile_group(type=tt([m, k], da, MS.Mat), addrs=0x0, mutex_ids=[0])
-        y = pl.make_tile_group(type=tt([k, n], db, MS.Mat), addrs=0x10000, mutex_ids=[1])
-        xs = pl.make_tile_group(type=tt([m, 2 * P], E8, MS.Mat, layout=pl.ZZ), addrs=0x20000, mutex_ids=[2])
-        ys = pl.make_tile_group(type=tt([2 * P, n], E8, MS.Mat, layout=pl.NN), addrs=0x21000, mutex_ids=[3])
-        al = pl.make_tile_group(type=tt([m, k], da, MS.Left), addrs=0x2000, mutex_ids=[4])
-        br = pl.make_tile_group(type=tt([k, n], db, MS.Right), addrs=0x4000, mutex_ids=[5])
-        sal = pl.make_tile_group(type=tt([m, 2 * P], E8, MS.ScaleLeft), addrs=0x200, mutex_ids=[6])
-        sbr = pl.make_tile_group(type=tt([2 * P, n], E8, MS.ScaleRight), addrs=0x400, mutex_ids=[7])
-        ac = pl.make_tile_group(type=tt([m, n], pl.DT_FP32, MS.Acc), addrs=0x0, mutex_ids=[8])
-        with pl.section_cube():
-            pl.load(x.current(), a, [0, 0])
-            pl.load(y.current(), b, [0, 0])
-            pl.load(xs.current(), sa, [0, 0, 0])
-            pl.load(ys.current(), sb, [0, 0, 0])
-            pl.move(al.current(), x.current())
-            pl.move(br.current(), y.current())
-            pl.move(sal.current(), xs.current())
-            pl.move(sbr.current(), ys.current())
-            pl.matmul_mx(ac.current(), al.current(), br.current(), sal.current(), sbr.current())
-            pl.store(c, ac.current(), [0, 0])
+    k1 = whole_mx_kernel(m, k, n, da, db, k // 2, n // 2)
     qa, qb, sa, sb, a64, b64 = mx_inputs(m, k, n, da, db)
     c = np.zeros((m, n), np.float32)
     k1(pack(qa), pack(qb), pack_scale_a(sa), pack_scale_b(sb), c)

@@ -90,6 +90,23 @@ def _ksplit_rules(dst: Tile, name: str, loc: Loc) -> None:
                           f"computes wrong results")
 
 
+def on_aic(name: str, phase, loc: Loc) -> tuple:
+    """(the AIC's trace, the phase checked); (None, None) on an AIV's trace, after its cube marker (the AIC's trace
+    checks and records the MMAD): the prologue of the MMAD ops beside pl.matmul (MX, sparse)."""
+    tr = current()
+    if not tr.is_aic:
+        tr.cube_marker(_MMAD, name, loc)
+        return None, None
+    return tr, (None if phase is None else phase_of(phase, AccPhase, loc, name))
+
+
+def need_in_place(acc, dst, name: str, loc: Loc, page: str = "") -> None:
+    """The *_acc MMADs accumulate in place: acc_tile must be dst_tile (ShapeError naming both)."""
+    if not isinstance(acc, Tile) or not isinstance(dst, Tile) or acc.store is not dst.store or acc.rect != dst.rect:
+        raise ShapeError(f"{loc}: {name} accumulates in place: acc_tile must be dst_tile" + (f" ({page})" if page else "")
+                         + f", got acc={acc!r}, dst={dst!r}")
+
+
 def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, accumulate: bool, loc: Loc) -> None:
     tr = current()
     if not tr.is_aic:
@@ -167,11 +184,8 @@ def matmul_acc(dst_tile: Tile, acc_tile: Tile, lhs_tile: Tile, rhs_tile: Tile, *
     are added to (PyPTO-Pro's bad_matmul_acc_reuses_stale_accumulator). With a phase, the K-split rules apply
     (module docstring)."""
     loc = caller_loc()
-    acc, dst = acc_tile, dst_tile
-    if not isinstance(acc, Tile) or not isinstance(dst, Tile) or acc.store is not dst.store or acc.rect != dst.rect:
-        raise ShapeError(f"{loc}: pl.matmul_acc accumulates in place: acc_tile must be dst_tile, got acc={acc!r}, "
-                         f"dst={dst!r}")
-    _mmad("pl.matmul_acc", dst, lhs_tile, rhs_tile, None, phase, True, loc)
+    need_in_place(acc_tile, dst_tile, "pl.matmul_acc", loc)
+    _mmad("pl.matmul_acc", dst_tile, lhs_tile, rhs_tile, None, phase, True, loc)
 
 
 __all__ = ["matmul", "matmul_acc"]

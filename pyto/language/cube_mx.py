@@ -54,8 +54,8 @@ from ..dtypes import DType
 from ..errors import KernelError, ShapeError, UnsupportedError
 from ..ir import AccPhase, Buf, Loc, Op, Pipe, Role
 from ..lowp import MX_GROUP
-from .cube import _ksplit_rules
-from .opcommon import emit, extent, need_tile, phase_of, region
+from .cube import _ksplit_rules, need_in_place, on_aic
+from .opcommon import emit, extent, need_tile, region
 from .tile import Tile
 from .trace import caller_loc, current
 
@@ -150,12 +150,9 @@ def _check_mx(name: str, dst: Tile, a: Tile, b: Tile, sa: Tile, sb: Tile, loc: L
 
 
 def _mmad_mx(name: str, dst: Tile, a: Tile, b: Tile, sa: Tile, sb: Tile, phase, accumulate: bool, loc: Loc) -> None:
-    tr = current()
-    if not tr.is_aic:
-        tr.cube_marker(Op.MMAD, name, loc)      # an AIV's trace: the AIC's trace checks and records it
+    tr, phase = on_aic(name, phase, loc)
+    if tr is None:
         return
-    if phase is not None:
-        phase = phase_of(phase, AccPhase, loc, name)
     m, k, n, valid = _check_mx(name, dst, a, b, sa, sb, loc)
     if valid is None:
         srcs, out = [a.access, b.access, region(sa), region(sb)], dst.access
@@ -189,11 +186,8 @@ def matmul_mx_acc(dst_tile: Tile, acc_tile: Tile, lhs_tile: Tile, rhs_tile: Tile
     """dst = acc + dequant(lhs, scale_a) @ dequant(rhs, scale_b) (matmul_mx_acc.md), in place: acc_tile is dst_tile.
     Each K block loads its own scales (the page), at its data tiles' addresses >> 4 in every ring slot."""
     loc = caller_loc()
-    acc, dst = acc_tile, dst_tile
-    if not isinstance(acc, Tile) or not isinstance(dst, Tile) or acc.store is not dst.store or acc.rect != dst.rect:
-        raise ShapeError(f"{loc}: pl.matmul_mx_acc accumulates in place: acc_tile must be dst_tile "
-                         f"(matrix_computation/matmul_mx_acc.md), got acc={acc!r}, dst={dst!r}")
-    _mmad_mx("pl.matmul_mx_acc", dst, lhs_tile, rhs_tile, scale_a, scale_b, phase, True, loc)
+    need_in_place(acc_tile, dst_tile, "pl.matmul_mx_acc", loc, "matrix_computation/matmul_mx_acc.md")
+    _mmad_mx("pl.matmul_mx_acc", dst_tile, lhs_tile, rhs_tile, scale_a, scale_b, phase, True, loc)
 
 
 __all__ = ["matmul_mx", "matmul_mx_acc"]

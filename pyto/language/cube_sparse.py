@@ -58,9 +58,9 @@ from typing import Optional
 from ..dtypes import DType
 from ..errors import KernelError, ShapeError, UnsupportedError
 from ..ir import AccPhase, Buf, Loc, Op, Pipe, Role
-from .cube import _ksplit_rules
+from .cube import _ksplit_rules, need_in_place, on_aic
 from .onchip import _fractal_bytes, _to_l0
-from .opcommon import emit, need_path, need_tile, phase_of
+from .opcommon import emit, need_path, need_tile
 from .tile import Tile
 from .trace import caller_loc, current
 
@@ -158,12 +158,9 @@ def move_sparse(rhs_tile: Tile, index_tile: Tile, src_tile: Tile, src_index: Til
 
 
 def _mmad_sparse(name: str, dst: Tile, a: Tile, b: Tile, idx: Tile, phase, accumulate: bool, loc: Loc) -> None:
-    tr = current()
-    if not tr.is_aic:
-        tr.cube_marker(Op.MMAD, name, loc)      # an AIV's trace: the AIC's trace checks and records it
+    tr, phase = on_aic(name, phase, loc)
+    if tr is None:
         return
-    if phase is not None:
-        phase = phase_of(phase, AccPhase, loc, name)
     _need_chip(name, loc)
     need_tile(dst, f"{name} dst_tile", (Buf.L0C,), loc)
     need_tile(a, f"{name} lhs_tile", (Buf.L0A,), loc)
@@ -208,11 +205,8 @@ def matmul_sparse_acc(dst_tile: Tile, acc_tile: Tile, lhs_tile: Tile, rhs_tile: 
                       phase: Optional[AccPhase] = None) -> None:
     """dst = acc + lhs @ expand(rhs, index), in place: acc_tile is dst_tile (as pl.matmul_acc)."""
     loc = caller_loc()
-    acc, dst = acc_tile, dst_tile
-    if not isinstance(acc, Tile) or not isinstance(dst, Tile) or acc.store is not dst.store or acc.rect != dst.rect:
-        raise ShapeError(f"{loc}: pl.matmul_sparse_acc accumulates in place: acc_tile must be dst_tile, got "
-                         f"acc={acc!r}, dst={dst!r}")
-    _mmad_sparse("pl.matmul_sparse_acc", dst, lhs_tile, rhs_tile, index_tile, phase, True, loc)
+    need_in_place(acc_tile, dst_tile, "pl.matmul_sparse_acc", loc)
+    _mmad_sparse("pl.matmul_sparse_acc", dst_tile, lhs_tile, rhs_tile, index_tile, phase, True, loc)
 
 
 __all__ = ["move_sparse", "matmul_sparse", "matmul_sparse_acc"]
