@@ -75,7 +75,7 @@ def _acc_tile_key(w: _Work, rows: int, cols: int, k_len: int, *, base_m: int, ba
 
 
 # a StreamK tiling's units repeat the same blocks and K segments, and its candidate splits the same tiles
-@memoised(8192, key=_acc_tile_key, keep=lambda w, *a, **kw: w.chip, copy=lambda t: t.copy())
+@memoised(4096, key=_acc_tile_key, keep=lambda w, *a, **kw: w.chip, copy=lambda t: t.copy())
 def _acc_tile(w: _Work, rows: int, cols: int, k_len: int, *, base_m: int, base_n: int, base_k: int, k_l1: int,
               pieces: int, stream_a: bool = True, stream_b: bool = True,
               out_row: int | None = None, out_isz: int | None = None) -> _Tile:

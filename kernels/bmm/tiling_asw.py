@@ -2,6 +2,8 @@
 window) and the batch folds ToMatmul runs it on."""
 from __future__ import annotations
 
+import numpy as np
+
 from pyto.chip import Chip
 from pyto.errors import PlanError
 
@@ -53,12 +55,12 @@ def _asw_tiles(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, full_
     if memo.enabled() and cost_asw_vec.supported(p, chip, full_load):
         # every candidate's T_total at once (cost_asw_vec: the same floats as estimate()), so the plain search's
         # choice: the fastest, then within RESOLUTION of it the least padding, most cores, largest tile
-        times = cost_asw_vec.asw_t_totals(p, chip, batch, m, n, k, [tiles for _, tiles in cands],
-                                           full_load).tolist()
+        tile_list = [tiles for _, tiles in cands]
+        times = cost_asw_vec.asw_t_totals(p, chip, batch, m, n, k, tile_list, full_load).tolist()
         fastest = min(times)
-        tasks = [batch * cdiv(m, tl[0]) * cdiv(n, tl[1]) for _, tl in cands]
-        timed = [(e, pad, -min(ts, chip.aic), area, tiles)
-                 for e, ts, ((_, pad, area), tiles) in zip(times, tasks, cands)]
+        base = np.array(tile_list, np.int64).reshape(-1, 5)
+        cores = np.minimum(batch * cdiv(m, base[:, 0]) * cdiv(n, base[:, 1]), chip.aic).tolist()
+        timed = [(e, pad, -c, area, tiles) for e, c, ((_, pad, area), tiles) in zip(times, cores, cands)]
         return min((x for x in timed if x[0] <= fastest * (1 + RESOLUTION)), key=lambda x: (x[1], x[2], x[3], x[0]))[4]
     walks = [(_asw_of(p, chip, batch, m, n, k, tiles, full_load), pad, area, tiles) for (_, pad, area), tiles in cands]
     # estimated in the order of a lower bound on T_total (cost_asw.asw_floor), up to the first whose bound is
