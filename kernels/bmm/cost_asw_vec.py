@@ -189,7 +189,7 @@ def _stages(p: Problem, chip: Chip, m: int, n: int, k: int, bm, bn, bk, kl1, nbu
         st = np.where(over, st // 2, st)
 
 
-def asw_t_totals(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, tiles: list[tuple],
+def asw_t_totals(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, tiles: "list[tuple] | np.ndarray",
                  full_load: str = "") -> np.ndarray:
     """estimate(p, tiling_asw._asw_of(p, chip, batch, m, n, k, t, full_load), chip).t_total for every t =
     (base_m, base_n, base_k, k_l1, l1_buffers) in `tiles` (see `supported`)."""

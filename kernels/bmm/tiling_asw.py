@@ -13,7 +13,7 @@ from . import cost_asw_vec, memo
 from .cost import RESOLUTION, estimate
 from .cost_asw import asw_floor
 from .memo import memoised
-from .tiling_cube import cube_candidates
+from .tiling_cube import _candidate_arrays, cube_candidates
 from .tilings import AswTiling, ToMatmulTiling
 
 FULL_LOAD_ROUNDS = 4  # docs/bmm_branches.md §8.2.5: the other side loops >= 4 rounds per core before a side is held in L1
@@ -50,18 +50,21 @@ def _asw_tiles(p: Problem, chip: Chip, batch: int, m: int, n: int, k: int, full_
     model (cost.estimate, the same model the planner arbitrates with) finds fastest; ties to less padding,
     then more cores in use, then the larger tile. The seed's ASW 4 leaves the choice to the balance of cube
     and move time."""
-    cands = cube_candidates(m, n, k, batch, p, chip, cores=chip.aic, a_in_l1=full_load == "A",
-                            b_in_l1=full_load == "B", held_twice=bool(full_load))
+    where = dict(cores=chip.aic, a_in_l1=full_load == "A", b_in_l1=full_load == "B", held_twice=bool(full_load))
     if memo.enabled() and cost_asw_vec.supported(p, chip, full_load):
-        # every candidate's T_total at once (cost_asw_vec: the same floats as estimate()), so the plain search's
-        # choice: the fastest, then within RESOLUTION of it the least padding, most cores, largest tile
-        tile_list = [tiles for _, tiles in cands]
-        times = cost_asw_vec.asw_t_totals(p, chip, batch, m, n, k, tile_list, full_load).tolist()
-        fastest = min(times)
-        base = np.array(tile_list, np.int64).reshape(-1, 5)
-        cores = np.minimum(batch * cdiv(m, base[:, 0]) * cdiv(n, base[:, 1]), chip.aic).tolist()
-        timed = [(e, pad, -c, area, tiles) for e, c, ((_, pad, area), tiles) in zip(times, cores, cands)]
-        return min((x for x in timed if x[0] <= fastest * (1 + RESOLUTION)), key=lambda x: (x[1], x[2], x[3], x[0]))[4]
+        # every candidate's T_total at once (cost_asw_vec: the same floats as estimate()), in cube_candidates'
+        # order (its rows sorted), so the plain search's choice: the fastest, then within RESOLUTION of it the
+        # least padding, most cores, largest tile, the first of equals
+        cols = _candidate_arrays(m, n, k, batch, p, chip, **where)
+        order = np.lexsort(cols[::-1])
+        _, pad, area, *tiles = (c[order] for c in cols)
+        times = cost_asw_vec.asw_t_totals(p, chip, batch, m, n, k, np.stack(tiles, axis=1), full_load)
+        fastest = min(times.tolist())
+        cores = np.minimum(batch * cdiv(m, tiles[0]) * cdiv(n, tiles[1]), chip.aic)
+        band = np.flatnonzero(times <= fastest * (1 + RESOLUTION))
+        best = band[np.lexsort((times[band], area[band], -cores[band], pad[band]))[0]]
+        return tuple(int(c[best]) for c in tiles)
+    cands = cube_candidates(m, n, k, batch, p, chip, **where)
     walks = [(_asw_of(p, chip, batch, m, n, k, tiles, full_load), pad, area, tiles) for (_, pad, area), tiles in cands]
     # estimated in the order of a lower bound on T_total (cost_asw.asw_floor), up to the first whose bound is
     # beyond RESOLUTION of the fastest so far: it and all after it are outside the band below (memo.disabled():
