@@ -13,8 +13,9 @@ branches (planner._pick, _override), never by what is memoised here (T_total its
 are not in the keys; tests/test_planner_speed.py checks plans with and without the caches under fitted
 constants too. Each cache is an LRU of at most `size` entries; errors are not kept.
 
-`disabled()` runs a block with every cache off (and the tile search's bound off: the plain model, evaluated for
-every candidate); `clear()` empties them.
+`disabled()` runs a block with every cache off (and the tile searches' fast paths off: the ASW search's bound and
+its vectorised model, cost_asw_vec, and cube_tiles' least-row shortcut: the plain model, evaluated for every
+candidate one at a time); `clear()` empties them.
 """
 from __future__ import annotations
 
@@ -108,7 +109,8 @@ def stats() -> dict[str, tuple[int, int, int]]:
 
 @contextlib.contextmanager
 def disabled() -> Iterator[None]:
-    """Within the block, nothing is memoised or read from a cache, and the tile search evaluates every candidate."""
+    """Within the block, nothing is memoised or read from a cache, and the tile searches evaluate every candidate
+    with the scalar model."""
     global _OFF
     with _LOCK:
         _OFF += 1
