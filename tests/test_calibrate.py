@@ -247,8 +247,7 @@ def test_the_package_file(monkeypatch):
     improved held-out agreement, and is what the planner reads when PYTO_FITTED is unset; its constants move some
     decisions (a StreamK shape of the suite that ASW_Basic took)."""
     path = fitted.package_path(CHIP)
-    if not path.exists():
-        pytest.skip("no fitted file in the package for " + CHIP)
+    assert path.exists(), f"the package ships {path} (pyproject's package-data): pyto calibrate --install writes it"
     got = fitted.read(path)
     assert got.chip == CHIP and not got.empty and got.version
     assert got.meta["sweep"]["cases"] > 0 and got.meta["agreement"]["held_out_after"] > \
