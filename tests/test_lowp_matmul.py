@@ -246,3 +246,40 @@ def test_the_chip_rules_take_the_8_bit_rates(tmp_path):
                     encoding="utf-8")
     chip = pyto.load_chip(none)
     assert not chip.has_cube(pyto.dtypes.DType.hf8) and chip.has_cube(pyto.dtypes.DType.fp16)
+
+
+# ---- a @pl.kernel's GM dtypes declared (Kernel.declare) -------------------------------------------------------------
+@pl.kernel
+def _alloc_matmul(a, b, c):
+    M, K = a.shape
+    N = b.shape[1]
+    dt = pl.DT_HF8
+    a_l1, b_l1 = pl.alloc(pl.L1, [M, K], dt), pl.alloc(pl.L1, [K, N], dt)
+    a_l0a, b_l0b = pl.alloc(pl.L0A, [M, K], dt), pl.alloc(pl.L0B, [K, N], dt)
+    c_l0c = pl.alloc(pl.L0C, [M, N], pl.DT_FP32)
+    with pl.section_cube():
+        pl.load(a_l1, a)
+        pl.load(b_l1, b)
+        pl.move(a_l0a, a_l1)
+        pl.move(b_l0b, b_l1)
+        pl.matmul(c_l0c, a_l0a, b_l0b)
+        pl.store(c, c_l0c)
+
+
+def test_a_declared_pl_kernel_reads_uint8_as_hf8():
+    """Kernel.declare names a @pl.kernel's GM dtypes (numpy has no HF8): its uint8 arrays are HF8 codes, the product
+    is the decoded one's; undeclared, the same bytes are uint8 and the HF8 tiles refuse them; one object per dtypes."""
+    a, a64 = _operand(HF, (32, 64))
+    b, b64 = _operand(HF, (64, 32))
+    k = _alloc_matmul.declare((HF, HF, None))
+    assert k is _alloc_matmul.declare((HF, HF, None)) and k.gm_dtypes() == [HF, HF, None]
+    assert _alloc_matmul.gm_dtypes() == [None, None, None]
+    c = np.zeros((32, 32), np.float32)
+    pyto.run(k, a, b, c)
+    assert np.all(np.abs(c - a64 @ b64) <= matmul_bound(a64, b64, np.float32))
+    with pytest.raises(pyto.ShapeError, match="pl.load does not convert: GM tensor 'a' .* is uint8, L1 tile 'a_l1' is hf8"):
+        pyto.run(_alloc_matmul, a, b, np.zeros((32, 32), np.float32))
+    with pytest.raises(pyto.KernelError, match="takes 3 GM tensors, declare\\(\\) got 2"):
+        _alloc_matmul.declare((HF, HF))
+    with pytest.raises(pyto.KernelError, match="declares its GM dtypes by its annotations"):
+        lowp_matmul(32, 64, 32, HF, HF).declare((HF, HF, None))

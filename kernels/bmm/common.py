@@ -193,7 +193,7 @@ def run_kernel(kernel, plan, ops: Operands, params: dict, blocks: int, mode: str
     arrays = (ops.a, ops.b, ops.bias, ops.out) + ((ops.scale_a, ops.scale_b) if ops.scale_a is not None else ())
     pr = plan.problem
     if pr.dtype in CODED and not isinstance(ops.a, pyto.Spec):     # uint8 codes: HF8, FP4's packed pairs
-        kernel = declared(kernel, (pr.dtype, pr.b_dtype) + (None,) * (len(arrays) - 2))
+        kernel = kernel.declare((pr.dtype, pr.b_dtype) + (None,) * (len(arrays) - 2))
     return pyto.run(kernel, *arrays, chip=plan.chip_spec or plan.chip, blocks=blocks, mode=mode, **params)
 
 
@@ -216,30 +216,6 @@ def with_mx(body: Callable) -> tuple:
         fn.__name__ = fn.__qualname__ = fn_name
         fn.__doc__, fn.__module__ = body.__doc__, body.__module__
     return pl.kernel(plain), pl.kernel(mx)
-
-
-class _Declared(pl.Kernel):
-    """A @pl.kernel launched with its GM tensors' dtypes declared (None: the array's own), as a pl.jit kernel's
-    annotations declare them: pyto.run reads a uint8 array declared HF8 as HF8 codes, one declared FP4 as packed FP4
-    pairs (pyto.dtypes: numpy has neither, so only a declaration makes uint8 bytes HF8 or FP4)."""
-
-    def __init__(self, kernel: pl.Kernel, dtypes: tuple):
-        super().__init__(kernel.fn)
-        self.dtypes = dtypes
-
-    def gm_dtypes(self) -> list:
-        return list(self.dtypes)
-
-
-_DECLARED: dict = {}
-
-
-def declared(kernel: pl.Kernel, dtypes: tuple) -> pl.Kernel:
-    """`kernel` with its GM tensors declared `dtypes` (one object per pair: the launch cache keys kernels)."""
-    key = (kernel, tuple(dtypes))
-    if key not in _DECLARED:
-        _DECLARED[key] = _Declared(kernel, tuple(dtypes))
-    return _DECLARED[key]
 
 
 def planned_params(params_for, plan) -> tuple[dict, int]:

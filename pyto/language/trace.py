@@ -6,6 +6,7 @@ source line is captured at call time (as JAX does), so every error can name it.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
 import linecache
@@ -14,9 +15,10 @@ import os
 import re
 import sys
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from ..chip import BUFFER_ALIGN, Chip
+from ..dtypes import as_dtype
 from ..errors import CapacityError, KernelError, PytoError
 from ..ir import Buf, GMTensor, Instr, Loc, Pipe, Role, core_name
 from .address import AddressSpace
@@ -327,6 +329,8 @@ class Kernel:
         self.fn = fn
         self.signature = _signature(fn)
         self.name = fn.__name__
+        self._gm: Optional[tuple] = None      # declare()'s GM dtypes
+        self._declared: dict = {}             # dtypes -> the declared kernel (one object each: launch cache keys)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _STATE.tracer is None:
@@ -340,9 +344,27 @@ class Kernel:
                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
     def gm_dtypes(self) -> list:
-        """The DType each GM tensor parameter declares, or None (a @pl.kernel's: its array's dtype says it). A
-        declared type whose numpy storage is the array's names it: a uint8 array declared HF8 is HF8 codes."""
-        return [None] * len(self.gm_names())
+        """The DType each GM tensor parameter declares, or None (a @pl.kernel's: its array's dtype says it, unless
+        `declare` named one). A declared type whose numpy storage is the array's names it: a uint8 array declared
+        HF8 is HF8 codes, one declared FP4 packed FP4 pairs."""
+        return list(self._gm) if self._gm is not None else [None] * len(self.gm_names())
+
+    def declare(self, dtypes: Sequence) -> "Kernel":
+        """This @pl.kernel with its GM tensors declared `dtypes` (a DType each, None: the array's own), as a pl.jit
+        kernel's annotations declare them: numpy has no HF8 or FP4, so only a declaration makes uint8 bytes HF8
+        codes or packed FP4 pairs. One object per dtypes (the launch cache keys kernels by identity)."""
+        if type(self).gm_dtypes is not Kernel.gm_dtypes:
+            raise KernelError(f"kernel '{self.name}' declares its GM dtypes by its annotations; declare() is for "
+                              f"@pl.kernel")
+        key = tuple(None if d is None else as_dtype(d) for d in dtypes)
+        if len(key) != len(self.gm_names()):
+            raise KernelError(f"kernel '{self.name}' takes {len(self.gm_names())} GM tensors, declare() got "
+                              f"{len(key)} dtypes")
+        got = self._declared.get(key)
+        if got is None:
+            got = self._declared[key] = copy.copy(self)
+            got._gm, got._declared = key, {}
+        return got
 
     def bind(self, args: tuple, params: dict) -> tuple:
         """(GM arrays, trace-time values by name) of a launch (run.py checks them)."""
