@@ -234,7 +234,7 @@ class TileStore:
     `addr` is its first byte in its buffer and `nbytes` how many it uses from there. `autosync`: pyto's
     dependency auto-sync orders it (a `pl.alloc` tile); otherwise only the kernel's own synchronisation does.
     `shared`: its bytes overlap another store's, so the checked pass also follows its accesses byte by byte
-    (emulator/overlap.py). `fractal`: an Acc tile's fractal bytes (PyPTO-Pro's TileType fractal).
+    (emulator/check/overlap.py). `fractal`: an Acc tile's fractal bytes (PyPTO-Pro's TileType fractal).
     """
 
     buf: Buf

@@ -1,4 +1,4 @@
-"""pyto.run_options(accumulate=...): the data pass's two orders of L0C accumulation (pyto/emulator/datapass.py).
+"""pyto.run_options(accumulate=...): the data pass's two orders of L0C accumulation (pyto/emulator/data/datapass.py).
 
 "fused" (the default) sums a K loop's products in one fp32 matmul and adds it to the bias; "per_mmad" starts L0C
 from the bias (or zero) and rounds it to fp32 after every MMAD, each MMAD's chunk one fp32 matmul. Both are within

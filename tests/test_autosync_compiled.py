@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import pyto
 import pyto.language as pl
 from pyto.chip import load_chip
-from pyto.emulator import autosync, crosscore
+from pyto.emulator.sync import autosync, crosscore
 from pyto.ir import AccPhase, Buf, CROSS_CORE, GMTensor, Instr, Op, Pipe, STPhase
 from pyto.testing import phase_programs
 from test_emulator_phases import _phase_kernel

@@ -146,7 +146,8 @@ def test_the_line_names_phase_blocks_seconds_and_a_first_run_compile():
 
 
 def test_numba_functions_that_ran_are_not_cold(monkeypatch):
-    from pyto.emulator import checkcore, simulate
+    from pyto.emulator.check import checkcore
+    from pyto.emulator.schedule import simulate
     monkeypatch.setenv("PYTO_NUMBA", "1")          # compiled (on a fresh install a small run's loops stay Python)
     pyto.run(matmul_pingpong, *_pingpong_arrays(), blocks=1, TM=64, TN=64, TK=64)
     cold = [d for ds in progress._cold_jits().values() for d in ds]

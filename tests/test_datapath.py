@@ -1,4 +1,4 @@
-"""The data pass's copy elision (pyto/emulator/origins.py): an MMAD reads a copied operand at its source only
+"""The data pass's copy elision (pyto/emulator/data/origins.py): an MMAD reads a copied operand at its source only
 while the copy still holds; every case is checked against a float64 numpy reference and against a run that
 reads the tiles themselves (the copies forced to run by reading them)."""
 import numpy as np

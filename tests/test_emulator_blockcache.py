@@ -1,4 +1,4 @@
-"""Blocks traced alike share auto-sync and encoding (pyto/emulator/blockcache.py): a run with the
+"""Blocks traced alike share auto-sync and encoding (pyto/emulator/encode/blockcache.py): a run with the
 cache must schedule every instruction exactly as a run that auto-syncs and encodes every block."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyto
 import pyto.language as pl
-from pyto.emulator.blockcache import BlockCache
+from pyto.emulator.encode.blockcache import BlockCache
 from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
 from bmm_helpers import inputs, run_branch
 from dsl_helpers import matmul_from_gm, matmul_tiles
@@ -144,7 +144,7 @@ def test_blocks_differing_only_in_gm_overlap_are_not_shared(monkeypatch):
     assert begin["block 0 AIC"] > begin["block 1 AIC"], "the even block's read-back waits for its store"
 
 
-# ---- the race check of blocks alike (pyto/emulator/replay.py) ----------------------------------------
+# ---- the race check of blocks alike (pyto/emulator/check/replay.py) ----------------------------------------
 EXPECTED = {"pingpong": "ok", "two_stage_sync": "ok", "two_stage_race": "RaceError", "atomic": "ok",
             "plain_store_race": "RaceError", "split_k": "ok", "store_then_reload": "ok"}
 
@@ -179,7 +179,7 @@ def test_followers_get_the_verdict_of_checking_every_block(case, monkeypatch):
             "plain_store_race": lambda: np.zeros((32, 64), np.float32),
             "split_k": lambda: np.zeros((64, 64), np.float32),
             "store_then_reload": lambda: np.zeros((256, 32), np.float16)}
-    import pyto.emulator.replay as replay_mod
+    import pyto.emulator.check.replay as replay_mod
     real = replay_mod._leaders
     followed = []
 
@@ -217,7 +217,7 @@ def test_on_chip_race_of_blocks_alike_is_reported():
 def test_sharing_never_changes_a_run(m, n, k, blocks, tiles, branch, batch):
     """Random matmuls and BMM branches: with and without shared encodings and race checks, every
     instruction runs at the same time and the results are the same."""
-    import pyto.emulator.replay as replay_mod
+    import pyto.emulator.check.replay as replay_mod
     tm, tn, tk = tiles
     rng = np.random.default_rng(m * 7 + n)
     a = rng.standard_normal((m, k)).astype(np.float16)
@@ -266,7 +266,7 @@ def read_next_rows(a, out, *, TM: int):
 
 def test_uninitialised_gm_read_of_a_follower_is_found(monkeypatch):
     """Blocks alike but for GM position: only the last block reads unwritten workspace rows."""
-    import pyto.emulator.replay as replay_mod
+    import pyto.emulator.check.replay as replay_mod
     real = replay_mod._leaders
     followed = []
 

@@ -1,4 +1,4 @@
-"""The checked pass's compiled loop (pyto/emulator/checkcore.py) and its plain-Python run (PYTO_NUMBA=0)
+"""The checked pass's compiled loop (pyto/emulator/check/checkcore.py) and its plain-Python run (PYTO_NUMBA=0)
 reach the same verdicts with the same messages: races within a core, across cores and blocks, followers'
 GM checks, uninitialised reads of tiles and workspaces, clean runs."""
 import numpy as np

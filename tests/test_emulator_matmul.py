@@ -142,9 +142,9 @@ def test_nd_num_loads_several_batches_in_one_instruction(axis):
 
 
 def test_widen_is_exact_for_every_fp16_value_and_any_layout():
-    """The data path widens cube operands by table (pyto/emulator/widen.py): every fp16 bit pattern (subnormals,
+    """The data path widens cube operands by table (pyto/emulator/data/widen.py): every fp16 bit pattern (subnormals,
     infinities, NaNs) gives numpy's own fp16 -> fp32 value, also from a strided view; other dtypes pass through."""
-    from pyto.emulator.widen import widen
+    from pyto.emulator.data.widen import widen
     every = np.arange(1 << 16, dtype=np.uint16).view(np.float16).reshape(256, 256)
     for x in (every, every[::3, 1::2], every.T):
         got = widen(x, np.float32)

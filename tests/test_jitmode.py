@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from numba.core.dispatcher import Dispatcher
 
-from pyto.emulator import jitmode, l2_replay, simulate
+from pyto.emulator import jitmode
+from pyto.emulator.schedule import l2_replay, simulate
 
 
 class _Cold:

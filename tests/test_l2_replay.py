@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyto
-import pyto.emulator.encode as E
+import pyto.emulator.encode.encode as E
 from pyto_kernels.bmm import bmm
 from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
-from pyto.emulator.l2 import hits_reference, l2_hits
+from pyto.emulator.schedule.l2 import hits_reference, l2_hits
 from pyto.ir import GMTensor
-from pyto.emulator.l2_replay import intern_rows
+from pyto.emulator.schedule.l2_replay import intern_rows
 from test_timing import store_then_read_stacked
 
 TILE = st.sampled_from([(16, 16), (8, 16), (16, 2), (32, 8), (16, 1)])

@@ -124,7 +124,7 @@ def test_capacity_charges_the_padded_size(buf, rows, cols, dt, charged):
 
 
 def test_l2_is_least_recently_used():
-    from pyto.emulator.l2 import l2_hits
+    from pyto.emulator.schedule.l2 import l2_hits
 
     def read(i, k):
         return (i, k, (0, 0, (16 * k, 16 * k + 16, 0, 16)), 100, True, 0)

@@ -7,7 +7,7 @@ import pytest
 
 import pyto
 import pyto.language as pl
-from pyto.emulator.overlap import byte_intervals
+from pyto.emulator.check.overlap import byte_intervals
 from pyto.testing import UNIT_ROUNDOFF, assert_close, matmul_bound, read_trace
 from pro_kernels import acc, left, mat, right, vec
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyto
 import pyto.language as pl
-from pyto.emulator.gmviews import footprint
+from pyto.emulator.data.gmviews import footprint
 from pyto.ir import Access, GMTensor, GMView
 from pro_kernels import vec
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 import pyto
 import pyto.language as pl
 from pyto import layout
-from pyto.emulator.overlap import byte_intervals
+from pyto.emulator.check.overlap import byte_intervals
 from pyto.ir import Buf, TileStore
 from pyto.language.tile import grid_of, padded_of
 from pro_kernels import acc, l1_matmul_store, left, mat, right, vec

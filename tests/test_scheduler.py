@@ -6,8 +6,8 @@ import pytest
 import pyto
 from pyto.testing import matmul_bound
 from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
-from pyto.emulator.datapass import HANDLERS
-from pyto.emulator.datapath import EFFECTS
+from pyto.emulator.data.datapass import HANDLERS
+from pyto.emulator.data.datapath import EFFECTS
 from pyto.ir import SYNC_OPS, Op
 
 import test_emulator_phases as phases

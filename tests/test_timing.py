@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 import pyto
 import pyto.language as pl
 from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
-from pyto.emulator.timing import COST_KEYS, COSTS
+from pyto.emulator.encode.timing import COST_KEYS, COSTS
 from pyto.ir import Op
 
 CHIP = pyto.load_chip("ascend950pr")
@@ -391,7 +391,7 @@ def test_reads_of_a_tile_whose_fill_is_in_flight_land_with_the_fill():
 def test_l2_reads_inside_written_regions():
     """l2_hits directly: a region read, written back, then read in part hits; so does a part of a region
     rewritten after 64 others; a read of rows nothing wrote misses; overlapping written pieces do not count."""
-    from pyto.emulator.l2 import l2_hits
+    from pyto.emulator.schedule.l2 import l2_hits
 
     def acc(i, rect, read):
         region = (7, 0, rect)

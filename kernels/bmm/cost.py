@@ -1,7 +1,7 @@
 """Analytic BMM time (docs/bmm_branches.md §3.1: T_total = max(T_MMAD, T_MTE2, T_MTE1, T_Fixpipe[, T_Reduce])), per branch.
 
 Each branch's model counts what its kernel (kernels/bmm/<branch>.py) issues on the busiest core and costs it
-with the emulator's rules and the same chip constants (pyto/emulator/timing.py, docs/design.md §5):
+with the emulator's rules and the same chip constants (pyto/emulator/encode/timing.py, docs/design.md §5):
 
 * a GM transfer holds its pipe for dma_setup_cycles + charged bytes / path bandwidth. Charged bytes: a
   region of full-width rows of the tensor is one contiguous burst; otherwise every row is a burst charged

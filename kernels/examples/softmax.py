@@ -17,7 +17,7 @@ How it is written (PyPTO-Pro's documented patterns, in pyto's own words):
   dim=0 broadcast that column along each row (math_functions/expand_sub.md, expand_div.md).
 - Numerics: computed in fp32 (exp takes fp16/fp32 only, and a bf16 or fp16 exponent sum loses the small terms); an
   fp16 / bf16 block is widened exactly into a work tile first and the result rounded once, to nearest even, on the
-  way out (type_conversion/cast.md, CAST_RINT). pyto's numerics model of each op: pyto/emulator/vector_effects.py.
+  way out (type_conversion/cast.md, CAST_RINT). pyto's numerics model of each op: pyto/emulator/data/vector_effects.py.
 - Double buffering: the input and output tiles are two-slot tile groups under `auto_mutex` (make_tile_group.md,
   Add_operator_quick_start.md): while V computes block i in slot A, MTE2 loads block i + 1 into slot B and MTE3
   drains block i - 1 from the other output slot. auto_mutex, not hand-written flags, because each slot's mutex id

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import KernelAssertionError, TrapError
 from ..ir import GMTensor, Instr, Op, core_name
 from ..lazy import assertion_text, cells, evaluate, printf_text
-from .datapath import convert, is_floating
+from .data.datapath import convert, is_floating
 
 
 class Dump(NamedTuple):

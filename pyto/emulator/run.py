@@ -29,13 +29,14 @@ from ..language.tile import as_int
 from ..language.trace import Kernel, Launch, Tracer
 from ..report import Report
 from .. import progress
-from . import admission, crosscore, debugpass, launchcache
-from .datapass import ACCUMULATE, DataPass
-from .memory import Initialised
-from .replay import Span, replay
-from .blockcache import BlockCache
-from .encode import Encoder
-from .scheduler import schedule
+from . import admission, debugpass, launchcache
+from .sync import crosscore
+from .data.datapass import ACCUMULATE, DataPass
+from .data.memory import Initialised
+from .check.replay import Span, replay
+from .encode.blockcache import BlockCache
+from .encode.encode import Encoder
+from .schedule.scheduler import schedule
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A tile's bytes are [addr, addr + size) in its buffer. `pl.make_tile` says where; `pl.alloc` (pyto's extension)
 takes the first free aligned range. Ranges may overlap (PyPTO-Pro reuses addresses): the map charges the union
 of the ranges against the capacity, and marks stores whose bytes overlap another's as `shared`, so the checked
-pass follows their accesses byte by byte (emulator/overlap.py: ClobberedReadError, races on bytes). PyPTO-Pro's
+pass follows their accesses byte by byte (emulator/check/overlap.py: ClobberedReadError, races on bytes). PyPTO-Pro's
 own front end checks alignment only (block_ops.py `_MEMORY_ALIGNMENT`); capacity and overlap are pyto's.
 
 UB is one map per block for both AIVs (each has its own UB of the same size and the kernel places tiles alike on

@@ -32,7 +32,7 @@ The rules, each checked in `_check_mx` with its own error naming the tiles and t
 matmul_mx_acc: acc_tile is dst_tile (the MMAD accumulates in place, as pl.matmul_acc; another accumulator is a
 ShapeError); an accumulator nothing wrote is an UninitializedReadError ("首个K块不能使用未初始化的acc_tile").
 
-The data (emulator/datapass.py): each operand is decoded exactly (FP8 and FP4 tables) and multiplied by its group's power of
+The data (emulator/data/datapass.py): each operand is decoded exactly (FP8 and FP4 tables) and multiplied by its group's power of
 two into fp32, then the product accumulates in fp32 as the other matmuls' do (fused or per MMAD). An element times
 its scale is exact in fp32 while it stays within fp32's normal range; outside it the fp32 conversion rounds
 (subnormal) or overflows, where the board, which combines the two exponents inside the cube, may not (PyPTO-Pro's

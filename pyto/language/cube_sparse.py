@@ -39,7 +39,7 @@ The rules, each checked with its own error naming the tiles:
 6. phase: pl.AccPhase.Partial / Final as pl.matmul's. Tails (valid shapes) are not built for the sparse MMAD
    (UnsupportedError), nor a bias.
 
-The data (emulator/datapass.py): the dense B and its unpacked index are expanded to the [K, N] B
+The data (emulator/data/datapass.py): the dense B and its unpacked index are expanded to the [K, N] B
 (pyto.layout.expand_4_2) and lhs @ B accumulates exactly in int32 (wrapping) as an int8 pl.matmul does; an index pair
 outside the cube's table (the code 3, or i0 > i1) is a SparsityError naming the MMAD's line. The hardware's own
 choice for more than 2 non-zeros (the first two at the LSB end) never arises: densify_4_2 refuses such a B.

@@ -2,7 +2,7 @@
 element access (memory_vector_computation/transpose_and_element_access/getval.md, setval.md: `pl.getval`,
 `pl.setval`, `container[i, j]`), each one instruction.
 
-Pipes and costs (emulator/timing.py `_debug`): printf, pto_assert, trap, getval and setval run on the scalar pipe
+Pipes and costs (emulator/encode/timing.py `_debug`): printf, pto_assert, trap, getval and setval run on the scalar pipe
 S, as the pages say; dump_data of a Vec tile on V (dump_data.md), of a GM tensor on S (the vector unit reads only
 UB). A kernel without them keeps its timing to the cycle: nothing is added to it.
 

@@ -12,7 +12,7 @@ as they take tensors (offsets and edges in the view's shape); then
   OutOfBoundsError naming the view, its strides, the offsets and the root: make_tensor.md / addptr.md say a view
   must stay inside the memory it views), and a store through a view whose elements repeat (a stride-0 or
   overlapping-row view) is refused, since the order of its repeated writes is not modelled;
-* the checked pass follows every view access onto the root's elements (emulator/gmviews.py), so two views of one
+* the checked pass follows every view access onto the root's elements (emulator/data/gmviews.py), so two views of one
   buffer, or a view and the tensor itself, race, are ordered and count as written exactly where their elements
   meet; the data pass reads and writes through a strided view of the root's array.
 

@@ -20,7 +20,7 @@ AIV0). The kernel sets each AIV's valid shape to its share itself. The padding t
 at M = 33) is written by the hardware from Acc bytes outside the valid region, which hold nothing defined; pyto does
 not write it: those UB bytes keep what they held (a read of them is stale data or an UninitializedReadError).
 
-Layouts: pyto holds a tile as its logical matrix; the layout decides where its bytes lie (emulator/overlap.py), so
+Layouts: pyto holds a tile as its logical matrix; the layout decides where its bytes lie (emulator/check/overlap.py), so
 what an NZ Vec tile overlaps at an address differs from its ND source's, while its elements are the same matrix.
 `move(vec_nz, vec_nd)` is that copy. Into a ZN Mat tile (the NZ store of the transposed matrix), insert writes the
 source's NZ fractals as they are: offsets and shapes are in the store's terms (the source [K, M/2] into a ZN [M, K]
@@ -29,7 +29,7 @@ the on-chip transpose.
 
 Cross-core hand-over (Acc -> Vec, Vec -> Mat, insert, Mat -> Vec) is ordered only by the kernel's own
 set_cross_core / wait_cross_core for make_tile and tile-group tiles; a missing wait is a RaceError (pyto's own
-pairing, emulator/crosscore.py, orders only its pl.alloc tiles).
+pairing, emulator/sync/crosscore.py, orders only its pl.alloc tiles).
 """
 from __future__ import annotations
 

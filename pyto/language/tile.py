@@ -495,7 +495,7 @@ def _stores(tr, key, buf: Buf, shape: tuple, dt: DType, layout: str, name: str, 
 
 def _nz_in_ub(buf: Buf, layout: str) -> bool:
     """An NZ Vec tile (insert.md's source): 16-row x 32-byte fractals in UB, on L1's fractal grid, each column of
-    fractals padded rows x 32 B contiguous (emulator/overlap.py lays its bytes out so)."""
+    fractals padded rows x 32 B contiguous (emulator/check/overlap.py lays its bytes out so)."""
     return buf is Buf.UB and layout == "NZ"
 
 

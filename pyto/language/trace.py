@@ -129,7 +129,7 @@ class Launch:
         self._stores: dict = {}
         self._spaces: dict = {}                 # (block, buffer) -> AddressSpace
         self.overlap = False                    # some tiles' bytes overlap, or GM views alias their roots
-        # (emulator/overlap.py and gmviews.py follow them)
+        # (emulator/check/overlap.py and gmviews.py follow them)
         self.gm_views: dict = {}                # (root id, offset, shape, strides) -> the GM view (gmview.py)
         self.debug: list = []                   # the debug ops' instructions, as traced (language/debug.py)
         if _STATE.capture is not None:

@@ -7,7 +7,7 @@ vector_reduce.py (reductions, expands, transpose, fill_index), vector_unbuilt.py
 Rules (`_api.py` section B, docs/zh/pypto_pro/api/SIMD-API/operation/memory_vector_computation/): no broadcast, no
 implicit dtype promotion, identical shapes unless an op says otherwise. Operands are taken through
 opcommon.region / extent: an elementwise op computes over its destination's region and reads each source over the
-same rectangle (PTO-ISA iterates the dst's validRow x validCol); what the numbers are is pyto/emulator/vector_effects.py.
+same rectangle (PTO-ISA iterates the dst's validRow x validCol); what the numbers are is pyto/emulator/data/vector_effects.py.
 """
 from __future__ import annotations
 

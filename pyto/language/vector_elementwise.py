@@ -2,7 +2,7 @@
 ops, unary math, expands, cast with its RoundModes, compares into bit-packed UINT8 masks and select, the fused ops
 and the part* ops over valid regions. Each op checks its operands (Vec tiles, one shape and dtype, the dtypes its
 page lists: a ShapeError naming the tiles and the line) and records one V instruction; the numbers are
-pyto/emulator/vector_effects.py's. Pages: docs/zh/pypto_pro/api/SIMD-API/operation/memory_vector_computation/
+pyto/emulator/data/vector_effects.py's. Pages: docs/zh/pypto_pro/api/SIMD-API/operation/memory_vector_computation/
 elementwise/*.md, math_functions/{expands,recip,rsqrt,exp}.md, type_conversion/cast.md, comparison/comparison.md,
 selection/select.md, fused_vector_computation/*.md, composite_computation/*.md."""
 from __future__ import annotations

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..chip import Chip
-from ..errors import SyncError
-from ..ir import AccPhase, Instr, Op, Pipe, STPhase, is_cross_core
+from ...chip import Chip
+from ...errors import SyncError
+from ...ir import AccPhase, Instr, Op, Pipe, STPhase, is_cross_core
 from .l2_streams import L2Accesses
 from .timing import COST_KEYS, cost
 

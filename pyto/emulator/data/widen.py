@@ -12,8 +12,8 @@ import ml_dtypes
 import numpy as np
 from numba import njit
 
-from ..dtypes import DType
-from ..lowp import FP4E1M2, FP4E2M1, HF8
+from ...dtypes import DType
+from ...lowp import FP4E1M2, FP4E2M1, HF8
 
 _EVERY = np.arange(1 << 16, dtype=np.uint16)
 _EVERY8 = np.arange(1 << 8, dtype=np.uint8)

@@ -9,8 +9,8 @@ both pipes with op and line.
 """
 from __future__ import annotations
 
-from ..errors import RaceError
-from ..ir import Access, Buf, Instr, Pipe, Role, TileStore, core_name, rect_overlaps
+from ...errors import RaceError
+from ...ir import Access, Buf, Instr, Pipe, Role, TileStore, core_name, rect_overlaps
 from .overlap import ByteSpace
 
 

@@ -15,8 +15,8 @@ from collections import OrderedDict
 from operator import itemgetter
 from typing import Optional
 
-from ..ir import GMTensor
-from .crosscore import cross_key
+from ...ir import GMTensor
+from ..sync.crosscore import cross_key
 from .encode import BlockCode
 
 _GM_POSITION = frozenset(("batch", "r0", "c0", "parts"))   # attrs that say where in GM, not what

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..ir import Buf, GMTensor, Op, Pipe, is_cross_core
+from ...ir import Buf, GMTensor, Op, Pipe, is_cross_core
 from .autosync_jit import BARRIER_ALL, CROSS_WAIT, PIPE_BARRIER, SET_FLAG
 
 _INDEX = attrgetter("index")

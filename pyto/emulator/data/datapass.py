@@ -28,12 +28,12 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..dtypes import DType
-from ..ir import SYNC_OPS, Access, Buf, GMTensor, Instr, Op
-from ..layout import check_sparse_index, expand_4_2, unpack_sparse_index
-from ..lowp import MX_GROUP
+from ...dtypes import DType
+from ...ir import SYNC_OPS, Access, Buf, GMTensor, Instr, Op
+from ...layout import check_sparse_index, expand_4_2, unpack_sparse_index
+from ...lowp import MX_GROUP
 from .datapath import EFFECTS, convert, is_floating
-from .debugpass import HANDLERS as DEBUG_HANDLERS
+from ..debugpass import HANDLERS as DEBUG_HANDLERS
 from .memory import Memory, add_into, region_view
 from .origins import Origins
 from .widen import widen, widen_into

@@ -15,9 +15,9 @@ from typing import NamedTuple, Optional
 import numpy as np
 from numba import njit
 
-from ..ir import GMTensor, Pipe, TileStore
-from . import jitmode
-from .memory import Initialised
+from ...ir import GMTensor, Pipe, TileStore
+from .. import jitmode
+from ..data.memory import Initialised
 from .overlap import ByteAccesses, ByteSpace, with_bytes
 
 # an instruction's thread within its block (sanitizer.py's threads: the AIC's MTE2 MTE1 M FIX S are 0-4, AIV0's

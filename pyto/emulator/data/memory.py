@@ -7,9 +7,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..dtypes import FP4
-from ..errors import ShapeError, UninitializedReadError, UnsupportedError
-from ..ir import Access, GMTensor, Instr, TileStore, core_name
+from ...dtypes import FP4
+from ...errors import ShapeError, UninitializedReadError, UnsupportedError
+from ...ir import Access, GMTensor, Instr, TileStore, core_name
 from .gmviews import strided
 from .widen import widen_into
 

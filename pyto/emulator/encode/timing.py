@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ..chip import Chip
-from ..ir import Instr, Op, Pipe
+from ...chip import Chip
+from ...ir import Instr, Op, Pipe
 
 
 class Cost(NamedTuple):

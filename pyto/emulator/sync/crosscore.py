@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-from ..errors import KernelError
-from ..ir import Op, Role
+from ...errors import KernelError
+from ...ir import Op, Role
 from . import autosync, mutex
 
 _CROSS = {("L0C", "UB"), ("UB", "L1")}

@@ -17,12 +17,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import DeadlockError
-from ..ir import Role
-from . import checkcore, jitmode
-from .encode import ROUND_WAIT
+from ...errors import DeadlockError
+from ...ir import Role
+from . import checkcore
+from .. import jitmode
+from ..encode.encode import ROUND_WAIT
 from .lower import Lowering, deps, threads
-from .memory import Initialised
+from ..data.memory import Initialised
 from .overlap import clobbered
 from .sanitizer import race_error
 

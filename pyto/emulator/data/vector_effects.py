@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Instr, Op
-from ..lazy import evaluate
+from ...ir import Instr, Op
+from ...lazy import evaluate
 from .memory import Memory
 
 _F32 = np.dtype(np.float32)

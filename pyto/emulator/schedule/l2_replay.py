@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import jitmode
+from .. import jitmode
 
 WRITTEN_SCAN = 64     # written regions a read looks among (those on its rows' 16-row bands), most recent first
 BAND = 16             # rows of one band of the written-region index

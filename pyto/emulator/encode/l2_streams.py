@@ -15,9 +15,9 @@ from operator import attrgetter
 
 import numpy as np
 
-from ..ir import GMTensor
-from . import jitmode
-from .l2_replay import intern_rows, replay_arrays
+from ...ir import GMTensor
+from .. import jitmode
+from ..schedule.l2_replay import intern_rows, replay_arrays
 
 _OBJ, _BATCH, _RECT = attrgetter("obj"), attrgetter("batch"), attrgetter("rect")
 _PACK = struct.Struct("4q").pack      # a rectangle as 4 int64 (packing beats numpy's conversion of tuples)

@@ -26,9 +26,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Optional
 
-from ..errors import ClobberedReadError
-from ..ir import Access, Buf, GMTensor, Instr, TileStore, core_name
-from .gmviews import footprint
+from ...errors import ClobberedReadError
+from ...ir import Access, Buf, GMTensor, Instr, TileStore, core_name
+from ..data.gmviews import footprint
 
 
 class ByteSpace:

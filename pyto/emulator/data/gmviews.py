@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..ir import Access, GMTensor
+from ...ir import Access, GMTensor
 
 
 class GMFootprint(Access):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from ..ir import Access, GMTensor
+from ...ir import Access, GMTensor
 
 
 class Held(NamedTuple):

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Buf, GMTensor, Instr, Op, Pipe, is_cross_core, rect_covers
-from . import autosync_jit, autosync_table, jitmode
+from ...ir import Buf, GMTensor, Instr, Op, Pipe, is_cross_core, rect_covers
+from . import autosync_jit, autosync_table
+from .. import jitmode
 
 REFERENCE = False     # True: `insert` runs insert_reference, the plain algorithm (tests compare the two)
 SMALL = 24            # shorter orders run insert_reference: the tables' fixed cost is more than its loop

@@ -14,8 +14,8 @@ instructions have completed (auto-sync gives it those dependencies, as a set_fla
 """
 from __future__ import annotations
 
-from ..errors import SyncError
-from ..ir import Instr, Op
+from ...errors import SyncError
+from ...ir import Instr, Op
 from .autosync import add_deps
 
 

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..chip import Chip
-from . import jitmode, simulate as _sim
-from ..ir import Pipe
-from .encode import ROUND_WAIT, Encoded
+from ...chip import Chip
+from .. import jitmode
+from . import simulate as _sim
+from ...ir import Pipe
+from ..encode.encode import ROUND_WAIT, Encoded
 
 
 @dataclass

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Instr, Op
+from ...ir import Instr, Op
 from .memory import Memory
 from .vector_effects import vector
 
