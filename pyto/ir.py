@@ -193,10 +193,10 @@ class Access:
 class Instr:
     """One instruction on one pipe of one core. `attrs` holds op-specific parameters."""
 
-    __slots__ = ("op", "pipe", "srcs", "dsts", "attrs", "loc", "core", "index", "deps", "name")
+    __slots__ = ("op", "pipe", "srcs", "dsts", "attrs", "loc", "core", "index", "after", "name")
 
     def __init__(self, op: Op, pipe: Pipe, srcs: tuple, dsts: tuple, attrs: dict, loc: Loc, core: int = 0,
-                 index: int = -1, deps: Optional[list] = None, name: str = ""):
+                 index: int = -1, after: tuple = (), name: str = ""):
         # one assignment a slot: a traced instruction makes one Instr, and packing them in tuples costs more
         self.op = op
         self.pipe = pipe
@@ -207,8 +207,8 @@ class Instr:
         self.core = core
         self.index = index
         self.name = name
-        self.deps = () if deps is None else deps   # instructions whose completion this one waits for (a list once
-        # auto-sync gives it any; the shared empty tuple until then: most instructions get none)
+        self.after = after   # instructions the tracer says this one waits for (a pl.Scalar operand's getval); the
+        # sync stage's dependencies are its own record (emulator/sync/deps.py)
 
     def describe(self) -> str:
         return f"{self.name or self.op.name.lower()} on {self.pipe.name}"

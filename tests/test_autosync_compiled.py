@@ -17,6 +17,7 @@ import pyto
 import pyto.language as pl
 from pyto.chip import load_chip
 from pyto.emulator.sync import autosync, crosscore
+from pyto.emulator.sync.deps import Deps
 from pyto.ir import AccPhase, Buf, CROSS_CORE, GMTensor, Instr, Op, Pipe, STPhase
 from pyto.testing import phase_programs
 from test_emulator_phases import _phase_kernel
@@ -31,36 +32,33 @@ def _compiled_always(monkeypatch):
     monkeypatch.setattr(autosync, "SMALL", 0)
 
 
-def _deps(instrs: list) -> list:
-    return [[id(d) for d in ins.deps] for ins in instrs]
+def _deps(instrs: list, deps: Deps) -> list:
+    return [[id(d) for d in deps.of(ins)] for ins in instrs]
 
 
-def _reference_all(programs, auto_sync, wait_blocks_core):
+def _reference_all(programs, auto_sync, wait_blocks_core) -> Deps:
     """crosscore.insert_all with the plain algorithm and the pass that made each list unique everywhere."""
     autosync.REFERENCE = True
     try:
-        crosscore.insert_all(programs, auto_sync, wait_blocks_core)
+        deps = crosscore.insert_all(programs, auto_sync, wait_blocks_core).deps
     finally:
         autosync.REFERENCE = False
     for prog in programs:
         for ins in prog.instrs:
-            if len(ins.deps) > 1:
-                ins.deps = list({id(d): d for d in ins.deps if d is not ins}.values())
+            deps.dedup(ins)
+    return deps
 
 
-def assert_same_deps(programs: list, auto_sync: bool = True, wait_blocks_core: bool = False) -> None:
-    """Auto-sync one block's programs both ways; leave the compiled loop's dependencies."""
+def assert_same_deps(programs: list, auto_sync: bool = True, wait_blocks_core: bool = False):
+    """Auto-sync one block's programs both ways; return the compiled loop's crosscore.Synced."""
     instrs = [ins for prog in programs for ins in prog.instrs]
-    before = [list(ins.deps) for ins in instrs]
-    _reference_all(programs, auto_sync, wait_blocks_core)
-    want = _deps(instrs)
-    for ins, deps in zip(instrs, before):
-        ins.deps = list(deps)
-    crosscore.insert_all(programs, auto_sync, wait_blocks_core)
-    got = _deps(instrs)
+    want = _deps(instrs, _reference_all(programs, auto_sync, wait_blocks_core))
+    synced = crosscore.insert_all(programs, auto_sync, wait_blocks_core)
+    got = _deps(instrs, synced.deps)
     for ins, w, g in zip(instrs, want, got):
         assert g == w, f"{ins!r}: compiled {g}, reference {w}"
     COMPARED.append(len(instrs))
+    return synced
 
 
 def _traced_blocks(kernel, args, params, chip="ascend950pr", blocks=1):
@@ -72,8 +70,6 @@ def _compare_kernel(kernel, args, params=None, chip="ascend950pr", blocks=1):
     for progs in _traced_blocks(kernel, args, params or {}, chip, blocks):
         for auto_sync in (True, False):
             for wait in (False, True):
-                for ins in (i for p in progs for i in p.instrs):
-                    ins.deps = []
                 assert_same_deps(progs, auto_sync, wait)
 
 
@@ -110,7 +106,7 @@ def test_bmm_branches(branch, a_shape, b_shape, bias, monkeypatch):
     def compared(programs, auto_sync, wait_blocks_core=False):
         monkeypatch.setattr(crosscore, "insert_all", insert_all)
         try:
-            assert_same_deps(programs, auto_sync, wait_blocks_core)
+            return assert_same_deps(programs, auto_sync, wait_blocks_core)
         finally:
             monkeypatch.setattr(crosscore, "insert_all", compared)
     monkeypatch.setattr(crosscore, "insert_all", compared)
@@ -306,12 +302,10 @@ def test_random_orders(seed, n_body, loops, data, wait, index):
         values = [-1] * len(order) if index == "tied" else random.Random(seed).sample(range(len(order)), len(order))
         for ins, v in zip(order, values):
             ins.index = v
-    autosync.insert_reference(order, 0, data, wait)
-    want = _deps(order)
-    for ins in order:
-        ins.deps = []
-    autosync.insert(order, 0, data, wait)
-    assert _deps(order) == want
+    ref, got = Deps(), Deps()
+    autosync.insert_reference(order, 0, ref, data, wait)
+    autosync.insert(order, 0, got, data, wait)
+    assert _deps(order, got) == _deps(order, ref)
     COMPARED.append(len(order))
 
 
@@ -327,12 +321,10 @@ def test_a_phased_write_key_equals_core_1s(first_foreign):
     read_m = Instr(Op.MMAD, Pipe.M, (pyto.ir.Access(c, full),), (), {}, None, core=0, index=2)
     write = Instr(Op.LOAD, Pipe.MTE2, (), (pyto.ir.Access(c, full),), {}, None, core=0, index=3)
     order = ([fix, mm] if first_foreign else [mm, fix]) + [read, read_m, write]
-    autosync.insert_reference(order, 0)
-    want = _deps(order)
-    for ins in order:
-        ins.deps = []
-    autosync.insert(order, 0)
-    assert _deps(order) == want
+    ref, got = Deps(), Deps()
+    autosync.insert_reference(order, 0, ref)
+    autosync.insert(order, 0, got)
+    assert _deps(order, got) == _deps(order, ref)
 
 
 # ---- crosscore's orders: its splicing against the straightforward loops it replaced -----------------

@@ -476,8 +476,9 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
         gate.block(b, progs, state["launch"], code is not None)   # the launch's host memory, or a CapacityError
         if code is None:
             progress.phase("auto-sync", b, state["launch"].blocks)
-            unpaired = crosscore.insert_all(progs, auto_sync, chip.cross_core_wait_blocks_core) or unpaired
-            code = enc.encode(progs)
+            synced = crosscore.insert_all(progs, auto_sync, chip.cross_core_wait_blocks_core)
+            unpaired = synced.unpaired or unpaired
+            code = enc.encode(progs, synced.deps)
             cache.put(sig, code)
         if check:
             spans.append(Span(enc.n, code, progs))

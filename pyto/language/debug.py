@@ -205,7 +205,7 @@ def depend(instr: Optional[Instr], values, loc: Loc) -> None:
                                   f"on ({core_name(instr.core, current().launch.aiv_only)}): cores share no scalar "
                                   f"registers; pass the value through GM")
             if cell.instr is not None and cell.instr.pipe is not instr.pipe:
-                instr.deps = [*instr.deps, cell.instr]
+                instr.after = (*instr.after, cell.instr)
 
 
 def operand(value, dtype: DType, what: str, loc: Loc):

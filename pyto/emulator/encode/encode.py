@@ -5,6 +5,7 @@ alike share one encoding."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from ...errors import SyncError
 from ...ir import AccPhase, Instr, Op, Pipe, STPhase, is_cross_core
 from .l2_streams import L2Accesses
 from .timing import COST_KEYS, cost
+
+if TYPE_CHECKING:
+    from ..sync.deps import Deps
 
 _KIND = {Op.SET_FLAG: 1, Op.WAIT_FLAG: 2, Op.SYNC_ALL: 3}
 _LOCK = Op.MUTEX_LOCK
@@ -226,10 +230,10 @@ class Encoder:
         self._dtypes.append(ins.attrs.get("dtype"))
         return len(self._statics) - 1
 
-    def encode(self, programs: list) -> BlockCode:
-        """The block's BlockCode; its instructions must be numbered from the encoder's next index. One pass in
-        Python per instruction (its memoised static row, its dependencies; flags, waits and unit_flag regions
-        where it has them), the columns then in numpy."""
+    def encode(self, programs: list, deps: Deps) -> BlockCode:
+        """The block's BlockCode; its instructions must be numbered from the encoder's next index; `deps`: the sync
+        stage's. One pass in Python per instruction (its memoised static row, its dependencies; flags, waits and
+        unit_flag regions where it has them), the columns then in numpy."""
         n0 = self.n
         uf = _UnitFlagRegions(self.chip.unit_flag_block_bytes, self.chip.buffers["L0C"])
         mids: list = []
@@ -237,6 +241,7 @@ class Encoder:
         special: list = []     # (index, program position, instr) of flags, waits and sync_alls
         phased: list = []      # (index, instr) of unit_flag (phased) instructions
         memo, static = self._memo, self._static
+        synced = deps.get_map()
         i = 0
         for pos, prog in enumerate(programs):
             instrs = prog.instrs
@@ -249,9 +254,9 @@ class Encoder:
                 if mid is None:
                     mid = memo[key] = static(ins)
                 mids.append(mid)
-                deps = ins.deps
-                if deps:
-                    dep_idx.extend([d.index - n0 for d in deps])
+                waits = synced.get(id(ins)) or ins.after
+                if waits:
+                    dep_idx.extend([d.index - n0 for d in waits])
                 dep_ptr.append(len(dep_idx))
                 if op in _KIND:
                     special.append((i, pos, ins))

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...ir import Buf, GMTensor, Instr, Op, Pipe, is_cross_core, rect_covers
 from . import autosync_jit, autosync_table
+from .deps import Deps
 from .. import jitmode
 
 REFERENCE = False     # True: `insert` runs insert_reference, the plain algorithm (tests compare the two)
@@ -42,44 +43,31 @@ class _Track:
         self.gm_reads: dict = {}   # GM: unit -> last reading instr (conservative WAR)
 
 
-def add_deps(ins: Instr, more) -> None:
-    """Append dependencies to `ins` (Instr.deps starts as a shared empty tuple: most instructions get none)."""
-    more = list(more)
-    if more:
-        ins.deps = ins.deps + more if ins.deps else more
-
-
-_add = add_deps
-
-
 def _later(deps: dict, unit, o: Instr) -> None:
     if unit not in deps or deps[unit].index < o.index:
         deps[unit] = o
 
 
-def insert(order: list, core: int, data: bool = True, wait_blocks_core: bool = False) -> None:
-    """Add auto-sync dependencies to the instructions of program `core`, given in program order: those
+def insert(order: list, core: int, deps: Deps, data: bool = True, wait_blocks_core: bool = False) -> None:
+    """Add to `deps` the auto-sync dependencies of the instructions of program `core`, given in program order: those
     insert_reference adds, in its order, by its loop compiled on flat tables (autosync_jit.py)."""
     if REFERENCE or len(order) < SMALL:
-        insert_reference(order, core, data, wait_blocks_core)
+        insert_reference(order, core, deps, data, wait_blocks_core)
         return
     t = autosync_table.tables(order)
     run = jitmode.pick(autosync_jit.run, len(order), jitmode.ORDER)
-    ptr, deps = run(t.keys, t.rank, core, data, wait_blocks_core, int(Pipe.M), int(Pipe.FIX), *t[2:])
-    if not len(deps):
+    ptr, found = run(t.keys, t.rank, core, data, wait_blocks_core, int(Pipe.M), int(Pipe.FIX), *t[2:])
+    if not len(found):
         return
-    waits = list(map(order.__getitem__, deps.tolist()))
+    waits = list(map(order.__getitem__, found.tolist()))
     bounds = ptr.tolist()
+    add = deps.add
     for i in np.flatnonzero(ptr[1:] != ptr[:-1]).tolist():
-        ins = order[i]
-        if ins.deps:
-            ins.deps.extend(waits[bounds[i]:bounds[i + 1]])
-        else:
-            ins.deps = waits[bounds[i]:bounds[i + 1]]
+        add(order[i], waits[bounds[i]:bounds[i + 1]])
 
 
-def insert_reference(order: list, core: int, data: bool = True, wait_blocks_core: bool = False) -> None:
-    """Add auto-sync dependencies to the instructions of program `core`, given in program order.
+def insert_reference(order: list, core: int, record: Deps, data: bool = True, wait_blocks_core: bool = False) -> None:
+    """Add to `record` the auto-sync dependencies of the instructions of program `core`, given in program order.
 
     `order` may hold other cores' instructions at the place this program meets them. With
     `data=False` (auto_sync off: the kernel synchronises itself with flags) only the barrier edges
@@ -98,7 +86,7 @@ def insert_reference(order: list, core: int, data: bool = True, wait_blocks_core
                     or (ins.op is Op.BARRIER and ins.attrs.get("pipe") is not Pipe.ALL)):
             # a flag is raised (a barrier passed) once the pipe's earlier work has completed, its data landed
             # a latency after the pipe let it go: it waits for each instruction in flight on its own pipe
-            _add(ins, issued.pop(unit, ()))
+            record.add(ins, issued.pop(unit, ()))
         elif own:
             issued.setdefault(unit, []).append(ins)
         deps: dict = {}
@@ -106,7 +94,7 @@ def insert_reference(order: list, core: int, data: bool = True, wait_blocks_core
             for u, last in last_on.items():
                 if u != unit:
                     deps[u] = last
-            _add(ins, deps.values())
+            record.add(ins, deps.values())
             barrier, after_barrier = ins, set()
             last_on[unit] = ins
             continue
@@ -117,7 +105,7 @@ def insert_reference(order: list, core: int, data: bool = True, wait_blocks_core
         if data:
             _data_deps(ins, unit, tracks, deps, core)
         if deps:
-            _add(ins, [d for d in deps.values() if d is not ins])
+            record.add(ins, [d for d in deps.values() if d is not ins])
         if own:
             last_on[unit] = ins
             if wait_blocks_core and ins.op is Op.WAIT_FLAG and is_cross_core(ins.attrs["key"]):

@@ -16,7 +16,10 @@ from bisect import bisect_left, bisect_right
 
 from ...errors import KernelError
 from ...ir import Op, Role
+from typing import NamedTuple
+
 from . import autosync, mutex
+from .deps import Deps
 
 _CROSS = {("L0C", "UB"), ("UB", "L1")}
 _MOVE = Op.MOVE
@@ -102,14 +105,22 @@ def _aic_order(aic, aivs: list) -> list:
     return _with(aic.instrs, extra)
 
 
-def insert_all(programs: list, auto_sync: bool, wait_blocks_core: bool = False) -> str:
-    """Auto-sync every program of the launch, with cross-core moves paired inside each block, and give each program
-    its mutex tokens' dependencies (mutex.py). wait_blocks_core (A2/A3): a cross-core wait holds every later
-    instruction of its core. Returns an unpaired mutex_lock's SyncError text ('' if none), raised once the schedule
-    has run."""
+class Synced(NamedTuple):
+    """The sync stage's output for some programs: their dependencies, and an unpaired mutex_lock's SyncError text
+    ('' if none), raised once the schedule has run (a deadlock it causes says more)."""
+
+    deps: Deps
+    unpaired: str
+
+
+def insert_all(programs: list, auto_sync: bool, wait_blocks_core: bool = False) -> Synced:
+    """Auto-sync every program given, with cross-core moves paired inside each block, and give each program its mutex
+    tokens' dependencies (mutex.py). wait_blocks_core (A2/A3): a cross-core wait holds every later instruction of its
+    core."""
+    deps = Deps()
     unpaired = ""
     for prog in programs:
-        unpaired = mutex.insert(prog.instrs) or unpaired
+        unpaired = mutex.insert(prog.instrs, deps) or unpaired
     blocks: dict = {}
     for prog in programs:
         blocks.setdefault(prog.block, []).append(prog)
@@ -134,9 +145,8 @@ def insert_all(programs: list, auto_sync: bool, wait_blocks_core: bool = False) 
                 order = _aic_order(prog, aivs)
             else:
                 order = _spliced(prog, real)
-            autosync.insert(order, prog.id, data=auto_sync, wait_blocks_core=wait_blocks_core)
+            autosync.insert(order, prog.id, deps, data=auto_sync, wait_blocks_core=wait_blocks_core)
     # one order gives an instruction each dependency once, and never itself (autosync.insert)
     for ins in spliced:
-        if len(ins.deps) > 1:
-            ins.deps = list({id(d): d for d in ins.deps if d is not ins}.values())
-    return unpaired
+        deps.dedup(ins)
+    return Synced(deps, unpaired)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ...errors import SyncError
 from ...ir import Instr, Op
-from .autosync import add_deps
+from .deps import Deps
 
 
 class _Hold:
@@ -29,8 +29,8 @@ class _Hold:
         self.pipe, self.lock, self.release, self.waiters = pipe, lock, release, []
 
 
-def insert(instrs: list) -> str:
-    """Add mutex dependencies to one program's instructions (in program order). An unlock of an id its pipe does not
+def insert(instrs: list, deps: Deps) -> str:
+    """Add to `deps` the mutex dependencies of one program's instructions (in program order). An unlock of an id its pipe does not
     hold is a SyncError; a manual lock left unpaired at the end is returned as the text of one ('' if none), for the
     caller to raise once the schedule has run (a deadlock it causes says more)."""
     last: dict = {}       # id -> its latest _Hold
@@ -46,7 +46,7 @@ def insert(instrs: list) -> str:
             h = held.pop(0)
             h.release = ins
             for w in h.waiters:
-                add_deps(w, (ins,))
+                deps.add(w, (ins,))
             continue
         if op is Op.MUTEX_LOCK:
             ids, manual = (ins.attrs["mutex_id"],), True
@@ -60,7 +60,7 @@ def insert(instrs: list) -> str:
                 if prev.release is None:                 # a manual lock not unlocked yet (on any pipe)
                     prev.waiters.append(ins)
                 elif prev.pipe is not ins.pipe:
-                    add_deps(ins, (prev.release,))
+                    deps.add(ins, (prev.release,))
             h = _Hold(ins.pipe, ins, None if manual else ins)
             last[i] = h
             if manual:
@@ -69,7 +69,7 @@ def insert(instrs: list) -> str:
     for (pipe, i), held in open_.items():
         for h in held:
             for w in h.waiters:      # waits for a release that never comes: blocked for good (a self-dependency)
-                add_deps(w, (w,))
+                deps.add(w, (w,))
             unpaired = unpaired or (f"{h.lock.loc}: pl.system.mutex_lock of mutex id {i} on PIPE_{pipe.name} is never "
                                     f"unlocked: pair every mutex_lock with a mutex_unlock on the same pipe")
     return unpaired
