@@ -1,5 +1,10 @@
-"""`pyto.compile` / `pyto.run`: trace -> auto-sync and encode (shared by blocks traced alike) -> schedule
-(timing) -> checked pass (sanitizer) -> Report; then, in full mode, the data pass.
+"""`pyto.compile` / `pyto.run`: the stages of a launch, in order, each its own subpackage reading the one before's
+record and writing its own:
+
+  trace (pyto/language/trace.py: one block's programs) -> block signature (encode/blockcache.py: blocks traced
+  alike share the next two) -> sync (sync/: a Deps record) -> encode (encode/: flat arrays) -> schedule
+  (schedule/: the event loop; timing) -> check (check/: races, uninitialised and clobbered reads) -> Report;
+  then, in full mode, data (data/: the numbers, in the schedule's order).
 
 The verdict and the timing of a launch depend only on its configuration (kernel, static parameters, GM
 shapes and dtypes, chip, blocks), never on the data: `pyto.compile` does everything but the data pass
