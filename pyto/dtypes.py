@@ -31,6 +31,8 @@ from .errors import ShapeError
 class DType(enum.Enum):
     """A tile or tensor element type: value = (name, itemsize, numpy dtype)."""
 
+    __hash__ = object.__hash__   # members are singletons: identity hashing (C) for the tracer's and planner's dicts
+
     fp16 = ("fp16", 2, np.dtype(np.float16))
     bf16 = ("bf16", 2, np.dtype(ml_dtypes.bfloat16))
     fp32 = ("fp32", 4, np.dtype(np.float32))

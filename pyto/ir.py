@@ -110,6 +110,8 @@ class AccPhase(enum.Enum):
     """Matmul side of the hardware unit_flag (docs/cube_phase.md §2.1): Partial and Final wait for flag 0; Final sets it to 1.
     Unspecified (PyPTO-Pro's default) is no phase: software sync only."""
 
+    __hash__ = object.__hash__    # singletons: identity hashing (C), as DType
+
     Unspecified = "Unspecified"
     Partial = "Partial"
     Final = "Final"
@@ -119,6 +121,8 @@ class STPhase(enum.Enum):
     """Fixpipe side of the unit_flag (docs/cube_phase.md §2.2): Partial and Final wait for flag 1; Final resets it to 0.
     Unspecified (PyPTO-Pro's default) is no phase."""
 
+    __hash__ = object.__hash__    # singletons: identity hashing (C), as DType
+
     Unspecified = "Unspecified"
     Partial = "Partial"
     Final = "Final"
@@ -126,6 +130,8 @@ class STPhase(enum.Enum):
 
 class AccToVecMode(enum.Enum):
     """How Fixpipe L0C->UB splits a tile between the two AIVs (PyPTO-Pro names)."""
+
+    __hash__ = object.__hash__    # singletons: identity hashing (C), as DType
 
     SingleModeVec0 = "SingleModeVec0"
     SingleModeVec1 = "SingleModeVec1"
