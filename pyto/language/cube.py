@@ -45,6 +45,9 @@ OPERANDS = {(DType.fp16, DType.fp16): DType.fp32, (DType.bf16, DType.bf16): DTyp
             **{(x, y): DType.fp32 for x in (_E4M3, _E5M2) for y in (_E4M3, _E5M2)},
             (DType.hf8, DType.hf8): DType.fp32}
 _PAGE = "matrix_computation/matmul_acc.md"
+#: id(dtype) -> the accumulator of dtype x dtype for the pairs OPERANDS gives any chip (no 8-bit floats: their chip
+#: check is _operand_types'); keyed by id, since an enum's hash is a Python call
+_PLAIN_ACC = {id(d): OPERANDS[(d, d)] for d in (DType.fp16, DType.bf16, DType.fp32, DType.int8)}
 
 
 def _operand_types(name: str, dst: Tile, a: Tile, b: Tile, loc: Loc) -> DType:
@@ -126,7 +129,8 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
         raise ShapeError(f"{loc}: {name} shapes do not chain: {dst!r} {list(dst.shape)} = {a!r} {list(a.shape)} "
                          f"@ {b!r} {list(b.shape)}")
     dt = a.store.dtype            # (lhs's: an FP8 mix's rate and k0 are either operand's)
-    _operand_types(name, dst, a, b, loc)
+    if not (dt is b.store.dtype and _PLAIN_ACC.get(id(dt)) is dst.store.dtype):   # (the common pairs in one go)
+        _operand_types(name, dst, a, b, loc)
     va, vb = a.valid, b.valid
     if va is None and vb is None:          # no tails: the whole tiles
         srcs, out = [a.access, b.access], dst.access

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from ..dtypes import FIXPIPE_OUT, FP4
+from ..dtypes import FIXPIPE_OUT, FP4, DType
 from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, Buf, GMTensor, Loc, Op, Pipe, Role, STPhase
 from .opcommon import atomic_of, emit, extent, need_path, need_tile, no_scale, phase_of, relu_of
@@ -41,6 +41,8 @@ from .trace import caller_loc, current
 _L1, _L0A, _L0B, _L0C, _UB, _BT = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.UB, Buf.BT
 _LOAD, _MTE1, _MTE2, _AIC = Op.LOAD, Pipe.MTE1, Pipe.MTE2, Role.AIC
 _GM_TO = {Buf.L1: (("GM", "L1"), "GM->L1", Role.AIC), Buf.UB: (("GM", "UB"), "GM->UB", Role.AIV0)}
+_GM_TO_L1, _GM_TO_UB = _GM_TO[Buf.L1], _GM_TO[Buf.UB]     # (an enum-keyed dict lookup hashes in Python)
+_E8M0 = DType.fp8e8m0
 _CUBE_SIDE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.BT, Buf.L0C, Buf.L0A_MX, Buf.L0B_MX)     # a move into / out of these is the AIC's
 
 
@@ -161,10 +163,11 @@ def _emit_gm_load(dst: Tile, dacc: Access, src: GMTensor, accs: tuple, parts: Se
     entry of _GM_TO."""
     r0, c0, vr, vc = region
     n = len(parts)
+    dt = src.dtype
     burst, nburst = _bursts(src, vr, vc)
+    nbytes = n * vr * vc * dt.itemsize if dt.bits != 4 else n * dt.nbytes(vr * vc)
     attrs = {"batch": accs[0].batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "transpose": bool(transpose),
-             "bytes": n * vr * vc * src.dtype.itemsize if src.dtype.bits != 4 else n * src.dtype.nbytes(vr * vc),
-             "burst": burst, "nburst": nburst * n, "path": to[0]}
+             "bytes": nbytes, "burst": burst, "nburst": nburst * n, "path": to[0]}
     if n > 1:
         attrs["parts"] = tuple((a.batch, p.rect) for a, p in zip(accs, parts))
     emit(_LOAD, _MTE2, to[2], accs, (dacc,), attrs, loc, "pl.load", (dst,), tr=tr)
@@ -194,29 +197,35 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
     loc = caller_loc()
     dst = dst_tile
     if type(dst) is Tile:
-        if not tr.is_aic and dst.store.buf in _CUBE_SIDE:
+        d = dst.store
+        buf = d.buf
+        if tr.is_aic:
+            if buf is _UB:
+                tr.skip(loc)                  # the AIC's trace: the AIVs' traces check and record it
+                return
+        elif buf in _CUBE_SIDE:
             tr.cube_marker(_LOAD, "pl.load", loc)       # an AIV's trace: the AIC's trace checks and records it
             return
-        if tr.is_aic and dst.store.buf is _UB:
-            tr.skip(loc)                  # the AIC's trace: the AIVs' traces check and record it
-            return
         src = src_tensor
+        dt = d.dtype
+        if (type(src) is GMTensor and order is None and nd_num == 1 and not dst.t and src.dtype is dt
+                and dt.bits != 4 and dt is not _E8M0 and (buf is _L1 or (buf is _UB and d.layout != "NZ"))):
+            # the common case, all its checks in one go (the general path below says which one fails): a plain
+            # Nd2Nz (or GM -> UB copy) of the destination's valid region, no transpose, FP4 or MX scales
+            to = _GM_TO_L1 if buf is _L1 else _GM_TO_UB
+            if to[1] in tr.chip.paths:
+                v = dst.valid
+                dacc = dst.access if v is None else dst.region_of(v[0], v[1])
+                q0, q1, p0, p1 = dacc.rect
+                region = _gm_region(src, [0] * len(src.shape) if offsets is None else offsets, q1 - q0, p1 - p0,
+                                    False, loc, dst)
+                _emit_gm_load(dst, dacc, src, (region[0],), (dst,), region[2:], False, to, loc, tr)
+                return
         if is_scale_tile(dst):            # E8M0 into a ZZ / NN Mat tile: the MX scale layout (mx_scales.py)
             if nd_num != 1:
                 raise UnsupportedError(f"{loc}: pl.load of MX scales with nd_num={nd_num} is not built in pyto")
             load_scale(tr, dst, src, offsets, order, loc, _emit_gm_load, _gm_region, _GM_TO[_L1])
             return
-        if type(src) is GMTensor and order is None and nd_num == 1 and not dst.t:
-            # the common case, all its checks in one go (the general path below says which one fails)
-            d = dst.store
-            to = _GM_TO.get(d.buf)
-            if to is not None and src.dtype is d.dtype and to[1] in tr.chip.paths and d.layout != "NZ":
-                dacc = dst.access if dst.valid is None else dst.region_of(*dst.valid)
-                q0, q1, p0, p1 = dacc.rect
-                region = _gm_region(src, [0] * src.ndim if offsets is None else offsets, q1 - q0, p1 - p0, False, loc,
-                                    dst)
-                _emit_gm_load(dst, dacc, src, (region[0],), (dst,), region[2:], False, to, loc, tr)
-                return
     need_tile(dst, "pl.load destination", (Buf.L1, Buf.UB), loc)
     _no_nz_vec(dst, "pl.load into", loc)
     src = src_tensor

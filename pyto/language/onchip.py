@@ -46,6 +46,7 @@ _L1, _L0A, _L0B, _L0C, _UB, _BT = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.UB, Buf
 _LOAD, _MTE1, _MTE2, _AIC = Op.LOAD, Pipe.MTE1, Pipe.MTE2, Role.AIC
 _L1_TO = {Buf.L0A: (("L1", "L0A"), "L1->L0A"), Buf.L0B: (("L1", "L0B"), "L1->L0B"), Buf.BT: (("L1", "BT"), "L1->BT"),
           Buf.L0A_MX: (("L1", "L0A_MX"), "L1->L0A_MX"), Buf.L0B_MX: (("L1", "L0B_MX"), "L1->L0B_MX")}
+_L1_TO_AT = tuple(_L1_TO.get(b) for b in range(max(Buf) + 1))     # _L1_TO by buffer number (no enum hash)
 #: Mat -> ScaleLeft / ScaleRight (move.md: MTE1): the scale tile's layout, which its Mat source must have
 _SCALE_LAYOUT = {Buf.L0A_MX: "ZZ", Buf.L0B_MX: "NN"}
 _SPLITM, _SPLITN = AccToVecMode.DualModeSplitM, AccToVecMode.DualModeSplitN
@@ -341,16 +342,20 @@ def move(dst_tile: Tile, src_tile: Tile, offset=None, *, acc_to_vec_mode: Option
             tr.cube_marker(_LOAD, "pl.move", loc)  # an AIV's trace: the AIC's trace checks and records it
             return
         s, d = src.store, dst.store
-        path = _L1_TO.get(d.buf)
+        path = _L1_TO_AT[d.buf]
         if (path is not None and d.buf is not _BT and offset is None and scale is None and acc_to_vec_mode is None
                 and relu_pre_mode is None and phase is None and s.layout == "NZ" and not dst.t and not src.t
                 and s.dtype is d.dtype and path[1] in tr.chip.paths):
             # the K loop's plain Mat -> Left/Right move, all its checks in one go (the general path says which fails)
             r0, r1, c0, c1 = src.rect
             q0, q1, p0, p1 = dst.rect
-            if (r1 - r0, c1 - c0) == (q1 - q0, p1 - p0):
-                dacc = region(dst)         # the destination's valid region, over the same rect of the source
-                sacc = src.access if dacc is dst.access else src.region_of(*extent(dst))
+            if r1 - r0 == q1 - q0 and c1 - c0 == p1 - p0:
+                v = dst.valid              # the destination's valid region, over the same rect of the source
+                if v is None:
+                    dacc, sacc = dst.access, src.access
+                else:
+                    dacc = dst.region_of(v[0], v[1])
+                    sacc = src.access if dacc is dst.access else src.region_of(v[0], v[1])
                 emit(_LOAD, _MTE1, _AIC, (sacc,), (dacc,),
                      {"transpose": False, "bytes": _fractal_bytes(d, q1 - q0, p1 - p0), "path": path[0]}, loc,
                      "pl.move", (dst, src), tr=tr)

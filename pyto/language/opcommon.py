@@ -10,6 +10,8 @@ from .tile import Tile, TileGroup
 from .trace import current
 from .types import AtomicType, ReluPreMode
 
+_AIC = Role.AIC
+
 
 def need_tile(x, what: str, bufs: tuple, loc: Loc) -> Tile:
     """`x` as a tile in one of `bufs`, or the ShapeError that says what it is instead."""
@@ -93,6 +95,8 @@ def emit(op: Op, pipe: Pipe, role: Role, srcs: tuple, dsts: tuple, attrs: dict, 
                 if ids:
                     attrs["mutex"] = ids
                 break
+    if role is _AIC:
+        return tr.record(op, pipe, srcs, dsts, attrs, loc, name)
     return tr.emit(Instr(op, pipe, srcs, dsts, attrs, loc, name=name), role)
 
 

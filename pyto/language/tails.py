@@ -18,7 +18,7 @@ from ..errors import KernelError, ShapeError, UnsupportedError
 from ..ir import Buf, Op, Pipe, Role
 from .opcommon import emit, region
 from .tile import Tile, TileGroup, as_int
-from .trace import caller_loc, current
+from .trace import _STATE, caller_loc, current
 from .types import FillPadMode, TilePad
 
 
@@ -32,7 +32,8 @@ def set_validshape(tile, shape) -> None:
     On hardware a scalar write of the descriptor (pipe S); pyto records no instruction for it: the scalar unit's
     issue cost is not modelled (docs/design.md §5 charges S only for sync instructions), and a descriptor field
     is no data any pipe waits for."""
-    current()
+    if _STATE.tracer is None:
+        current()               # outside a kernel: KernelError
     if type(tile) is Tile and type(shape) in (list, tuple) and len(shape) == 2 and not tile.fixed:
         rows, cols = shape       # the common case, all its checks in one go (the general path says which one fails)
         if type(rows) is int and type(cols) is int:

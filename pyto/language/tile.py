@@ -251,6 +251,27 @@ class Tile:
     next = previous = current
 
     def __getitem__(self, idx) -> "Tile":
+        if type(idx) is tuple and len(idx) == 2 and self.valid is None and not self.t:
+            sr, sc = idx        # the traced hot path: _view's common case (two step-less int slices on the grid)
+            if type(sr) is slice and type(sc) is slice and sr.step is None and sc.step is None:
+                r0, r1, c0, c1 = self.rect
+                a0, b0, a1, b1 = sr.start, sr.stop, sc.start, sc.stop
+                if a0 is None:
+                    a0 = 0
+                if b0 is None:
+                    b0 = r1 - r0
+                if a1 is None:
+                    a1 = 0
+                if b1 is None:
+                    b1 = c1 - c0
+                if (type(a0) is int and type(b0) is int and type(a1) is int and type(b1) is int
+                        and 0 <= a0 < b0 <= r1 - r0 and 0 <= a1 < b1 <= c1 - c0):
+                    store = self.store
+                    g0, g1 = store.grid
+                    e0, e1 = store.shape
+                    n0, n1, n2, n3 = r0 + a0, r0 + b0, c0 + a1, c0 + b1
+                    if not n0 % g0 and not n2 % g1 and (not n1 % g0 or n1 == e0) and (not n3 % g1 or n3 == e1):
+                        return Tile(store, (n0, n1, n2, n3), False, self.mutex, None, self.pad)
         if type(idx) is tuple and idx and type(idx[0]) is not slice:     # tile[i, j]: one element (getval.md)
             from .debug import subscript
             return subscript(self, idx)
@@ -360,8 +381,12 @@ class TileGroup:
 
     def next(self) -> Tile:
         """Advance the cursor to the next slot, then return it."""
-        self.i = (self.i + 1) % len(self.tiles)
-        return self.tiles[self.i]
+        i = self.i + 1
+        tiles = self.tiles
+        if i == len(tiles):
+            i = 0
+        self.i = i
+        return tiles[i]
 
     def previous(self) -> Tile:
         """The slot before the cursor's (ping-pong: the one being drained)."""

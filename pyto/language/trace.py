@@ -226,6 +226,19 @@ class Tracer:
         self.gm_hook: Optional[Callable] = None   # gmview.resolve, once this trace has GM views
 
     # ---- recording ----------------------------------------------------------------------------
+    def record(self, op, pipe: Pipe, srcs: tuple, dsts: tuple, attrs: dict, loc: Loc, name: str) -> Optional[Instr]:
+        """`emit` of a new AIC instruction (op, pipe, ...), the traced hot path: on the AIC's trace outside
+        pl.section_vector() and with no GM views it is appended here in one go; anything else goes through emit."""
+        section = self.section
+        if self.is_aic and self.gm_hook is None and (section is None or section == "cube"):
+            instr = Instr(op, pipe, srcs, dsts, attrs, loc, self.core, name=name)
+            instrs = self.instrs
+            instrs.append(instr)
+            if len(instrs) > self.max_instructions:
+                self._too_long(instr)
+            return instr
+        return self.emit(Instr(op, pipe, srcs, dsts, attrs, loc, name=name), _AIC)
+
     def emit(self, instr: Instr, role: Role) -> Optional[Instr]:
         """Append `instr` if it runs on this processor (AIC, or an AIV for any vector-side op);
         otherwise keep it as a cross-core marker."""
