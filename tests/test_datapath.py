@@ -197,3 +197,28 @@ def test_a_tile_filled_in_pieces_reads_each_piece_at_its_source_while_it_holds(a
     elif after == "vector":
         seen[:16, :32] = x[:16]
     assert_close(out, _f64(seen) @ _f64(b), matmul_bound(seen, b, np.float32))
+
+
+def test_a_copy_drops_the_copies_it_covers_from_its_stores_writers():
+    """Origins keeps, per tile store, only the copies whose bytes it may still hold: a copy over a rectangle drops
+    the earlier copies inside it (a ring slot refilled every K step keeps one writer, not one per step: the bind
+    stays linear in the launch), pieces beside each other stay, and a read needs exactly the live ones."""
+    from pyto.emulator.data.origins import Origins
+    from pyto.ir import Access
+
+    class Store:          # any object: Origins keys stores by identity
+        pass
+    slot, gm = Store(), Store()
+    o = Origins(inputs={id(gm)})
+    for step in range(1000):                                   # the same slot refilled whole
+        o.gm_copy(Access(slot, (0, 64, 0, 64)), gm, (0, 0, 64, 64 * step, 64 * step + 64, False), step)
+    assert [s for _, s in o.writers[id(slot)]] == [999]
+    o.gm_copy(Access(slot, (0, 64, 0, 32)), gm, (0, 0, 64, 0, 32, False), 1000)     # two pieces side by side
+    o.gm_copy(Access(slot, (0, 64, 32, 64)), gm, (0, 0, 64, 32, 64, False), 1001)
+    # together the pieces cover 999, neither alone does: it is kept (conservative: a read runs it, then them)
+    assert [s for _, s in o.writers[id(slot)]] == [999, 1000, 1001]
+    o.wrote(Access(slot, (0, 64, 0, 64)), 1002)                # a covering copy of anything: only it is left
+    assert [s for _, s in o.writers[id(slot)]] == [1002]
+    o.gm_copy(Access(slot, (0, 16, 0, 16)), gm, (0, 0, 16, 0, 16, False), 1003)
+    o.read(Access(slot, (0, 64, 0, 64)))                       # a read of the tile needs the copies it holds
+    assert o.needed == {1002, 1003}

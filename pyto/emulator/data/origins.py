@@ -41,7 +41,8 @@ class Origins:
         self.version: dict = {}      # id(store) -> writes so far
         self.held: dict = {}         # id(store) -> the copies it holds, disjoint rectangles (a copy drops those
                                      # it overlaps; any other write to the store drops them all)
-        self.writers: dict = {}      # id(store) -> copy steps that wrote it (elidable until read)
+        self.writers: dict = {}      # id(store) -> (rect, step) of the copies whose bytes it may still hold
+                                     # (elidable until read); a copy drops those its rect covers
         self.deps: dict = {}         # copy step -> the copy steps that wrote what it copied
         self.needed: set = set()     # copy steps something reads
 
@@ -50,8 +51,15 @@ class Origins:
         """`acc` (a tile) written by step `step`, an elidable copy, or by anything else (step None)."""
         key = id(acc.obj)
         self.version[key] = self.version.get(key, 0) + 1
-        if step is not None:
-            self.writers.setdefault(key, []).append(step)
+        if step is not None:          # a copy writes all of its rect: the copies it covers can be read no more
+            r = acc.rect                # (without dropping them, the lists grow with the launch: a quadratic bind)
+            ws = self.writers.get(key)
+            if ws is None:
+                self.writers[key] = [(r, step)]
+            else:
+                ws[:] = [w for w in ws if not (r[0] <= w[0][0] and w[0][1] <= r[1] and r[2] <= w[0][2]
+                                               and w[0][3] <= r[3])]
+                ws.append((r, step))
         if held is not None:
             r = held.rect
             self.held[key] = [h for h in self.held.get(key, ()) if h.rect[1] <= r[0] or r[1] <= h.rect[0]
@@ -70,7 +78,7 @@ class Origins:
         """An L1 -> L0 load dst <- src: dst holds src's GM region if src still holds one, else src's view while
         src's store is not written again."""
         skey = id(src.obj)
-        self.deps[step] = tuple(self.writers.get(skey, ()))
+        self.deps[step] = tuple(w for _, w in self.writers.get(skey, ()))
         inner = self._holding(src)
         if inner is not None and inner.tensor is not None:
             batch, r0, r1, c0, c1, t = inner.region
@@ -114,7 +122,7 @@ class Origins:
             self._need_writers(id(acc.obj))
 
     def _need_writers(self, key: int) -> None:
-        todo = list(self.writers.get(key, ()))
+        todo = [w for _, w in self.writers.get(key, ())]
         while todo:
             s = todo.pop()
             if s not in self.needed:
