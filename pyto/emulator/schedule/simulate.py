@@ -10,6 +10,10 @@ its pipe. An L2 hit (l2.py decides them before the schedule) lands no earlier th
 its data into L2 (a request merged into a fill in flight), and with a miss's latency if that access has not
 begun yet. When nothing runs and nothing can start, the loop stops and the caller reports a deadlock.
 
+A unit_flag region that shares no 512-byte block with another (a matmul's L0C tile, as a rule) keeps one flag
+value and setter for all its blocks: its blocks are only ever set together, so a wait, a join and a set cost one
+step, not one per block (a BMM's 256 blocks per tile), and its blocks' flags are written out at the end.
+
 `simulate.py_func` is the same loop in plain Python: the reference (PYTO_NUMBA=0 selects it).
 """
 from __future__ import annotations
@@ -106,6 +110,35 @@ def _book(ii, pp, start, occ, lat, gm_bytes, l2_bytes, fill, started, begin, end
 
 
 @njit(cache=True)
+def _room(join_idx, n_join, extra):
+    """join_idx, or a copy of its first n_join entries grown, with room for `extra` more."""
+    if n_join + extra <= join_idx.shape[0]:
+        return join_idx
+    grown = np.empty(2 * join_idx.shape[0] + extra, np.int64)
+    for q in range(n_join):     # (a slice copy's shape check compiles numba's error text: seconds)
+        grown[q] = join_idx[q]
+    return grown
+
+
+@njit(cache=True)
+def _solo_regions(rg_ptr, rg_blk, n_flags):
+    """Which unit_flag regions share no block with another (nor list one twice), and their state: (solo, flag
+    value, last setter): such a region's blocks are only ever set together, so one value stands for them all."""
+    n_regions = rg_ptr.shape[0] - 1
+    uses = np.zeros(max(n_flags, 1), np.int64)
+    for j in range(rg_blk.shape[0]):
+        uses[rg_blk[j]] += 1
+    solo = np.zeros(max(n_regions, 0), np.bool_)
+    for r in range(n_regions):
+        solo[r] = rg_ptr[r + 1] > rg_ptr[r]
+        for j in range(rg_ptr[r], rg_ptr[r + 1]):
+            if uses[rg_blk[j]] != 1:
+                solo[r] = False
+                break
+    return solo, np.zeros(max(n_regions, 0), np.int8), np.full(max(n_regions, 0), -1, np.int64)
+
+
+@njit(cache=True)
 def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf_wait, uf_set, n_flags,
              kind, fkey, fneed, fspan, n_fkeys, n_participants, occ, lat, gm_bytes, l2_bytes, fill,
              gm_per_cycle, l2_per_cycle, flag_lat, miss_extra):
@@ -153,6 +186,8 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
     for k in range(max(n_fkeys, 1)):
         fq_head[k] = fq_base[k]
         fq_tail[k] = fq_base[k]
+    # a region none other shares a block with keeps its blocks' state once: they are always alike
+    solo, r_flag, r_setter = _solo_regions(rg_ptr, rg_blk, n_flags)
     arrived = np.empty(max(n_participants, 1), np.int64)
     n_arrived = 0
     is_arrived = np.zeros(n, np.bool_)
@@ -161,6 +196,7 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
     hk = np.empty(cap, np.int64)
     hi = np.empty(cap, np.int64)
     nh = np.int64(0)           # (not the literal 0: one compiled _push / _pop / _book, not two or three)
+    one = np.int64(1)          # (likewise for _room)
     seq = np.int64(0)
     work = np.empty(2 * n_pipes + 8, np.int64)
     nw = 0
@@ -184,10 +220,14 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                     break
             if target < 0 and uf_wait[i] >= 0:
                 r = uf_rid[i]
-                for j in range(rg_ptr[r], rg_ptr[r + 1]):
-                    if flags[rg_blk[j]] != uf_wait[i]:
-                        target = n + rg_blk[j]
-                        break
+                if solo[r]:
+                    if r_flag[r] != uf_wait[i]:
+                        target = n + rg_blk[rg_ptr[r]]
+                else:
+                    for j in range(rg_ptr[r], rg_ptr[r + 1]):
+                        if flags[rg_blk[j]] != uf_wait[i]:
+                            target = n + rg_blk[j]
+                            break
             if target < 0 and kind[i] == 2 and fq_head[fkey[i]] == fq_tail[fkey[i]]:
                 target = n + n_flags + fkey[i]
             if target < 0 and kind[i] == 4 and fq_tail[fkey[i]] - fq_base[fkey[i]] < fneed[i]:
@@ -224,13 +264,15 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                 n_order += 1
                 # joins: who set the unit_flag blocks awaited, and the set_flag a wait consumes
                 join_ptr[n_order - 1] = n_join
-                if uf_wait[ii] >= 0:
+                if uf_wait[ii] >= 0 and solo[uf_rid[ii]]:     # one setter for all its blocks
+                    w = r_setter[uf_rid[ii]]
+                    if w >= 0:
+                        join_idx = _room(join_idx, n_join, one)
+                        join_idx[n_join] = w
+                        n_join += 1
+                elif uf_wait[ii] >= 0:
                     r = uf_rid[ii]
-                    if n_join + rg_ptr[r + 1] - rg_ptr[r] + 1 > join_idx.shape[0]:
-                        grown = np.empty(2 * join_idx.shape[0] + rg_ptr[r + 1] - rg_ptr[r], np.int64)
-                        for q in range(n_join):     # (a slice copy's shape check compiles numba's error text: seconds)
-                            grown[q] = join_idx[q]
-                        join_idx = grown
+                    join_idx = _room(join_idx, n_join, rg_ptr[r + 1] - rg_ptr[r])
                     for j in range(rg_ptr[r], rg_ptr[r + 1]):
                         w = setter[rg_blk[j]]
                         if w >= 0 and mark[w] != ii:
@@ -238,21 +280,13 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                             join_idx[n_join] = w
                             n_join += 1
                 if kind[ii] == 2:
-                    if n_join + 1 > join_idx.shape[0]:
-                        grown = np.empty(2 * join_idx.shape[0], np.int64)
-                        for q in range(n_join):     # (a slice copy's shape check compiles numba's error text: seconds)
-                            grown[q] = join_idx[q]
-                        join_idx = grown
+                    join_idx = _room(join_idx, n_join, one)
                     k = fkey[ii]
                     join_idx[n_join] = fq[fq_head[k]]
                     n_join += 1
                     fq_head[k] += 1
                 elif kind[ii] == 4:      # the sets of its round, in the order they were raised
-                    if n_join + fspan[ii] > join_idx.shape[0]:
-                        grown = np.empty(2 * join_idx.shape[0] + fspan[ii], np.int64)
-                        for q in range(n_join):     # (a slice copy's shape check compiles numba's error text: seconds)
-                            grown[q] = join_idx[q]
-                        join_idx = grown
+                    join_idx = _room(join_idx, n_join, fspan[ii])
                     k = fkey[ii]
                     for q in range(fq_base[k] + fneed[ii] - fspan[ii], fq_base[k] + fneed[ii]):
                         join_idx[n_join] = fq[q]
@@ -294,7 +328,12 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
             busy[p] = False
             work[nw] = p
             nw += 1
-            if uf_set[i] >= 0:
+            if uf_set[i] >= 0 and solo[uf_rid[i]]:
+                r = uf_rid[i]
+                r_flag[r] = uf_set[i]
+                r_setter[r] = i
+                nw = _wake(head, nxt, waiting, work, nw, n + rg_blk[rg_ptr[r]])   # (its waits wait on its first block)
+            elif uf_set[i] >= 0:
                 r = uf_rid[i]
                 for j in range(rg_ptr[r], rg_ptr[r + 1]):
                     flags[rg_blk[j]] = uf_set[i]
@@ -307,6 +346,10 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                 fired = n + n_flags + k
         if fired >= 0:
             nw = _wake(head, nxt, waiting, work, nw, fired)
+    for r in range(len(solo)):
+        if solo[r]:
+            for j in range(rg_ptr[r], rg_ptr[r + 1]):
+                flags[rg_blk[j]] = r_flag[r]
     status = 0 if finished == n else 1
     return (status, now, order[:n_order], begin, end, join_ptr[:n_order + 1], join_idx[:n_join], busy_cycles,
             qpos, flags)
