@@ -129,7 +129,7 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
         raise ShapeError(f"{loc}: {name} shapes do not chain: {dst!r} {list(dst.shape)} = {a!r} {list(a.shape)} "
                          f"@ {b!r} {list(b.shape)}")
     dt = a.store.dtype            # (lhs's: an FP8 mix's rate and k0 are either operand's)
-    if not (dt is b.store.dtype and _PLAIN_ACC.get(id(dt)) is dst.store.dtype):   # (the common pairs in one go)
+    if not (tr.fast and dt is b.store.dtype and _PLAIN_ACC.get(id(dt)) is dst.store.dtype):   # (common pairs)
         _operand_types(name, dst, a, b, loc)
     va, vb = a.valid, b.valid
     if va is None and vb is None:          # no tails: the whole tiles

@@ -51,12 +51,13 @@ def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc
     """Validate offsets into `gm`; return (Access, batch index, r0, c0, rows, cols) in GM coords for a rows x cols
     block of the tile's store (its transpose in GM when `transpose`): the valid region, which must lie inside the
     tensor (OutOfBoundsError naming `tile` otherwise)."""
-    nd = len(gm.shape)
+    shape = gm.shape
+    nd = len(shape)
     if nd == 2 and type(offsets) in (list, tuple) and len(offsets) == 2 \
             and type(offsets[0]) is int and type(offsets[1]) is int:
         batch, (r0, c0) = 0, offsets      # a matrix: the checks below, in one go
     elif nd == 3 and type(offsets) in (list, tuple) and len(offsets) == 3 and type(offsets[0]) is int \
-            and type(offsets[1]) is int and type(offsets[2]) is int and 0 <= offsets[0] < gm.shape[0]:
+            and type(offsets[1]) is int and type(offsets[2]) is int and 0 <= offsets[0] < shape[0]:
         batch, r0, c0 = offsets           # one batch dimension, likewise
     else:
         if not isinstance(offsets, (list, tuple)) or len(offsets) != gm.ndim or gm.ndim < 2:
@@ -72,7 +73,7 @@ def _gm_region(gm: GMTensor, offsets, rows: int, cols: int, transpose: bool, loc
             batch = batch * d + o
         r0, c0 = offsets[-2], offsets[-1]
     gr, gc = (cols, rows) if transpose else (rows, cols)
-    R, C = gm.shape[-2], gm.shape[-1]
+    R, C = shape[-2], shape[-1]
     if not (0 <= r0 < R and 0 <= c0 < C):
         raise OutOfBoundsError(f"{loc}: offset [{r0}, {c0}] outside {gm!r} (rows {R}, cols {C})")
     if gr > R - r0 or gc > C - c0:
@@ -208,7 +209,7 @@ def load(dst_tile: Tile, src_tensor: GMTensor, offsets: Optional[Sequence[int]] 
             return
         src = src_tensor
         dt = d.dtype
-        if (type(src) is GMTensor and order is None and nd_num == 1 and not dst.t and src.dtype is dt
+        if (tr.fast and type(src) is GMTensor and order is None and nd_num == 1 and not dst.t and src.dtype is dt
                 and dt.bits != 4 and dt is not _E8M0 and (buf is _L1 or (buf is _UB and d.layout != "NZ"))):
             # the common case, all its checks in one go (the general path below says which one fails): a plain
             # Nd2Nz (or GM -> UB copy) of the destination's valid region, no transpose, FP4 or MX scales

@@ -343,9 +343,9 @@ def move(dst_tile: Tile, src_tile: Tile, offset=None, *, acc_to_vec_mode: Option
             return
         s, d = src.store, dst.store
         path = _L1_TO_AT[d.buf]
-        if (path is not None and d.buf is not _BT and offset is None and scale is None and acc_to_vec_mode is None
-                and relu_pre_mode is None and phase is None and s.layout == "NZ" and not dst.t and not src.t
-                and s.dtype is d.dtype and path[1] in tr.chip.paths):
+        if (tr.fast and path is not None and d.buf is not _BT and offset is None and scale is None
+                and acc_to_vec_mode is None and relu_pre_mode is None and phase is None and s.layout == "NZ"
+                and not dst.t and not src.t and s.dtype is d.dtype and path[1] in tr.chip.paths):
             # the K loop's plain Mat -> Left/Right move, all its checks in one go (the general path says which fails)
             r0, r1, c0, c1 = src.rect
             q0, q1, p0, p1 = dst.rect

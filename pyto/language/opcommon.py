@@ -88,14 +88,14 @@ def emit(op: Op, pipe: Pipe, role: Role, srcs: tuple, dsts: tuple, attrs: dict, 
     auto_mutex it carries the mutex ids of `tiles`."""
     if tr is None:
         tr = current()
-    if tr.launch.auto_mutex:
+    if tr.auto_mutex:
         for t in tiles:
             if t.mutex:
                 ids = mutex_ids(tiles, phased)
                 if ids:
                     attrs["mutex"] = ids
                 break
-    if role is _AIC:
+    if role is _AIC and tr.fast:
         return tr.record(op, pipe, srcs, dsts, attrs, loc, name)
     return tr.emit(Instr(op, pipe, srcs, dsts, attrs, loc, name=name), role)
 

@@ -34,6 +34,7 @@ class _Tracing(threading.local):
     """The tracer active in this thread (pyto.run may be called from several threads at once)."""
     tracer: Optional["Tracer"] = None
     capture: Optional[list] = None        # inside captured_launches(): every launch this thread begins
+    general: bool = False                 # inside general_paths(): the ops' fast paths are off
 
 
 _STATE = _Tracing()
@@ -63,6 +64,17 @@ def captured_launches():
         yield _STATE.capture
     finally:
         _STATE.capture = outer
+
+
+@contextlib.contextmanager
+def general_paths():
+    """Trace with the ops' fast paths off: each op takes its general path, which checks one thing at a time (tests
+    compare the two, which must record the same instructions and raise the same errors)."""
+    outer, _STATE.general = _STATE.general, True
+    try:
+        yield
+    finally:
+        _STATE.general = outer
 
 
 def caller_loc() -> Loc:
@@ -212,6 +224,8 @@ class Tracer:
         self.launch, self.chip = launch, launch.chip
         self.program = Program(block, role, launch.aiv_only)
         self.core, self.instrs = self.program.id, self.program.instrs   # emit's shortcuts
+        self.auto_mutex = launch.auto_mutex
+        self.fast = not _STATE.general   # the ops' fast paths are on (general_paths() turns them off)
         self.max_instructions = launch.max_instructions
         self.block, self.role = block, role
         self.is_aic = role is Role.AIC
