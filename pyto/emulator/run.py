@@ -38,7 +38,8 @@ from . import admission, debugpass, launchcache
 from .sync import crosscore
 from .data.datapass import ACCUMULATE, DataPass
 from .data.memory import Initialised
-from .check.replay import Span, replay
+from .check.replay import replay
+from .check.rows import LaunchRows
 from .encode.blockcache import BlockCache
 from .encode.encode import Encoder
 from .schedule.scheduler import schedule
@@ -327,7 +328,7 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
             if cached is None:
                 launchcache.put(key, compiled, report.instructions, (kernel, kernel.fn, chip))
         else:
-            report = cached or _compile(kernel, arrays, chip, blocks, auto_sync, check, params).report
+            report = cached or _compile(kernel, arrays, chip, blocks, auto_sync, check, params, data=False).report
             if cached is None:
                 launchcache.put(key, report, report.instructions, (kernel, kernel.fn, chip))
             report = dataclasses.replace(report)             # each run its own Report
@@ -461,7 +462,9 @@ _GC_WAS = True
 
 
 def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: bool, check: bool,
-             params: dict, full: bool = False) -> CompiledKernel:
+             params: dict, full: bool = False, data: bool = True) -> CompiledKernel:
+    """The launch compiled (pyto.compile); `data=False`: only its report is wanted (pyto.run in timing mode), so
+    the traced instructions are not kept for a data pass."""
     _check_block_dim(kernel, chip, blocks, None)
     if not isinstance(auto_sync, bool) or not isinstance(check, bool):
         raise KernelError(f"auto_sync and check must be True or False, got auto_sync={auto_sync!r}, check={check!r}")
@@ -470,7 +473,8 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     tensors = _gm_tensors(kernel, arrays)
     enc = Encoder(chip)
     cache = BlockCache()
-    programs, spans = [], []
+    programs: list = []       # the traces, kept for the data pass (`data`)
+    rows = LaunchRows(lambda: state["launch"].overlap)    # the checked pass's record, block by block
     unpaired = ""
     state: dict = {}
     progress.phase("tracing")
@@ -486,8 +490,9 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
             code = enc.encode(progs, synced.deps)
             cache.put(sig, code)
         if check:
-            spans.append(Span(enc.n, code, progs))
-            programs += progs
+            rows.add(enc.n, progs, code)
+            if data:
+                programs += progs
         enc.add(progs, code)
         progress.phase("tracing", b + 1, state["launch"].blocks)
     progress.phase("scheduling")       # (finish replays the L2 model: timing)
@@ -509,13 +514,14 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
         if sched.left_set:
             raise SyncError(sched.left_set)
         return CompiledKernel(kernel, tensors, report, None, None, set())
-    instrs = [ins for p in programs for ins in p.instrs]
+    del encoded, enc, cache     # the report keeps the columns it shows
     launch = state["launch"]
     progress.phase("checking")
-    written = replay(instrs, sched, launch.blocks, Initialised(tensors, launch.aiv_only), spans, launch.overlap)
+    written = replay(rows, sched, launch.blocks, Initialised(tensors, launch.aiv_only), launch.overlap)
     if sched.left_set:       # after the schedule's and the checks' errors, which say more
         raise SyncError(sched.left_set)
-    compiled = CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist(), written)
+    instrs = [ins for p in programs for ins in p.instrs] if data else None
+    compiled = CompiledKernel(kernel, tensors, report, instrs, sched.order.tolist() if data else None, written)
     compiled.footprint = gate.footprint
     compiled.debug = debug
     return compiled

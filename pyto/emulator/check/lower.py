@@ -1,6 +1,6 @@
-"""The checked pass's instructions lowered to integer arrays (for checkcore.py): one Python walk over the
-instructions the pass visits reads their accesses; everything else comes from the block encodings
-(threads, cores, sync_alls, auto-sync dependencies) with numpy.
+"""The checked pass's instructions lowered to integer arrays (for checkcore.py), from the blocks' records
+(rows.py: each block's accesses as integer rows, made when the block was encoded) and the block encodings
+(threads, cores, sync_alls, auto-sync dependencies), with numpy: no walk over Instr records.
 
 An access is (object, batch, r0, r1, c0, c1); an instruction's sources come first, then its
 destinations. Objects (tiles and GM tensors, by identity) and histories ((object, batch) pairs) get dense
@@ -8,8 +8,6 @@ numbers; a tile or workspace gets a region of one flat mask of written cells (me
 geometry)."""
 from __future__ import annotations
 
-import struct
-from itertools import starmap
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -18,7 +16,7 @@ from numba import njit
 from ...ir import GMTensor, Pipe, TileStore
 from .. import jitmode
 from ..data.memory import Initialised
-from .overlap import ByteAccesses, ByteSpace, with_bytes
+from .overlap import ByteSpace
 
 # an instruction's thread within its block (sanitizer.py's threads: the AIC's MTE2 MTE1 M FIX S are 0-4, AIV0's
 # MTE2 V MTE3 S 5-8, AIV1's 9-12), by pipe: the AIC's and an AIV's offset (-1: not on that core)
@@ -28,9 +26,6 @@ for _p, _t in ((Pipe.MTE2, 0), (Pipe.MTE1, 1), (Pipe.M, 2), (Pipe.FIX, 3), (Pipe
     _AIC_T[_p] = _t
 for _p, _t in ((Pipe.MTE2, 0), (Pipe.V, 1), (Pipe.MTE3, 2), (Pipe.S, 3)):
     _AIV_T[_p] = _t
-
-
-_RECT = struct.Struct("4q")      # a rectangle as 4 int64 (packing tuples beats numpy's conversion of them)
 
 
 class Accesses(NamedTuple):
@@ -66,20 +61,20 @@ def threads(spans: list) -> tuple:
     seen: dict = {}
     cores, threads_, syncs = [], [], []
     for sp in spans:
-        roles = tuple(prog.id % 3 for prog in sp.programs)
+        roles = tuple(core % 3 for core in sp.ids)
         got = seen.get((id(sp.code), roles))
         if got is None:
             a = sp.code.arrays
-            role = np.array(roles, np.int64)[a["core_i"]]
+            role = np.array(roles, np.int32)[a["core_i"]]
             pipe = a["pipe_i"].astype(np.int64)
-            thread = np.where(role == 0, _AIC_T[pipe], 5 + (role - 1) * 4 + _AIV_T[pipe])
+            thread = np.where(role == 0, _AIC_T[pipe], 5 + (role - 1) * 4 + _AIV_T[pipe]).astype(np.int8)
             assert (np.where(role == 0, _AIC_T[pipe], _AIV_T[pipe]) >= 0).all(), "a pipe its core does not have"
             got = seen[(id(sp.code), roles)] = (role, thread, a["kind"] == 3)
-        cores.append(got[0] + 3 * (sp.programs[0].id // 3))
+        cores.append(got[0] + np.int32(3 * (sp.ids[0] // 3)))
         threads_.append(got[1])
         syncs.append(got[2])
     if not spans:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.bool_)
+        return np.zeros(0, np.int32), np.zeros(0, np.int8), np.zeros(0, np.bool_)
     return np.concatenate(cores), np.concatenate(threads_), np.concatenate(syncs)
 
 
@@ -96,95 +91,92 @@ def deps(spans: list, leads: np.ndarray, n: int) -> tuple:
     return ptr, (np.concatenate(idx) if idx else np.zeros(0, np.int64))
 
 
-def _walk(walked, bytes_=None, extended: Optional[dict] = None) -> tuple:
-    """The one pass over Instr records (`walked`, an iterable): per instruction its source and destination counts and
-    whether it adds atomically; its accesses, sources first (Access records: a tile's are shared by every
-    instruction naming the tile, so only the distinct ones are read further). With `bytes_` (overlap.ByteAccesses:
-    the launch has tiles that overlap), a shared store's accesses are followed by their byte-level ones, and the
-    instructions that got any are noted in `extended` (index -> (sources, destinations) as lowered)."""
-    accs, counts, atomic = [], [], []
-    for ins in walked:
-        s, d = ins.srcs, ins.dsts
-        if bytes_ is not None:
-            s2, d2 = with_bytes(s, bytes_), with_bytes(d, bytes_)
-            if len(s2) != len(s) or len(d2) != len(d):
-                s, d = s2, d2
-                extended[ins.index] = (s, d)
-        counts += (len(s), len(d))
-        accs += s
-        if d:
-            atomic.append(ins.attrs.get("atomic") == "add")
-            accs += d
-        else:
-            atomic.append(False)
-    return accs, counts, atomic
-
-
 class Lowering:
-    """Accesses of the instructions walked so far (`add`), in walking order; `finish` numbers objects and
+    """The access rows the pass visits, from the blocks' records (rows.py), in walking order: `add_leaders`
+    (every access of the leaders' instructions), then `add_followers` (of the followers' visited instructions,
+    their GM accesses only: the only ones checkcore.py reads of a follower); `finish` numbers objects and
     histories and lays out the written mask."""
 
-    def __init__(self, instrs: list, overlap: bool = False):
-        n = len(instrs)
-        self.instrs = instrs
-        self.bytes = ByteAccesses() if overlap else None
-        self.extended: dict = {}      # instruction index -> (sources, destinations) with byte-level accesses
-        self.start, self.nsrc, self.nacc = (np.zeros(n, np.int64) for _ in range(3))
+    def __init__(self, launch, n: int):
+        self.blocks, self.objects = launch.blocks, launch.tables.objects
+        self.gm_obj = np.array([type(o) is GMTensor for o in self.objects], np.bool_)
+        self.start = np.zeros(n, np.int64)
+        self.nsrc, self.nacc = np.zeros(n, np.int32), np.zeros(n, np.int32)
         self.atomic = np.zeros(n, np.bool_)
-        self.objs: dict = {}          # id -> object, of every object an access names
-        self.ids: list = [np.zeros(0, np.int64)]           # per access, in chunks (one per add)
+        self.gm_only = np.zeros(len(self.blocks), np.bool_)   # per block: its rows here are its GM accesses only
+        self.objs: list = [np.zeros(0, np.int64)]             # per access, in chunks (one per block)
         self.rects: list = [np.zeros((0, 4), np.int64)]
         self.batches: list = [np.zeros(0, np.int64)]
-        self.owners: list = [np.zeros(0, np.int64)]        # its instruction
-        self.dsts: list = [np.zeros(0, np.bool_)]          # whether it is a destination
+        self.owners: list = [np.zeros(0, np.int64)]           # its instruction
+        self.dsts: list = [np.zeros(0, np.bool_)]             # whether it is a destination
         self.m = 0
         self.written: set = set()
-        self._cached = (-1, None)       # (rows walked, _table of them)
+        self._cached = (-1, None)
 
-    def add(self, sel: np.ndarray) -> None:
-        """Walk instructions `sel` (global indices, each at most once)."""
-        walked = self.instrs if len(sel) == len(self.instrs) else map(self.instrs.__getitem__, sel.tolist())
-        accs, counts, atomic = _walk(walked, self.bytes, self.extended)
-        m = len(accs)
-        sd = np.array(counts, np.int64).reshape(-1, 2)
-        tot = sd[:, 0] + sd[:, 1]
-        self.start[sel] = self.m + np.cumsum(tot) - tot
-        self.nsrc[sel], self.nacc[sel], self.atomic[sel] = sd[:, 0], tot, atomic
-        _, first, which = np.unique(np.fromiter(map(id, accs), np.int64, m), return_index=True, return_inverse=True)
-        distinct = [accs[p] for p in first.tolist()]
-        objs = [a.obj for a in distinct]
-        self.objs.update(zip(map(id, objs), objs))
-        which = which.reshape(-1)
-        self.ids.append(np.fromiter(map(id, objs), np.int64, len(objs))[which])
-        packed = b"".join(starmap(_RECT.pack, [a.rect for a in distinct]))
-        self.rects.append(np.frombuffer(packed, np.int64).reshape(-1, 4)[which])
-        self.batches.append(np.array([a.batch for a in distinct], np.int64)[which])
-        self.dsts.append(np.repeat(np.tile(np.array([False, True]), len(sel)), sd.reshape(-1)))
-        self.owners.append(np.repeat(sel, tot))
-        self.m += m
+    def _append(self, blk, keep: Optional[np.ndarray], visited: Optional[np.ndarray]) -> None:
+        """Block `blk`'s rows (those `keep` marks, of instructions `visited` marks; None: all)."""
+        own = blk.own_rows
+        obj, rect, batch = blk.rows()
+        n, f = blk.n, blk.first
+        owner = np.repeat(np.arange(n, dtype=np.int64), own.nacc)
+        is_dst = np.arange(len(obj), dtype=np.int64) - own.ptr[owner] >= own.nsrc[owner]
+        nsrc, nacc = own.nsrc, own.nacc
+        if keep is not None:
+            obj, rect, batch, owner, is_dst = obj[keep], rect[keep], batch[keep], owner[keep], is_dst[keep]
+            nacc = np.bincount(owner, minlength=n).astype(np.int32)
+            nsrc = np.bincount(owner[~is_dst], minlength=n).astype(np.int32)
+        starts = self.m + np.cumsum(nacc, dtype=np.int64) - nacc
+        sel = slice(f, f + n) if visited is None else f + np.flatnonzero(visited)
+        local = slice(None) if visited is None else np.flatnonzero(visited)
+        self.start[sel], self.nsrc[sel], self.nacc[sel] = starts[local], nsrc[local], nacc[local]
+        self.atomic[sel] = (own.flags[local] & 1) != 0
+        self.objs.append(obj)
+        self.rects.append(rect)
+        self.batches.append(batch)
+        self.owners.append(owner + f)
+        self.dsts.append(is_dst)
+        self.m += len(obj)
+
+    def add_leaders(self, blocks: np.ndarray) -> None:
+        """Every access of the instructions of `blocks` (block positions)."""
+        for b in blocks.tolist():
+            self._append(self.blocks[b], None, None)
+
+    def add_followers(self, blocks: np.ndarray, visit: np.ndarray) -> None:
+        """The GM accesses of the instructions `visit` marks (launch-wide) of `blocks`."""
+        for b in blocks.tolist():
+            blk = self.blocks[b]
+            mine = visit[blk.first:blk.first + blk.n]
+            if not mine.any():
+                continue
+            own = blk.own_rows
+            owner = np.repeat(np.arange(blk.n, dtype=np.int64), own.nacc)
+            keep = self.gm_obj[blk.gobj[own.a_obj]] & mine[owner]
+            self.gm_only[b] = True
+            self._append(blk, keep, mine)
 
     def _table(self) -> tuple:
-        """(ids, rectangles, batches, owner, whether a destination: per access; object number of each access,
+        """(rectangles, batches, owner, whether a destination: per access; object number of each access,
         the objects, whether each is a GM tensor)."""
         if self._cached[0] == self.m:
             return self._cached[1]
-        ids, rect, batch, owner, is_dst = (np.concatenate(x) for x in (self.ids, self.rects, self.batches,
+        ids, rect, batch, owner, is_dst = (np.concatenate(x) for x in (self.objs, self.rects, self.batches,
                                                                        self.owners, self.dsts))
-        _, at, obj = np.unique(ids, return_index=True, return_inverse=True)
-        objects = [self.objs[i] for i in ids[at].tolist()]
-        gm = np.array([type(o) is GMTensor for o in objects], np.bool_)
+        used, obj = np.unique(ids, return_inverse=True)
+        objects = [self.objects[g] for g in used.tolist()]
+        gm = self.gm_obj[used]
         self._cached = (self.m, (rect, batch, owner, is_dst, obj.reshape(-1), objects, gm))
         return self._cached[1]
 
     def leaders_walked(self) -> np.ndarray:
-        """Once the leaders' instructions are walked: note the GM tensors they write (`written`) and return,
+        """Once the leaders' instructions are added: note the GM tensors they write (`written`) and return,
         per instruction, 1 if it touches one of those, 2 if it reads a workspace (and touches none), else 0."""
         _, _, owner, is_dst, obj, objects, gm = self._table()
         wrote = np.zeros(len(objects), np.bool_)
         wrote[obj[is_dst & gm[obj]]] = True
         self.written = {id(o) for o, w in zip(objects, wrote) if w}
         ws = np.array([type(o) is GMTensor and o.workspace for o in objects], np.bool_)
-        out = np.zeros(len(self.instrs), np.int8)
+        out = np.zeros(len(self.start), np.int8)
         out[owner[ws[obj] & ~is_dst]] = 2
         out[owner[wrote[obj]]] = 1
         return out
@@ -216,9 +208,14 @@ class Lowering:
                         stride, cells, gm, tracked, masked, ncells, relaxed, int(ncells.sum()),
                         int(hist.max()) + 1 if m else 0)
 
-    def accesses(self, ins) -> tuple:
-        """(sources, destinations) of `ins` as lowered: with byte-level accesses where it has them."""
-        return self.extended.get(ins.index) or (ins.srcs, ins.dsts)
+    def access(self, instrs, i: int, k: int):
+        """The Access of row k of instruction i's rows here (`instrs`: rows.Instrs): its k-th lowered access, or
+        for a follower its k-th GM one."""
+        b, _ = instrs.where(i)
+        accs = [a for a, _ in instrs.lowered(i)]
+        if self.gm_only[b]:
+            accs = [a for a in accs if type(a.obj) is GMTensor]
+        return accs[k]
 
 
 @njit(cache=True)

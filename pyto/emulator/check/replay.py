@@ -1,8 +1,9 @@
 """The checked pass over a schedule: each instruction, in the order it started, gets its happens-before
 and race checks and the uninitialised-read check. (The data path is a separate pass, datapass.DataPass:
 the verdicts do not depend on the data.) This module decides what is visited and with which clocks; the
-walk itself runs over integer arrays (lower.py makes them, checkcore.py checks them) and the messages are
-made from the Instr records (sanitizer.race_error, memory.Initialised.error).
+walk itself runs over integer arrays (rows.py keeps each block's accesses as rows from the time it is encoded,
+lower.py lays out those the pass visits, checkcore.py checks them) and the messages are made from Instr records
+rebuilt from the rows (rows.Instrs; sanitizer.race_error, memory.Initialised.error).
 
 Blocks that share an encoding (blockcache.py) and whose waits were released by the same instructions
 (relative to the block: the schedule's joins) have the same happens-before order, so the race checker
@@ -13,28 +14,18 @@ uninitialised reads are its leader's. In a launch that stalls every block is che
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from ...errors import DeadlockError
-from ...ir import Role
+from ...ir import TileStore
 from . import checkcore
 from .. import jitmode
 from ..encode.encode import ROUND_WAIT
 from .lower import Lowering, deps, threads
 from ..data.memory import Initialised
 from .overlap import clobbered
+from .rows import Instrs, LaunchRows
 from .sanitizer import race_error
-
-
-class Span(NamedTuple):
-    """One block of the launch: its first instruction index, encoding (its dependencies too, also for a block
-    that reused another's encoding) and programs."""
-
-    first: int
-    code: object          # encode.BlockCode
-    programs: list
 
 
 def _launch_wide(spans: list) -> bool:
@@ -59,7 +50,8 @@ def _leaders(spans: list, sched) -> list:
     bounds = np.searchsorted(block_of_owner, np.arange(len(spans) + 1))
     seen: dict = {}
     out = []
-    for b, (first, code, _) in enumerate(spans):
+    for b, sp in enumerate(spans):
+        first, code = sp.first, sp.code
         lo, hi = bounds[b], bounds[b + 1]
         keep = inside[lo:hi]
         joins = np.stack([owner[lo:hi][keep] - first, src[lo:hi][keep] - first]).tobytes()
@@ -85,29 +77,31 @@ def _follower_uses(spans: list, lead: np.ndarray, uses: np.ndarray, sync: np.nda
     return tracked, reads, visit
 
 
-def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list, overlap: bool = False) -> set:
-    """Check each instruction in the order it started, then report a stall; return the ids of the GM
-    tensors the launch writes. `overlap`: some tiles share bytes (overlap.py follows them).
+def replay(launch: LaunchRows, sched, blocks: int, init: Initialised, overlap: bool = False) -> set:
+    """Check each instruction of the launch (`launch`: its blocks' records, rows.py) in the order it started, then
+    report a stall; return the ids of the GM tensors the launch writes. `overlap`: some tiles share bytes
+    (overlap.py follows them).
 
     An uninitialised read is held back until the end: if it is half of a race, the race is reported
     whichever access the simulation happened to run first; a read of another tile's bytes (ClobberedReadError)
     is reported before a read of bytes nothing wrote.
     """
-    n = len(instrs)
+    spans = launch.blocks
+    n = int(spans[-1].first + spans[-1].n) if spans else 0
     glob = _launch_wide(spans)
     leader = _leaders(spans, sched)
     lead = np.array([lb == b for b, lb in enumerate(leader)], np.bool_)
     first = np.array([sp.first for sp in spans], np.int64)
-    blk = np.repeat(np.arange(len(spans), dtype=np.int64), [sp.code.n for sp in spans])
+    blk = np.repeat(np.arange(len(spans), dtype=np.int32), [sp.code.n for sp in spans])
     core, thr, sync = threads(spans)
     leader_ins = lead[blk]
-    low = Lowering(instrs, overlap)
-    low.add(np.flatnonzero(leader_ins))
+    low = Lowering(launch, n)
+    low.add_leaders(np.flatnonzero(lead))
     uses = low.leaders_walked()     # 1: touches GM the leaders write, 2: reads a workspace
     followed = not lead.all()
     if followed:
         f_tracked, f_reads, f_visit = _follower_uses(spans, lead, uses, sync, n)
-        low.add(np.flatnonzero(f_tracked | f_reads))
+        low.add_followers(np.flatnonzero(~lead), f_tracked | f_reads)
         visit = leader_ins | f_visit
     else:
         f_tracked = f_reads = np.zeros(n, np.bool_)
@@ -121,45 +115,60 @@ def replay(instrs: list, sched, blocks: int, init: Initialised, spans: list, ove
     if followed:
         keep |= uses == 1
     keep &= leader_ins
-    slot = np.where(keep, np.cumsum(keep) - 1, -1)
+    slot = np.where(keep, np.cumsum(keep) - 1, -1).astype(np.int32)
+    del keep, leader_ins, uses
     parties = np.unique(core[sync])                # the cores every sync_all joins
     # a launch without vector-side instructions has the AIC's threads only: shorter clocks to join
-    width = 13 if any(prog.role is not Role.AIC for sp in spans for prog in sp.programs) else 5
+    width = 13 if any(sp.vector for sp in spans) else 5
     if glob:                                       # launch-wide clocks: a column per block's thread
         width = 13 * max(blocks, 1)
     order = sched.order
     positions = np.flatnonzero(visit[order])
+    del visit
     fn = jitmode.pick(checkcore.check, len(order), jitmode.INSTRUCTIONS)
     race, un = fn(positions, np.asarray(order, np.int64), np.asarray(sched.join_ptr, np.int64),
                   np.asarray(sched.join_idx, np.int64), blk, thr, core, sync, np.array(leader, np.int64), first,
-                  dep_ptr, dep_idx, slot, int(keep.sum()), f_tracked, f_reads, parties, max(blocks, 1), width,
+                  dep_ptr, dep_idx, slot, int((slot >= 0).sum()), f_tracked, f_reads, parties, max(blocks, 1), width,
                   _DMA_THREADS, glob, *acc)
+    instrs = Instrs(spans, launch.tables)
     if race[0]:
         raise _race(instrs, low, acc, race, sched.left_set, init.aiv_only)
     if overlap:
-        clobber = clobbered(instrs, order.tolist())
+        shared = _shared_tiles(launch, n)
+        clobber = clobbered(instrs, order[shared[order]].tolist())
         if clobber is not None:
             raise clobber
     if un[0]:
         i, a, unwritten, cells = (int(x) for x in un[1:])
-        ins = instrs[i]
-        raise init.error(low.accesses(ins)[0][a - int(acc.start[i])], ins, unwritten, cells)
+        raise init.error(low.access(instrs, i, a - int(acc.start[i])), instrs[i], unwritten, cells)
     if sched.deadlock:
         raise DeadlockError(sched.deadlock)
     return low.written
 
 
-def _race(instrs: list, low: Lowering, acc, race: np.ndarray, note: str, aiv_only: bool = False):
+def _shared_tiles(launch: LaunchRows, n: int) -> np.ndarray:
+    """Per instruction, whether it names a tile whose bytes overlap another's (the only ones `clobbered` reads)."""
+    objects = launch.tables.objects
+    shared = np.array([type(o) is TileStore and o.shared for o in objects], np.bool_)
+    out = np.zeros(n, np.bool_)
+    for blk in launch.blocks:
+        own = blk.own_rows
+        mine = shared[blk.gobj[own.a_obj]]
+        if mine.any():
+            owner = np.repeat(np.arange(blk.n, dtype=np.int64), own.nacc)
+            out[blk.first + owner[mine]] = True
+    return out
+
+
+def _race(instrs: Instrs, low: Lowering, acc, race: np.ndarray, note: str, aiv_only: bool = False):
     """The RaceError of checkcore's race record."""
     i, write, a = int(race[4]), bool(race[5]), int(race[6])
     ins = instrs[i]
-    k = a - int(acc.start[i])
-    srcs, dsts = low.accesses(ins)
-    access = dsts[k - len(srcs)] if write else srcs[k]
+    access = low.access(instrs, i, a - int(acc.start[i]))
     e = [int(x) for x in race[7:]]
     other = instrs[e[10]]
     entry = (tuple(e[:4]), access.batch, e[4], e[5], e[6], e[7], bool(e[8]), bool(e[9]), other, bool(e[11]))
-    return race_error(access.obj, access, entry, ins, write, note, low.accesses(other), aiv_only)
+    return race_error(access.obj, access, entry, ins, write, note, instrs.accesses(e[10]), aiv_only)
 
 
 # the MTE2 threads of a block's clock (lower.py's thread table: the AIC's MTE2, AIV0's, AIV1's): two writes of one
