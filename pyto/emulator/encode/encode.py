@@ -127,7 +127,7 @@ class Encoded:
     pipe_i: np.ndarray
     name_i: np.ndarray
     loc_i: np.ndarray
-    waits: dict           # wait_flag / sync_all index -> its condition as text, for deadlock messages
+    waits: BlockTexts     # wait_flag / sync_all index -> its condition as text, for deadlock messages
     region_names: list    # unit_flag region id -> "L0C tile 'ac'[0:32, 0:32]"
     gm_read_bytes: float
     gm_write_bytes: float
@@ -195,6 +195,18 @@ def _gm_io(lens: list, io: np.ndarray, read: np.ndarray, nbytes: np.ndarray, kin
                             phase.tolist())))
         lo = hi
     return out
+
+
+class BlockTexts:
+    """A launch-wide index -> text lookup (`get`) over the blocks' own dicts of block-local indices, so that
+    finish() copies no text per instruction (most are never looked up: only a deadlock message reads them)."""
+
+    def __init__(self, bases: list, texts: list):
+        self.bases, self.texts = np.asarray(bases, np.int64), texts    # per block: its first index, its dict
+
+    def get(self, i: int, default: str = "") -> str:
+        k = int(np.searchsorted(self.bases, i, side="right")) - 1
+        return self.texts[k].get(int(i) - int(self.bases[k]), default) if k >= 0 else default
 
 
 class Encoder:
@@ -332,7 +344,7 @@ class Encoder:
 
     def finish(self) -> Encoded:
         parts: dict = {k: [] for k in (*_COLUMNS, "dep_ptr", "dep_idx", "rg_ptr", "rg_blk", "q_idx")}
-        q_len, waits, region_names = [], {}, []
+        q_len, region_names = [], []
         n_deps = n_rgblk = 0
         for code, base, slot0, rid0, blk0, fkey0, core0 in self.chunks:
             a = code.arrays
@@ -356,7 +368,6 @@ class Encoder:
             for q in code.queues:
                 parts["q_idx"].append(q + base)
                 q_len.append(len(q))
-            waits.update((base + i, text) for i, text in code.waits.items())
             region_names += code.region_names
         cat = {k: np.concatenate(v).astype(_COLUMNS.get(k, np.int64), copy=False) if v
                else np.zeros(0, _COLUMNS.get(k, np.int64)) for k, v in parts.items()}
@@ -364,12 +375,12 @@ class Encoder:
         idx, hit, filler = self.l2.hits(self.chip.l2_bytes, self.n)    # re-reads served by L2
         fill = np.full(len(lat), -1, np.int64)                # a hit's filler: it completes no earlier
         if len(idx):          # idx distinct: in-place fancy updates are exact
-            full = idx[hit >= gmb[idx]]      # every region served by L2 (an nd_num read may be partly): its latency
+            served_all = hit >= gmb[idx]      # every region served by L2 (an nd_num read may be partly): its latency
+            full = idx[served_all]
             gmb[idx] -= hit
             l2b[idx] += hit
             lat[full] += self.chip.l2_latency_cycles - self.chip.gm_latency_cycles
-            fill[idx] = filler
-            fill[np.setdiff1d(idx, full)] = -1
+            fill[idx] = np.where(served_all, filler, -1)      # a partial hit completes on its own
         q_ptr = np.zeros(len(q_len) + 1, np.int64)
         np.cumsum(q_len, out=q_ptr[1:])
         arrays = dict(pipe_of=cat["pipe_of"], q_ptr=q_ptr, q_idx=cat["q_idx"],
@@ -382,7 +393,8 @@ class Encoder:
         return Encoded(arrays, self.n_ufblocks, self.n_fkeys + len(self.launch_keys), len(self.cores), self.slots,
                        self.cores,
                        list(self.names), [str(x) for x in self.locs], cat["core_i"], cat["pipe_i"], cat["name_i"],
-                       cat["loc_i"], waits, region_names, self.gm_read, self.gm_write, self.flops, self.cube_dtype)
+                       cat["loc_i"], BlockTexts([c[1] for c in self.chunks], [c[0].waits for c in self.chunks]),
+                       region_names, self.gm_read, self.gm_write, self.flops, self.cube_dtype)
 
 
 def _wait_text(ins: Instr) -> str:
