@@ -78,6 +78,7 @@ LAUNCHES = {
     "bmm bias": lambda: _bmm_launch((2, 200, 512), (2, 512, 384), "fp16", pyto.spec((2, 1, 384), "fp16")),
     "bmm int8": lambda: _bmm_launch((2, 300, 500), (2, 500, 260), "int8"),
     "bmm stream_k (AIVs)": lambda: _bmm_launch((300, 4096), (4096, 200), "fp16"),
+    "bmm stream_k atomic": lambda: _bmm_launch((256, 4096), (4096, 256), "bf16", reduce="atomic"),
     "bmm merge_batch": lambda: _bmm_launch((16, 128, 128), (16, 128, 128), "fp16", branch="merge_batch"),
     "bmm MXFP8": lambda: _bmm_launch((2, 256, 1024), (2, 1024, 256), "fp8e4m3fn",
                                      scale_a=pyto.spec((2, 256, 32), "fp8e8m0"),
@@ -168,13 +169,28 @@ def _bad(a, b, out, *, CASE: str):
             pl.set_validshape(a1, [16])
         elif CASE == "view off grid":
             pl.load(a1[8:24, :], a, [0, 0])
+        elif CASE == "store past edge":
+            pl.store(out, c, [112, 0])
+        elif CASE == "store offset outside":
+            pl.store(out, c, [0, 128])
+        elif CASE == "store dtype":
+            pl.store(pl.workspace([128, 128], pl.DT_INT8), c, [0, 0])
+        elif CASE == "store atomic":
+            pl.store(out, c, [0, 0], atomic="add")
+        elif CASE == "store phase":
+            pl.store(out, c, [0, 0], phase=pl.AccPhase.Final)
+        elif CASE == "store from L1":
+            pl.store(out, a1, [0, 0])
+        elif CASE == "store to a tile":
+            pl.store(a1, c, [0, 0])
 
 
 BAD = ["load past edge", "load offset outside", "load offsets count", "load float offsets", "load dtype",
        "load into L0A", "load a group", "load from a tile", "move shapes", "move dtype", "move offset outside",
        "matmul chain", "matmul acc dtype", "matmul operand dtypes", "matmul swapped", "matmul valid K",
        "matmul_acc in place", "validshape too big", "validshape zero", "validshape float", "validshape length",
-       "view off grid"]
+       "view off grid", "store past edge", "store offset outside", "store dtype", "store atomic", "store phase",
+       "store from L1", "store to a tile"]
 
 
 def _error(case: str) -> PytoError:

@@ -37,7 +37,8 @@ from .opcommon import emit, need_tile, phase_of, region
 from .tile import ACC_FRACTAL, Tile
 from .trace import caller_loc, current
 
-_L0A, _L0B, _L0C, _MMAD = Buf.L0A, Buf.L0B, Buf.L0C, Op.MMAD
+_L0A, _L0B, _L0C, _MMAD, _M, _AIC = Buf.L0A, Buf.L0B, Buf.L0C, Op.MMAD, Pipe.M, Role.AIC
+_ACC_PARTIAL, _ACC_FINAL = AccPhase.Partial, AccPhase.Final
 _E4M3, _E5M2 = DType.fp8e4m3fn, DType.fp8e5m2
 #: (lhs dtype, rhs dtype) -> the accumulator's (matmul_acc.md; module docstring)
 OPERANDS = {(DType.fp16, DType.fp16): DType.fp32, (DType.bf16, DType.bf16): DType.fp32,
@@ -77,9 +78,9 @@ def _operand_types(name: str, dst: Tile, a: Tile, b: Tile, loc: Loc) -> DType:
     return acc
 
 
-def _ksplit_rules(dst: Tile, name: str, loc: Loc) -> None:
-    """A phased accumulation step's two board rules (matmul_acc.md), checked at trace time."""
-    tr = current()
+def _ksplit_rules(dst: Tile, name: str, loc: Loc, tr=None) -> None:
+    """A phased accumulation step's two board rules (matmul_acc.md), checked at trace time (`tr`: the tracer)."""
+    tr = current() if tr is None else tr
     if not tr.chip.k_split_layout_transform:
         return
     if dst.store.fractal != ACC_FRACTAL:
@@ -119,8 +120,8 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
             and a.store.buf is _L0A and b.store.buf is _L0B):    # else need_tile says which one is wrong
         for x, what, buf in ((dst, "destination", _L0C), (a, "left operand", _L0A), (b, "right operand", _L0B)):
             need_tile(x, f"{name} {what}", (buf,), loc)
-    if phase is not None:
-        phase = phase_of(phase, AccPhase, loc, name)
+    if phase is not None and phase is not _ACC_PARTIAL and phase is not _ACC_FINAL:
+        phase = phase_of(phase, AccPhase, loc, name)     # (Partial and Final are themselves)
     a0, a1, a2, a3 = a.rect          # shapes from the rectangles (Tile.shape, without a tuple per call)
     b0, b1, b2, b3 = b.rect
     d0, d1, d2, d3 = dst.rect
@@ -133,7 +134,7 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
         _operand_types(name, dst, a, b, loc)
     va, vb = a.valid, b.valid
     if va is None and vb is None:          # no tails: the whole tiles
-        srcs, out = [a.access, b.access], dst.access
+        sa, sb, out = a.access, b.access, dst.access
         vn = n
     else:
         vm, vk = (m, k) if va is None else va
@@ -141,22 +142,21 @@ def _mmad(name: str, dst: Tile, a: Tile, b: Tile, bias: Optional[Tile], phase, a
         if vk != vk2:
             raise ShapeError(f"{loc}: {name}'s valid K differs: {a!r} has valid shape [{vm}, {vk}], {b!r} "
                              f"[{vk2}, {vn}]; set both to the K the step covers (pl.set_validshape)")
-        srcs, out = [region(a), region(b)], dst.region_of(vm, vn)
-    tiles = [dst, a, b]
-    if bias is not None:
+        sa, sb, out = region(a), region(b), dst.region_of(vm, vn)
+    if bias is None:               # sources: lhs, rhs, the bias, the accumulator read (in that order)
+        srcs, tiles = (sa, sb, out) if accumulate else (sa, sb), (dst, a, b)
+    else:
         need_tile(bias, f"{name} bias", (Buf.BT,), loc)
         if bias.shape != (1, n) or bias.dtype is not dst.dtype:
             raise ShapeError(f"{loc}: bias must be [1, {n}] {dst.dtype} (the accumulator's type), got "
                              f"{list(bias.shape)} {bias.dtype}")
-        srcs.append(bias.region_of(1, vn))
-        tiles.append(bias)
-    if accumulate:
-        srcs.append(out)
-        if phase is not None:
-            _ksplit_rules(dst, name, loc)
+        sbias = bias.region_of(1, vn)
+        srcs, tiles = (sa, sb, sbias, out) if accumulate else (sa, sb, sbias), (dst, a, b, bias)
+    if accumulate and phase is not None:
+        _ksplit_rules(dst, name, loc, tr)
     attrs = {"m": m, "n": n, "k": k, "phase": phase, "accumulate": accumulate, "bias": bias is not None,
              "dtype": dt}
-    emit(_MMAD, Pipe.M, Role.AIC, tuple(srcs), (out,), attrs, loc, name, tuple(tiles), phase is not None, tr)
+    emit(_MMAD, _M, _AIC, srcs, (out,), attrs, loc, name, tiles, phase is not None, tr)
 
 
 def matmul(dst_tile: Tile, lhs_tile: Tile, rhs_tile: Tile, *args, phase: Optional[AccPhase] = None, **kwargs) -> None:

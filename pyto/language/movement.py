@@ -39,10 +39,13 @@ from .tile import Tile, as_int
 from .trace import caller_loc, current
 
 _L1, _L0A, _L0B, _L0C, _UB, _BT = Buf.L1, Buf.L0A, Buf.L0B, Buf.L0C, Buf.UB, Buf.BT
-_LOAD, _MTE1, _MTE2, _AIC = Op.LOAD, Pipe.MTE1, Pipe.MTE2, Role.AIC
+_LOAD, _STORE, _MTE1, _MTE2, _FIX, _AIC = Op.LOAD, Op.STORE, Pipe.MTE1, Pipe.MTE2, Pipe.FIX, Role.AIC
 _GM_TO = {Buf.L1: (("GM", "L1"), "GM->L1", Role.AIC), Buf.UB: (("GM", "UB"), "GM->UB", Role.AIV0)}
 _GM_TO_L1, _GM_TO_UB = _GM_TO[Buf.L1], _GM_TO[Buf.UB]     # (an enum-keyed dict lookup hashes in Python)
-_E8M0 = DType.fp8e8m0
+_E8M0, _FP32 = DType.fp8e8m0, DType.fp32
+_FIX_FP32 = FIXPIPE_OUT[DType.fp32]           # what Fixpipe writes an fp32 Acc tile out as
+_FINAL, _PARTIAL = STPhase.Final, STPhase.Partial
+_STORE_PATH = tuple((Buf(i).name, "GM") for i in range(max(Buf) + 1))    # a store's path attribute, by buffer
 _CUBE_SIDE = (Buf.L1, Buf.L0A, Buf.L0B, Buf.BT, Buf.L0C, Buf.L0A_MX, Buf.L0B_MX)     # a move into / out of these is the AIC's
 
 
@@ -343,11 +346,18 @@ def store(dst_tensor: GMTensor, src_tile: Tile, offsets: Optional[Sequence[int]]
     loc = caller_loc()
     src, dst = src_tile, dst_tensor
     if type(src) is Tile:
-        if not tr.is_aic and src.store.buf is _L0C:
+        s = src.store
+        if not tr.is_aic and s.buf is _L0C:
             tr.cube_marker(Op.STORE, "pl.store", loc)   # an AIV's trace: the AIC's trace checks and records it
             return
-        if tr.is_aic and src.store.buf is _UB:
+        if tr.is_aic and s.buf is _UB:
             tr.skip(loc)                  # the AIC's trace: the AIVs' traces check and record it
+            return
+        if (tr.fast and s.buf is _L0C and type(dst) is GMTensor and not src.t and relu_pre_mode is None
+                and scale is None and order is None and (phase is None or phase is _FINAL or phase is _PARTIAL)
+                and s.dtype is _FP32 and dst.dtype in _FIX_FP32 and "L0C->GM" in tr.chip.paths):
+            # Fixpipe out of an fp32 Acc tile, all its checks in one go (the general path below says which fails)
+            _emit_store(tr, dst, src, offsets, _FIX, _AIC, phase, atomic_of(atomic, loc), False, loc)
             return
     if not isinstance(dst, GMTensor):
         raise ShapeError(f"{loc}: pl.store writes a GM tensor, got {dst!r}; between on-chip tiles use pl.move")
@@ -373,15 +383,23 @@ def store(dst_tensor: GMTensor, src_tile: Tile, offsets: Optional[Sequence[int]]
         if src.dtype is not dst.dtype:
             raise ShapeError(f"{loc}: UB->GM does not convert: {src!r} is {src.dtype}, {dst!r} is {dst.dtype}")
         pipe, role = Pipe.MTE3, Role.AIV0
+    _emit_store(tr, dst, src, offsets, pipe, role, phase, atomic, relu, loc)
+
+
+def _emit_store(tr, dst: GMTensor, src: Tile, offsets, pipe: Pipe, role: Role, phase, atomic, relu: bool,
+                loc: Loc) -> None:
+    """Record a store of src's valid region into dst at `offsets` (checked: inside the tensor)."""
     if offsets is None:
-        offsets = [0] * dst.ndim
-    sacc = region_of(src)
-    acc, batch, r0, c0, vr, vc = _gm_region(dst, offsets, *extent(src), False, loc, src, "pl.store")
+        offsets = [0] * len(dst.shape)
+    v = src.valid
+    sacc = src.access if v is None else src.region_of(v[0], v[1])
+    rows, cols = src.shape if v is None else v
+    acc, batch, r0, c0, vr, vc = _gm_region(dst, offsets, rows, cols, False, loc, src, "pl.store")
     burst, nburst = _bursts(dst, vr, vc)
     attrs = {"batch": batch, "r0": r0, "c0": c0, "vr": vr, "vc": vc, "phase": phase, "atomic": atomic,
              "bytes": vr * vc * dst.dtype.itemsize, "burst": burst, "nburst": nburst,
-             "path": (src.buffer.name, "GM"), "relu": relu}
-    emit(Op.STORE, pipe, role, (sacc,), (acc,), attrs, loc, "pl.store", (src,), phase is not None)
+             "path": _STORE_PATH[src.store.buf], "relu": relu}
+    emit(_STORE, pipe, role, (sacc,), (acc,), attrs, loc, "pl.store", (src,), phase is not None, tr)
 
 
 def store_tile(dst_tensor: GMTensor, src_tile: Tile, tile_offsets: Sequence[int], *, relu_pre_mode=None,
