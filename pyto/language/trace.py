@@ -85,6 +85,12 @@ def caller_loc() -> Loc:
         f = sys._getframe(2)
     except ValueError:
         f = None
+    else:
+        entry = _CODES.get(id(f.f_code))
+        if entry is not None and not entry[1]:      # the common case: the op's caller is the kernel's, seen before
+            loc = entry[2].get(f.f_lasti)
+            if loc is not None:
+                return loc
     while f is not None:
         code = f.f_code
         entry = _CODES.get(id(code))
