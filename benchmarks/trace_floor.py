@@ -1,6 +1,8 @@
 """Where the first stages of a timing-mode launch go, per instruction, and the floor under them (issue 22).
 
-For each case the same launch is measured four ways (gc paused, as pyto.run pauses it; best of several runs):
+For each case the same launch is measured four ways (gc paused, as pyto.run pauses it; best of several runs; CPU
+time of this process by default, since on a shared machine wall time varies twice over from run to run: --wall
+for wall time):
 
     floor      the kernel's own Python: the same kernel function, block by block, with every pl op replaced by a
                do-nothing stand-in of the same signature (pl.alloc / ring .next() / views return stand-in tiles that
@@ -12,7 +14,7 @@ For each case the same launch is measured four ways (gc paused, as pyto.run paus
 `ops` counts the instruction-recording calls the stand-ins saw: equal to `instrs` when the floor ran the kernel's
 real control flow. The BMM cases are the launches `pyto_kernels.bmm.bmm` makes (captured at its pyto.run call).
 
-Run: python benchmarks/trace_floor.py [--quick] [--repeat N]
+Run: python benchmarks/trace_floor.py [--quick] [--repeat N] [--wall]
 """
 from __future__ import annotations
 
@@ -190,13 +192,16 @@ def floor(kernel, tensors: list, params: dict, chip, blocks: int) -> int:
 
 
 # ---- measuring ---------------------------------------------------------------------------------------------------
+CLOCK = time.process_time       # main(wall=True): time.perf_counter
+
+
 def best_of(fn, n: int) -> float:
     times = []
     for _ in builtins.range(n):
         with _run._gc_paused():
-            t = time.perf_counter()
+            t = CLOCK()
             fn()
-            times.append(time.perf_counter() - t)
+            times.append(CLOCK() - t)
     return min(times)
 
 
@@ -224,8 +229,11 @@ def measure(launch: tuple, repeat: int) -> dict:
     return dict(n=n, ops=ops, floor=t_floor, trace=t_trace, sig=t_sig, launch=t_launch)
 
 
-def main(quick: bool = False, repeat: int = 3) -> None:
+def main(quick: bool = False, repeat: int = 3, wall: bool = False) -> None:
+    global CLOCK
+    CLOCK = time.perf_counter if wall else time.process_time
     print(blas_threads.describe())
+    print(f"clock: {'wall (perf_counter)' if wall else 'CPU time of this process (process_time)'}, best of {repeat}")
     print(f"load: {open('/proc/loadavg').read().split()[:3]}" if _os.path.exists("/proc/loadavg") else "")
     pyto.run(matmul_pingpong, *(pyto.spec(s, "fp16") for s in ((32, 32), (32, 32), (32, 32))), mode="timing",
              TM=32, TN=32, TK=32)      # compile the event loop first
@@ -254,5 +262,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="the two example-matmul cases only")
     ap.add_argument("--repeat", type=int, default=3, help="best of this many runs (default 3)")
+    ap.add_argument("--wall", action="store_true", help="wall time instead of this process's CPU time")
     args = ap.parse_args()
-    main(quick=args.quick, repeat=args.repeat)
+    main(quick=args.quick, repeat=args.repeat, wall=args.wall)
