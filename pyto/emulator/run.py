@@ -543,7 +543,12 @@ def _report(kernel, chip, blocks, enc, sched) -> Report:
     core_cycles = {}
     if len(end):
         last = np.full(len(enc.cores), 0.0)
-        np.maximum.at(last, enc.core_i, end)
+        core = enc.core_i
+        if (core[1:] >= core[:-1]).all():     # the encoder lays cores out in launch order: one reduction per run
+            starts = np.flatnonzero(np.r_[True, core[1:] != core[:-1]])
+            last[core[starts]] = np.maximum(0.0, np.maximum.reduceat(end, starts))
+        else:
+            np.maximum.at(last, core, end)
         core_cycles = {name: float(t) for name, t in zip(enc.cores, last)}
     return Report(kernel.name, chip.name, blocks, "timing", sched.cycles, chip.clock_ghz, len(enc.core_i), pipe_cycles,
                   core_pipe, events, enc.flops, chip.peak_flops(dt) if dt is not None else 0.0,
