@@ -495,6 +495,7 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
                 programs += progs
         enc.add(progs, code)
         progress.phase("tracing", b + 1, state["launch"].blocks)
+    progs = sig = synced = None     # the last block's trace and records: not held through the schedule
     progress.phase("scheduling")       # (finish replays the L2 model: timing)
     encoded = enc.finish()
     sched = schedule(encoded, chip)

@@ -73,6 +73,8 @@ class BlockRows:
         self.model: Optional[BlockRows] = None
         self.gobj: np.ndarray = np.zeros(0, np.int32)     # local object -> launch object number
         self.shift: Optional[np.ndarray] = None           # per local object, (batch, row, col) its GM rows moved
+        self.g_move: Optional[np.ndarray] = None          # or per GM row, which of `g_moves` (batch, row, col)
+        self.g_moves: Optional[np.ndarray] = None         # it moved by
         self.g_rect = self.g_batch = None                 # or the GM rows themselves
 
     # ---- making the record --------------------------------------------------------------------------------
@@ -106,10 +108,11 @@ class BlockRows:
         m = len(accs)
         sd = np.array(counts, np.int64).reshape(-1, 2)
         self.nsrc, self.nacc = sd[:, 0].astype(np.int32), (sd[:, 0] + sd[:, 1]).astype(np.int32)
-        self.ptr = np.zeros(self.n + 1, np.int64)
-        np.cumsum(self.nacc, out=self.ptr[1:])
+        ptr = np.zeros(self.n + 1, np.int64)
+        np.cumsum(self.nacc, out=ptr[1:])
+        self.ptr = _small(ptr)
         self.flags = np.array(flags, np.uint8)
-        self.op = np.array(ops, np.int16)
+        self.op = np.array(ops, np.uint8)
         self.loc, self.name = np.array(locs, np.int32), np.array(names, np.int32)
         # distinct accesses (a tile's Access is shared by the instructions naming it), then their objects
         _, at, which = np.unique(np.fromiter(map(id, accs), np.int64, m), return_index=True, return_inverse=True)
@@ -180,9 +183,13 @@ class BlockRows:
         shift = np.zeros((len(objs), 3), np.int64)
         moved = np.stack([d_batch, d_rect[:, 0], d_rect[:, 2]], axis=1)
         shift[obj] = moved
-        if (g == 0 or ((d_rect[:, 0] == d_rect[:, 1]).all() and (d_rect[:, 2] == d_rect[:, 3]).all()
-                       and (shift[obj] == moved).all())):
+        same_size = g == 0 or ((d_rect[:, 0] == d_rect[:, 1]).all() and (d_rect[:, 2] == d_rect[:, 3]).all())
+        if same_size and (shift[obj] == moved).all():
             self.shift = shift
+        elif same_size:     # a block's tiles repeat few moves: each row names one in a small table
+            self.g_moves, which = np.unique(moved, axis=0, return_inverse=True)
+            self.g_move = which.reshape(-1).astype(np.uint8 if len(self.g_moves) <= 256 else
+                                                   np.uint16 if len(self.g_moves) <= 65536 else np.int64)
         else:
             self.g_rect, self.g_batch = _small(rect), _small(batch)
         return True
@@ -202,6 +209,10 @@ class BlockRows:
             rows = own.gm_rows
             if self.shift is not None:
                 s = self.shift[own.a_obj[rows]]
+                rect[rows] += s[:, [1, 1, 2, 2]]
+                batch[rows] += s[:, 0]
+            elif self.g_move is not None:
+                s = self.g_moves[self.g_move]
                 rect[rows] += s[:, [1, 1, 2, 2]]
                 batch[rows] += s[:, 0]
             else:
@@ -228,7 +239,7 @@ class Instrs:
         return self.n
 
     def where(self, i: int) -> tuple:
-        """(block record, position in the block) of instruction i."""
+        """(block number, position in the block) of instruction i."""
         b = int(np.searchsorted(self.firsts, i, side="right")) - 1
         return b, i - self.blocks[b].first
 
