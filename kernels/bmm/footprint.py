@@ -318,8 +318,8 @@ def admit(plan, a, b, bias=None, *, mode: str = "full", check: bool = True, call
     advice = []
     if mode == "full":
         advice.append("timing mode (operands as pyto.spec; `pyto bmm ... --timing`)")
-    if mode == "full" or check:
-        advice.append("pyto.run_options(check=False) in timing mode (`--timing --no-race-check`), ~3x less per "
-                      "instruction")
+    if mode == "full":
+        advice.append("pyto.run_options(check=False) in timing mode (`--timing --no-race-check`) too, if the race "
+                      "checks are not needed")
     advice.append("a smaller problem (fewer batches, or split M, N or K and add the pieces)")
     admission.admit(fp, what, advice)

@@ -10,9 +10,11 @@ The estimate. A launch holds, at its peak,
   and checks before it makes or traces anything. `pyto.run` / `pyto.compile` (and `@pl.jit` launches, which
   call run) check once the second block is traced (`Gate`, run.py `_compile`): the blocks so far plus the
   largest one's count for each block left, and again after every block. A compiled kernel's first call checks
-  its data pass with the exact count. Every block's trace is kept for the checked pass (its encoded rows, with
-  checks off), whether or not it shares an earlier block's auto-sync and encoding (blockcache.py); a block
-  that does not share them holds its own code too: PER_INSTRUCTION["code"] more per instruction.
+  its data pass with the exact count. In timing mode a block's trace goes once it is encoded: what stays is its
+  encoded rows and, with checks, the checked pass's integer rows (check/rows.py: a block that shares an earlier
+  block's encoding keeps only its GM moves, a few bytes an instruction); full mode and pyto.compile keep every
+  trace for the data pass. A block that does not share an earlier block's auto-sync and encoding (blockcache.py)
+  holds its own code (and with checks its own rows) too: PER_INSTRUCTION["code"] more per instruction.
 * bytes per instruction (PER_INSTRUCTION). Calibration: a fresh process's peak resident set over its resident
   set before the launch (VmHWM after clear_refs; bf16, ascend950pr, after a warm-up launch; 2026-12-01, the
   2-core development machine), with the estimate / measured ratio (from the plan; from the launch's own first
@@ -20,12 +22,13 @@ The estimate. A launch holds, at its peak,
 
     | timing mode                                    | race checks on          | checks off           |
     |------------------------------------------------|-------------------------|----------------------|
-    | ASW 32 x 1024^3, 66,560 instructions, 32 cores | 1,084 B (1.07, 1.07)    | 348 B (1.13, 1.13)   |
-    | ASW 32 x 2048^2 x 4096, 1,003,520              | 1,050 B (1.11, 1.11)    | 297 B (1.32, 1.32)   |
-    | ASW 8 x 1024^3 on one core, 16,640             | 1,964 B                 | 1,349 B              |
-    | MergeBatch 1024 x 64^2 x 512, 11,264           | 1,796 B (0.65, 0.65)    | 783 B (0.50, 0.50)   |
-    | StreamK 2 x 64^2 x 262144, 28,608              | 1,697 B (0.69, 0.70)    | 431 B (0.91, 0.98)   |
-    | flash attention N = 65536, one block, 19,982    | 1,864 B (-, 1.13)       | 1,209 B (-, 1.10)    |
+    | ASW 32 x 1024^3, 66,560 instructions, 32 cores | 352 B (1.15, 1.15)      | 351 B (1.12, 1.12)   |
+    | ASW 32 x 2048^2 x 4096, 1,003,520              | 300 B (1.33, 1.33)      | 295 B (1.33, 1.33)   |
+    | MergeBatch 1024 x 64^2 x 512, 11,264           | 829 B (0.49, 0.49)      | 818 B (0.48, 0.48)   |
+    | StreamK 2 x 64^2 x 262144, 28,608              | 434 B (0.93, 0.96)      | 419 B (0.94, 1.01)   |
+
+  (race checks on: re-measured 2026-12-02 once the checked pass kept integer rows instead of the trace; it was
+  1,084 / 1,050 / 1,796 / 1,697 B. 32 x 4096^3, 4,014,080 instructions: 280 B with checks.)
 
     | full mode (peak, arrays included)              | measured   | estimate / measured  |
     |------------------------------------------------|------------|----------------------|
@@ -37,8 +40,10 @@ The estimate. A launch holds, at its peak,
     | StreamK 2 x 64^2 x 262144                      | 445 MiB    | 1.14, 1.08           |
     | flash attention N = 65536                      | 123 MiB    | -, 1.40              |
 
-  The phases behind the figures (32 x 1024^3): tracing and checking ~1.0 KB an instruction, binding the data
-  pass 1.3-1.7 KB more (both alive while it binds), then the arrays. Kernels differ: MergeBatch's ndNum loads
+  The phases behind the figures: in timing mode the schedule's peak (the encoded launch and the event loop's
+  arrays, ~300 B an instruction), the checked pass after it well under that; in full mode (32 x 1024^3) the
+  trace ~1.0 KB an instruction, binding the data pass 1.3-1.7 KB more (both alive while it binds), then the
+  arrays. Kernels differ: MergeBatch's ndNum loads
   and StreamK's AIV side hold more per instruction than the ASW kernels the constants are set on, so their
   timing-mode estimates run low (0.5-0.7x).
 * the arrays of full mode (`data_pass_arrays`, from the first block's trace or a BMM plan): a staged copy of
@@ -80,8 +85,9 @@ except ImportError:         # not a Unix: no RLIMIT_AS
 ENV = "PYTO_HOST_MEMORY_LIMIT"
 
 # bytes per traced instruction (the module docstring's table)
-PER_INSTRUCTION = {"trace": 1_100,      # timing mode with race checks: the trace kept for the checked pass
-                   "encoded": 330,      # timing mode, checks off: encoded rows and the schedule
+PER_INSTRUCTION = {"trace": 1_100,      # full mode: the trace kept for the data pass (and checked)
+                   "encoded": 330,      # timing mode: encoded rows and the schedule
+                   "rows": 15,          # timing mode with checks, on top: the checked pass's rows (check/rows.py)
                    "code": 1_000,       # on top, per instruction of a block encoded apart (not shared: blockcache.py)
                    "bind": 1_700}       # full mode's data pass bound to the trace, on top of "trace"
 SHARED_CODES = 2        # blocks counted as encoded apart when only a plan is known (pyto_kernels.bmm.footprint)
@@ -89,11 +95,12 @@ SHARED_CODES = 2        # blocks counted as encoded apart when only a plan is kn
 _PRODUCT_K = 2048                        # memory._Products' first K-stacked buffer; it doubles as it fills
 
 
-def per_instruction(mode: str, check: bool) -> int:
-    """Host bytes one traced instruction holds at the launch's peak (PER_INSTRUCTION), its block's code shared."""
-    if mode == "full":
+def per_instruction(mode: str, check: bool, trace: bool = False) -> int:
+    """Host bytes one traced instruction holds at the launch's peak (PER_INSTRUCTION), its block's code shared;
+    `trace`: the trace is kept for a data pass (pyto.compile) in timing mode too."""
+    if mode == "full" or (trace and check):
         return PER_INSTRUCTION["trace"] + PER_INSTRUCTION["bind"]
-    return PER_INSTRUCTION["trace"] if check else PER_INSTRUCTION["encoded"]
+    return PER_INSTRUCTION["encoded"] + (PER_INSTRUCTION["rows"] if check else 0)
 
 
 @dataclass(frozen=True)
@@ -138,11 +145,11 @@ def gib(n: float) -> str:
 
 
 def estimate(instructions: int, *, mode: str, check: bool = True, arrays: Optional[dict] = None,
-             distinct: int = 0) -> Footprint:
+             distinct: int = 0, trace: bool = False) -> Footprint:
     """The Footprint of a launch of `instructions` in `mode` ("full" or "timing"; check: timing mode's race
     checks), `distinct` of them in blocks encoded apart, holding `arrays` ({what: bytes}, full mode's data pass:
-    `data_pass_arrays`)."""
-    return Footprint(int(instructions), per_instruction(mode, check), mode, bool(check or mode == "full"),
+    `data_pass_arrays`); `trace`: a timing-mode launch that keeps its trace for a data pass (pyto.compile)."""
+    return Footprint(int(instructions), per_instruction(mode, check, trace), mode, bool(check or mode == "full"),
                      tuple((arrays or {}).items()), min(int(distinct), int(instructions)))
 
 
@@ -403,8 +410,8 @@ def launch_advice(mode: str, check: bool, blocks: int, max_blocks: int) -> list:
     out = []
     if mode == "full":
         out.append("mode='timing' (no data: GM inputs may be pyto.spec(shape, dtype))")
-    if mode == "full" or check:
-        out.append("in timing mode `with pyto.run_options(check=False):` (no race checks, ~3x less per instruction)")
+    if mode == "full":
+        out.append("in timing mode `with pyto.run_options(check=False):` too, if the race checks are not needed")
     out.append("a smaller problem, or larger tiles (fewer instructions)")
     if blocks < max_blocks:
         out.append(f"more blocks (blocks={blocks} of up to {max_blocks}) if the kernel then traces less per block")
@@ -420,9 +427,10 @@ class Gate:
     their code piles up, from the first misses on. `footprint` is the full-mode estimate (a compiled kernel's
     first call checks its data pass with it)."""
 
-    def __init__(self, kernel_name: str, tensors: list, arrays: tuple, chip, *, full: bool, check: bool):
+    def __init__(self, kernel_name: str, tensors: list, arrays: tuple, chip, *, full: bool, check: bool,
+                 trace: bool = True):
         self.name, self.tensors, self.arrays, self.chip = kernel_name, tensors, arrays, chip
-        self.full, self.check = full, check
+        self.full, self.check, self.trace = full, check, trace     # trace: kept for a data pass (pyto.compile)
         self.traced = self.largest = self.apart = 0     # instructions so far, the largest block's, encoded apart
         self.data: Optional[dict] = None                # full mode's arrays, from the first block
         # only a launch that will compute data needs them (full mode, or pyto.compile on arrays): not one on specs
@@ -443,8 +451,9 @@ class Gate:
         total = self.traced + self.largest * left
         distinct = self.apart + self.largest * min(left, 1)     # the next block may be encoded apart too
         self.footprint = estimate(total, mode="full", distinct=distinct, arrays=self.data)
-        fp = self.footprint if self.full else estimate(total, mode="timing", check=self.check, distinct=distinct)
-        held = estimate(self.traced, mode=fp.mode, check=self.check, distinct=self.apart).trace_bytes
+        fp = self.footprint if self.full else estimate(total, mode="timing", check=self.check, distinct=distinct,
+                                                       trace=self.trace)
+        held = estimate(self.traced, mode=fp.mode, check=self.check, distinct=self.apart, trace=self.trace).trace_bytes
         mode = "full" if self.full else "timing"
         admit(fp, f"kernel '{self.name}' on {launch.blocks} block(s) (estimated from its first {b + 1})",
               launch_advice(mode, self.check, launch.block_dim, self.chip.aiv if launch.aiv_only else self.chip.aic),

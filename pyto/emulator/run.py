@@ -478,7 +478,7 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     unpaired = ""
     state: dict = {}
     progress.phase("tracing")
-    gate = admission.Gate(kernel.name, tensors, arrays, chip, full=full, check=check)
+    gate = admission.Gate(kernel.name, tensors, arrays, chip, full=full, check=check, trace=data)
     for b, progs in enumerate(trace_blocks(kernel, tensors, params, chip, blocks, auto_sync, state)):
         sig = cache.signature(progs) if blocks > 1 else None   # one block: nothing to share with
         code = cache.get(sig)
