@@ -97,7 +97,7 @@ def emit(op: Op, pipe: Pipe, role: Role, srcs: tuple, dsts: tuple, attrs: dict, 
                 break
     if role is _AIC and tr.fast:
         return tr.record(op, pipe, srcs, dsts, attrs, loc, name)
-    return tr.emit(Instr(op, pipe, srcs, dsts, attrs, loc, name=name), role)
+    return tr.emit(Instr(op, pipe, srcs, dsts, attrs, loc, 0, -1, (), name), role)
 
 
 def access(t: Tile) -> Access:
