@@ -38,6 +38,16 @@ def _small(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _distinct_rows(a: np.ndarray) -> tuple:
+    """(the distinct rows of int matrix `a`, each row's number among them): np.unique(axis=0)'s, by 1-D uniques."""
+    key = np.zeros(len(a), np.int64)
+    for col in a.T:
+        values, inv = np.unique(col, return_inverse=True)
+        key = np.unique(key * len(values) + inv.reshape(-1), return_inverse=True)[1].reshape(-1)   # (< rows)
+    _, first, which = np.unique(key, return_index=True, return_inverse=True)
+    return a[first], which.reshape(-1)
+
+
 class Tables:
     """The launch's objects (by identity: each a number, kept alive), kernel lines and instruction names."""
 
@@ -187,8 +197,8 @@ class BlockRows:
         if same_size and (shift[obj] == moved).all():
             self.shift = shift
         elif same_size:     # a block's tiles repeat few moves: each row names one in a small table
-            self.g_moves, which = np.unique(moved, axis=0, return_inverse=True)
-            self.g_move = which.reshape(-1).astype(np.uint8 if len(self.g_moves) <= 256 else
+            self.g_moves, which = _distinct_rows(moved)
+            self.g_move = which.astype(np.uint8 if len(self.g_moves) <= 256 else
                                                    np.uint16 if len(self.g_moves) <= 65536 else np.int64)
         else:
             self.g_rect, self.g_batch = _small(rect), _small(batch)
