@@ -83,6 +83,20 @@ def test_jit_launch_timing_mode_and_compile_go_through_the_check(monkeypatch):
         compiled(x, out)
 
 
+def test_timing_mode_counts_the_trace_only_where_it_is_kept(monkeypatch):
+    """pyto.run in timing mode drops each block's trace once it is encoded (the checked pass keeps integer rows);
+    pyto.compile keeps it for the data pass a call runs: their estimates per instruction say so."""
+    monkeypatch.setenv(admission.ENV, "16K")
+    specs = (pyto.spec((8192, 64), "fp32"), pyto.spec((8192, 64), "fp32"))
+    per = admission.PER_INSTRUCTION
+    with pytest.raises(pyto.CapacityError) as run:
+        pyto.run(copy_rows, *specs, blocks=8, mode="timing")
+    with pytest.raises(pyto.CapacityError) as compiled:
+        pyto.compile(copy_rows, *specs, blocks=8)
+    assert f"instructions x {per['encoded'] + per['rows']:,} B (timing mode, race checks on)" in str(run.value)
+    assert f"instructions x {per['trace']:,} B (timing mode, race checks on)" in str(compiled.value)
+
+
 def test_bmm_full_and_timing_mode_are_checked_from_the_plan(monkeypatch):
     """bmm() and run_plan check the plan's count (footprint.py) before any operand is made or traced."""
     monkeypatch.setenv(admission.ENV, "4M")

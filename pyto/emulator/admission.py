@@ -98,8 +98,10 @@ _PRODUCT_K = 2048                        # memory._Products' first K-stacked buf
 def per_instruction(mode: str, check: bool, trace: bool = False) -> int:
     """Host bytes one traced instruction holds at the launch's peak (PER_INSTRUCTION), its block's code shared;
     `trace`: the trace is kept for a data pass (pyto.compile) in timing mode too."""
-    if mode == "full" or (trace and check):
+    if mode == "full":
         return PER_INSTRUCTION["trace"] + PER_INSTRUCTION["bind"]
+    if trace and check:
+        return PER_INSTRUCTION["trace"]
     return PER_INSTRUCTION["encoded"] + (PER_INSTRUCTION["rows"] if check else 0)
 
 
