@@ -14,7 +14,8 @@ each), else its GM rectangles. Messages are made from Instr and Access records r
 from __future__ import annotations
 
 import struct
-from itertools import starmap
+from itertools import chain, starmap
+from operator import attrgetter, itemgetter
 from typing import Optional
 
 import numpy as np
@@ -36,6 +37,20 @@ def _small(a: np.ndarray) -> np.ndarray:
     if a.size == 0 or (int(a.min()) >= -2**31 and int(a.max()) < 2**31):
         return a.astype(np.int32)
     return a
+
+
+_SRCS, _DSTS, _RECT_OF, _BATCH_OF = attrgetter("srcs"), attrgetter("dsts"), attrgetter("rect"), attrgetter("batch")
+
+
+def _by_slot(places: list) -> dict:
+    """{(destination?, position): (instructions, their places in `places`)} of (instruction, destination?,
+    position) places."""
+    out: dict = {}
+    for k, (i, d, s) in enumerate(places):
+        got = out.setdefault((d, s), ([], []))
+        got[0].append(i)
+        got[1].append(k)
+    return {key: (at, np.array(where, np.int64)) for key, (at, where) in out.items()}
 
 
 def _distinct_rows(a: np.ndarray) -> tuple:
@@ -163,11 +178,11 @@ class BlockRows:
         (nothing kept) when a tile differs in what the check reads, or the model has byte-level rows."""
         if not model.shareable:
             return False
-        instrs = [ins for prog in programs for ins in prog.instrs]
+        instrs = list(chain.from_iterable(prog.instrs for prog in programs))
         if len(instrs) != model.n:
             return False
         if model._slots is None:
-            model._slots = (model._places(model.first_use), model._places(model.gm_rows))
+            model._slots = (model._places(model.first_use), _by_slot(model._places(model.gm_rows)))
         uses, gm_slots = model._slots
         objs = [((instrs[i].dsts if d else instrs[i].srcs)[s]).obj for i, d, s in uses]
         for o, g in zip(objs, model.gobj.tolist()):
@@ -180,10 +195,12 @@ class BlockRows:
             elif (type(o) is not TileStore or o.shared or o.program % 3 != mine.program % 3
                   or any(getattr(o, f) != getattr(mine, f) for f in _STORE_FIELDS)):
                 return False
-        accs = [(instrs[i].dsts if d else instrs[i].srcs)[s] for i, d, s in gm_slots]
-        g = len(accs)
-        rect = np.frombuffer(b"".join(starmap(_RECT.pack, [a.rect for a in accs])), np.int64).reshape(-1, 4)
-        batch = np.fromiter((a.batch for a in accs), np.int64, g)
+        g = len(model.gm_rows)
+        rect, batch = np.empty((g, 4), np.int64), np.empty(g, np.int64)
+        for (d, s), (at, where) in gm_slots.items():      # C-level maps: one group per (destination?, position)
+            accs = list(map(itemgetter(s), map(_DSTS if d else _SRCS, map(instrs.__getitem__, at))))
+            rect[where] = np.frombuffer(b"".join(starmap(_RECT.pack, map(_RECT_OF, accs))), np.int64).reshape(-1, 4)
+            batch[where] = np.fromiter(map(_BATCH_OF, accs), np.int64, len(accs))
         self.model = model
         self.gobj = tables.number(objs)
         rows = model.gm_rows
