@@ -169,7 +169,6 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
     n_order = 0
     flags = np.zeros(max(n_flags, 1), np.int8)
     setter = np.full(max(n_flags, 1), -1, np.int64)
-    mark = np.full(n, -1, np.int64)
     join_ptr = np.zeros(n + 1, np.int64)
     join_idx = np.empty(n + 16, np.int64)
     n_join = 0
@@ -188,6 +187,11 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
         fq_tail[k] = fq_base[k]
     # a region none other shares a block with keeps its blocks' state once: they are always alike
     solo, r_flag, r_setter = _solo_regions(rg_ptr, rg_blk, n_flags)
+    shared = 0
+    for r in range(len(solo)):
+        if not solo[r]:
+            shared += 1
+    mark = np.full(n if shared else 1, -1, np.int64)     # (only shared regions' joins dedupe their setters)
     arrived = np.empty(max(n_participants, 1), np.int64)
     n_arrived = 0
     is_arrived = np.zeros(n, np.bool_)
