@@ -139,6 +139,36 @@ def test_blocks_alike_keep_only_their_gm_moves(monkeypatch):
             np.testing.assert_array_equal(got, want)
 
 
+def test_a_followers_rows_read_back_alike_in_each_form(monkeypatch):
+    """A follower's GM rows kept as a shift per tensor, as indices into distinct moves, or as rectangles: each
+    form gives the same rows, all of them or any ascending selection (the checked pass takes a follower's GM
+    rows only)."""
+    launch, _ = _recorded(_launches()["timing mode, specs"], monkeypatch)
+    rec = next(r for r in launch.blocks if r.model is not None)
+    want = rec.rows()
+    model = rec.model
+    gm = model.gm_rows
+    moved = np.stack([want[2][gm] - model.a_batch[gm], want[1][gm, 0] - model.a_rect[gm, 0],
+                      want[1][gm, 2] - model.a_rect[gm, 2]], axis=1)
+    shift = rec.shift
+    moves, which = rows_mod._distinct_rows(moved)
+    np.testing.assert_array_equal(moves[which], moved)
+    forms = {"shift": {}, "moves": dict(shift=None, g_moves=moves, g_move=which.astype(np.uint8)),
+             "rects": dict(shift=None, g_rect=want[1][gm], g_batch=want[2][gm])}
+    rng = np.random.default_rng(1)
+    m = len(want[0])
+    for name, fields in forms.items():
+        for k, v in fields.items():
+            setattr(rec, k, v)
+        try:
+            for sel in (None, np.flatnonzero(rng.random(m) < 0.3), gm[rng.random(len(gm)) < 0.5], gm[:0]):
+                got = rec.rows(sel)
+                for g, w in zip(got, want):
+                    np.testing.assert_array_equal(g, w if sel is None else w[sel], err_msg=name)
+        finally:
+            rec.shift, rec.g_move, rec.g_moves, rec.g_rect, rec.g_batch = shift, None, None, None, None
+
+
 def test_a_block_whose_tile_differs_keeps_its_own_rows(monkeypatch):
     """A tile at another address than in the model block (what the check's messages name): no sharing."""
     launch, blocks = _recorded(_launches()["timing mode, specs"], monkeypatch)

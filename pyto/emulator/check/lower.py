@@ -113,23 +113,25 @@ class Lowering:
         self.written: set = set()
         self._cached = (-1, None)
 
-    def _append(self, blk, keep: Optional[np.ndarray], visited: Optional[np.ndarray]) -> None:
-        """Block `blk`'s rows (those `keep` marks, of instructions `visited` marks; None: all)."""
+    def _append(self, blk, sel: Optional[np.ndarray], visited: Optional[np.ndarray]) -> None:
+        """Block `blk`'s rows `sel` (row numbers, ascending) of instructions `visited` marks (None: all of both)."""
         own = blk.own_rows
-        obj, rect, batch = blk.rows()
+        obj, rect, batch = blk.rows(sel)
         n, f = blk.n, blk.first
-        owner = np.repeat(np.arange(n, dtype=np.int64), own.nacc)
-        is_dst = np.arange(len(obj), dtype=np.int64) - own.ptr[owner] >= own.nsrc[owner]
         nsrc, nacc = own.nsrc, own.nacc
-        if keep is not None:
-            obj, rect, batch, owner, is_dst = obj[keep], rect[keep], batch[keep], owner[keep], is_dst[keep]
+        if sel is None:
+            owner = np.repeat(np.arange(n, dtype=np.int64), own.nacc)
+            is_dst = np.arange(len(obj), dtype=np.int64) - own.ptr[owner] >= own.nsrc[owner]
+        else:
+            owner = np.searchsorted(own.ptr, sel, side="right") - 1
+            is_dst = sel - own.ptr[owner] >= own.nsrc[owner]
             nacc = np.bincount(owner, minlength=n).astype(np.int32)
             nsrc = np.bincount(owner[~is_dst], minlength=n).astype(np.int32)
         starts = self.m + np.cumsum(nacc, dtype=np.int64) - nacc
-        sel = slice(f, f + n) if visited is None else f + np.flatnonzero(visited)
+        sel_i = slice(f, f + n) if visited is None else f + np.flatnonzero(visited)
         local = slice(None) if visited is None else np.flatnonzero(visited)
-        self.start[sel], self.nsrc[sel], self.nacc[sel] = starts[local], nsrc[local], nacc[local]
-        self.atomic[sel] = (own.flags[local] & 1) != 0
+        self.start[sel_i], self.nsrc[sel_i], self.nacc[sel_i] = starts[local], nsrc[local], nacc[local]
+        self.atomic[sel_i] = (own.flags[local] & 1) != 0
         self.objs.append(obj)
         self.rects.append(rect)
         self.batches.append(batch)
@@ -150,10 +152,10 @@ class Lowering:
             if not mine.any():
                 continue
             own = blk.own_rows
-            owner = np.repeat(np.arange(blk.n, dtype=np.int64), own.nacc)
-            keep = self.gm_obj[blk.gobj[own.a_obj]] & mine[owner]
+            gm_rows = np.flatnonzero(self.gm_obj[blk.gobj[own.a_obj]])
+            owner = np.searchsorted(own.ptr, gm_rows, side="right") - 1
             self.gm_only[b] = True
-            self._append(blk, keep, mine)
+            self._append(blk, gm_rows[mine[owner]], mine)
 
     def _table(self) -> tuple:
         """(rectangles, batches, owner, whether a destination: per access; object number of each access,

@@ -226,24 +226,31 @@ class BlockRows:
     def own_rows(self) -> "BlockRows":
         return self.model or self
 
-    def rows(self) -> tuple:
-        """(object number, rectangle (m x 4), batch) of every access row of the block, int64, in its order."""
+    def rows(self, sel: Optional[np.ndarray] = None) -> tuple:
+        """(object number, rectangle (m x 4), batch) of the block's access rows `sel` (row numbers, ascending;
+        None: all), int64, in its order."""
         own = self.own_rows
-        obj = self.gobj[own.a_obj].astype(np.int64)
-        rect = own.a_rect.astype(np.int64)
-        batch = own.a_batch.astype(np.int64)
+        pick = slice(None) if sel is None else sel
+        obj = self.gobj[own.a_obj[pick]].astype(np.int64)
+        rect = own.a_rect[pick].astype(np.int64)
+        batch = own.a_batch[pick].astype(np.int64)
         if self.model is not None:
-            rows = own.gm_rows
-            if self.shift is not None:
-                s = self.shift[own.a_obj[rows]]
-                rect[rows] += s[:, [1, 1, 2, 2]]
-                batch[rows] += s[:, 0]
-            elif self.g_move is not None:
-                s = self.g_moves[self.g_move]
-                rect[rows] += s[:, [1, 1, 2, 2]]
-                batch[rows] += s[:, 0]
+            gm = own.gm_rows                  # this block's GM rows, `at` among those picked
+            if sel is None:
+                at, hit = gm, slice(None)
             else:
-                rect[rows], batch[rows] = self.g_rect, self.g_batch
+                pos = np.minimum(np.searchsorted(sel, gm), max(len(sel) - 1, 0))
+                hit = (sel[pos] == gm) if len(sel) else np.zeros(len(gm), np.bool_)
+                at = pos[hit]
+            if self.shift is not None:
+                s = self.shift[own.a_obj[gm[hit]]]
+            elif self.g_move is not None:
+                s = self.g_moves[self.g_move[hit]]
+            else:
+                rect[at], batch[at] = self.g_rect[hit], self.g_batch[hit]
+                return obj, rect, batch
+            rect[at] += s[:, [1, 1, 2, 2]]
+            batch[at] += s[:, 0]
         return obj, rect, batch
 
     def nbytes(self) -> int:
