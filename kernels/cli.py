@@ -245,8 +245,8 @@ def register_bmm(sub: argparse._SubParsersAction) -> None:
                    help="print only the plan's summary, the report's headline and the check line")
     p.add_argument("--timing", action="store_true", help="timing mode: shapes only, no data, no check")
     p.add_argument("--no-race-check", action="store_true",
-                   help="with --timing: skip the race and uninitialised-read checks (fast, bounded memory for "
-                        "schedules of millions of instructions)")
+                   help="with --timing: skip the race and uninitialised-read checks (a little faster; the "
+                        "memory is about the same)")
     p.add_argument("--seed", type=count, default=0, help="random seed of the inputs (default 0)")
     p.set_defaults(func=cmd_bmm)
 

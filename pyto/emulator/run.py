@@ -233,7 +233,8 @@ _THREAD = _Options()
 class run_options:
     """Defaults for the `pyto.run` calls inside the block, including those a library (pyto_kernels.bmm)
     makes: `with pyto.run_options(check=False): bmm(spec_a, spec_b)` runs big timing-mode schedules
-    without race checks and with bounded memory. `check` applies to timing mode only: full-mode runs inside
+    without race checks (a little faster; timing mode's memory is about the same either way: the checks keep
+    integer rows, check/rows.py). `check` applies to timing mode only: full-mode runs inside
     the block are still checked (they compute data in checked order). `max_block_instructions` (default
     MAX_BLOCK_INSTRUCTIONS = 4,000,000): the most instructions one processor of one block may trace, since a block's trace is held in
     host memory until it is encoded (a CapacityError past it, instead of exhausting the machine).
@@ -297,8 +298,9 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     pl.alloc tiles): the kernel orders its pipes with pl.system.sync_src/sync_dst and the rest itself, and the
     sanitizer reports what it misses. `check`: None (default)
     takes pyto.run_options' setting in timing mode and is always on in full mode; `check=False` (timing
-    mode only; a KernelError in full mode) skips the race and uninitialised-read checks and encodes each block
-    as soon as it is traced, keeping memory small for schedules of millions of instructions; capacity,
+    mode only; a KernelError in full mode) skips the race and uninitialised-read checks (in timing mode a
+    checked launch also drops each block's trace once it is encoded, keeping its accesses as integer rows for
+    the checks: about the same memory); capacity,
     alignment and deadlock are still checked. Static parameters are Python int, float, bool or str, None
     (read by kernels as 'not given'), or tuples of them (a grouped GEMM's sizes); numpy integers, there and in
     `blocks`, are read as ints. Running one configuration many times: `pyto.compile`.
