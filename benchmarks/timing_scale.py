@@ -70,8 +70,8 @@ def main() -> None:
     print(f"BMM {B} x [{M}x{K}] @ [{K}x{N}] bf16 on ascend950pr: branch {p.branch}")
     print(rep.summary())
     n = rep.instructions
-    print(f"\n| checks | instructions | wall (s) | instr/s | peak host memory | B/instruction |")
-    print(f"|---|---|---|---|---|---|")
+    print("\n| checks | instructions | wall (s) | instr/s | peak host memory | B/instruction |")
+    print("|---|---|---|---|---|---|")
     print(f"| {'on' if check else 'off'} | {n:,} | {wall:.1f} | {n / wall:,.0f} | +{grown / 2**20:,.0f} MiB | "
           f"{grown / n:,.0f} |")
     print(f"(peak: {how}; issue 22's target for 32 x 4096^3 with checks: <= 10 s, <= 300 B/instruction)")

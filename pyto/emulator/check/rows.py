@@ -22,7 +22,7 @@ import numpy as np
 
 from ...ir import Access, GMTensor, Instr, Op, Pipe, Role, TileStore
 from ..data.gmviews import GMFootprint
-from .overlap import ByteAccess, ByteAccesses, ByteSpace, with_bytes
+from .overlap import ByteAccess, ByteAccesses, with_bytes
 
 _RECT = struct.Struct("4q")          # a rectangle as 4 int64 (packing tuples beats numpy's conversion of them)
 _PLAIN, _BYTES, _FOOT = 0, 1, 2      # an access row: as traced, a shared tile's bytes, a GM view's root footprint
