@@ -28,6 +28,22 @@ def vec(shape, dtype=pl.DT_FP32, **kw):
     return pl.TileType(shape=shape, dtype=dtype, target_memory=pl.MemorySpace.Vec, **kw)
 
 
+def overlapping_pair(ax: int, a_rows: int, bx: int, b_rows: int):
+    """Vec tile x [a_rows, 64] fp32 at byte ax and y [b_rows, 64] at bx: x loaded, y filled with -1, x stored, all
+    ordered by barriers (x's data survives exactly when their bytes do not meet or they are one storage)."""
+    @pl.jit
+    def k(a: pl.Tensor[[8, 64], pl.DT_FP32], out: pl.Tensor[[8, 64], pl.DT_FP32]):
+        x = pl.make_tile(vec([a_rows, 64]), addr=ax)
+        y = pl.make_tile(vec([b_rows, 64]), addr=bx)
+        with pl.section_vector():
+            pl.load(x, a, [0, 0])
+            pl.system.bar_all()
+            pl.expands(y, -1.0)
+            pl.system.bar_all()
+            pl.store(out, x, [0, 0])
+    return k
+
+
 def grouped_matmul(auto_mutex: bool = True):
     """C = A @ B over 2 x 2 output tiles, L1 double-buffered with next(), L0A/L0B/Acc single groups: all the sync
     is auto_mutex's (make_tile_group.md's 2-buffer example)."""

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pyto
-import pyto.language as pl
 from pyto.emulator.check import rows as rows_mod
 from pyto.emulator.check.overlap import ByteAccess, ByteAccesses, ByteSpace, with_bytes
 from pyto.emulator.data.gmviews import GMFootprint
@@ -18,7 +17,7 @@ from pyto.ir import GMTensor
 from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
 
 from bmm_helpers import inputs, run_branch
-from pro_kernels import vec
+from pro_kernels import overlapping_pair
 from test_pro_cv_gm import _workspace_kernel
 from test_vector import _two_stage_inputs, atomic_rows, two_stage
 
@@ -189,18 +188,7 @@ def test_overlapping_tiles_are_rebuilt_with_their_bytes(a_blk, a_rows, b_blk, b_
     """Two tiles placed at random addresses (some overlap, some are one storage): the byte-level accesses the
     rows keep are those overlap.with_bytes makes of the traced instructions."""
     ax, bx = a_blk * 32, b_blk * 32
-
-    @pl.jit
-    def k(a: pl.Tensor[[8, 64], pl.DT_FP32], out: pl.Tensor[[8, 64], pl.DT_FP32]):
-        x = pl.make_tile(vec([a_rows, 64]), addr=ax)
-        y = pl.make_tile(vec([b_rows, 64]), addr=bx)
-        with pl.section_vector():
-            pl.load(x, a, [0, 0])
-            pl.system.bar_all()
-            pl.expands(y, -1.0)
-            pl.system.bar_all()
-            pl.store(out, x, [0, 0])
-
+    k = overlapping_pair(ax, a_rows, bx, b_rows)
     with pytest.MonkeyPatch.context() as mp:
         launch, blocks = _recorded(lambda: k(RNG.random((8, 64), np.float32), np.zeros((8, 64), np.float32)), mp)
     overlap = ax < bx + b_rows * 256 and bx < ax + a_rows * 256 and (ax, a_rows) != (bx, b_rows)  # (else one store)

@@ -10,7 +10,7 @@ from pyto import layout
 from pyto.emulator.check.overlap import byte_intervals
 from pyto.ir import Buf, TileStore
 from pyto.language.tile import grid_of, padded_of
-from pro_kernels import acc, l1_matmul_store, left, mat, right, vec
+from pro_kernels import acc, l1_matmul_store, left, mat, overlapping_pair, right, vec
 
 RNG = np.random.default_rng(7)
 
@@ -347,17 +347,7 @@ def test_overlap_verdicts_follow_the_byte_ranges(a_blk, a_rows, b_blk, b_rows):
     """Tile x is written, then y, then x is read (all ordered by barriers): a ClobberedReadError exactly when their
     byte ranges (rows of 256 B, at 32 B steps) intersect and they are not one storage; x's data otherwise."""
     ax, bx = a_blk * 32, b_blk * 32
-
-    @pl.jit
-    def k(a: pl.Tensor[[8, 64], pl.DT_FP32], out: pl.Tensor[[8, 64], pl.DT_FP32]):
-        x = pl.make_tile(vec([a_rows, 64]), addr=ax)
-        y = pl.make_tile(vec([b_rows, 64]), addr=bx)
-        with pl.section_vector():
-            pl.load(x, a, [0, 0])
-            pl.system.bar_all()
-            pl.expands(y, -1.0)
-            pl.system.bar_all()
-            pl.store(out, x, [0, 0])
+    k = overlapping_pair(ax, a_rows, bx, b_rows)
     a = RNG.random((8, 64), np.float32)
     out = np.zeros_like(a)
     same = (ax, a_rows) == (bx, b_rows)
