@@ -475,10 +475,10 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
     tensors = _gm_tensors(kernel, arrays)
     enc = Encoder(chip)
     cache = BlockCache()
+    state: dict = {}
     programs: list = []       # the traces, kept for the data pass (`data`)
     rows = LaunchRows(lambda: state["launch"].overlap)    # the checked pass's record, block by block
     unpaired = ""
-    state: dict = {}
     progress.phase("tracing")
     gate = admission.Gate(kernel.name, tensors, arrays, chip, full=full, check=check, trace=data)
     for b, progs in enumerate(trace_blocks(kernel, tensors, params, chip, blocks, auto_sync, state)):
