@@ -202,7 +202,7 @@ def data_pass_arrays(staged: list, *, widened: list = (), outputs: list = (), wo
 
 def _covers(ins) -> bool:
     """A GM -> L1 load whose block covers its destination: the data pass reads MMAD operands it feeds from the
-    input's widened copy (datapass._Binder._load, origins.py); other loads need none."""
+    input's widened copy (datapass._Binder._load, data/origins.py); other loads need none."""
     dst, a = ins.dsts[0], ins.attrs
     if dst.obj.buf is not Buf.L1 or "parts" in a and len(a["parts"]) != 1:
         return False
@@ -216,7 +216,7 @@ _FED = (Buf.L1, Buf.L0A, Buf.L0B)
 
 def _from_gm(ins, dst: TileStore, gm_fed: dict) -> bool:
     """Whether `ins` writes `dst` with a copy of GM: a covering GM -> L1 load, or an L1 -> L0A/L0B move of such a
-    tile (origins.py keeps those copies' GM origins, so an MMAD reads them at the source)."""
+    tile (data/origins.py keeps those copies' GM origins, so an MMAD reads them at the source)."""
     if dst.buf is Buf.L1:
         return ins.op is Op.LOAD and _covers(ins)
     srcs = [acc.obj for acc in ins.srcs]

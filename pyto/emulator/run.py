@@ -298,9 +298,9 @@ def run(kernel: Kernel, *arrays, chip: "str | Chip" = "ascend950pr", blocks: int
     pl.alloc tiles): the kernel orders its pipes with pl.system.sync_src/sync_dst and the rest itself, and the
     sanitizer reports what it misses. `check`: None (default)
     takes pyto.run_options' setting in timing mode and is always on in full mode; `check=False` (timing
-    mode only; a KernelError in full mode) skips the race and uninitialised-read checks (in timing mode a
-    checked launch also drops each block's trace once it is encoded, keeping its accesses as integer rows for
-    the checks: about the same memory); capacity,
+    mode only; a KernelError in full mode) skips the race and uninitialised-read checks (pyto.run's timing-mode
+    memory is about the same either way: a checked run keeps integer rows, check/rows.py; a pyto.compile'd launch
+    with checks keeps its trace for the data pass); capacity,
     alignment and deadlock are still checked. Static parameters are Python int, float, bool or str, None
     (read by kernels as 'not given'), or tuples of them (a grouped GEMM's sizes); numpy integers, there and in
     `blocks`, are read as ints. Running one configuration many times: `pyto.compile`.

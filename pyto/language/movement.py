@@ -32,7 +32,7 @@ from typing import Optional, Sequence
 from ..dtypes import FIXPIPE_OUT, FP4, DType
 from ..errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from ..ir import Access, Buf, GMTensor, Loc, Op, Pipe, Role, STPhase
-from .opcommon import atomic_of, emit, extent, need_path, need_tile, no_scale, phase_of, relu_of
+from .opcommon import atomic_of, emit, need_path, need_tile, no_scale, phase_of, relu_of
 from .opcommon import region as region_of
 from .mx_scales import is_scale_tile, load_scale
 from .tile import Tile, as_int

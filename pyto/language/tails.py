@@ -32,9 +32,7 @@ def set_validshape(tile, shape) -> None:
     On hardware a scalar write of the descriptor (pipe S); pyto records no instruction for it: the scalar unit's
     issue cost is not modelled (docs/design.md §5 charges S only for sync instructions), and a descriptor field
     is no data any pipe waits for."""
-    tr = _STATE.tracer
-    if tr is None:
-        current()               # outside a kernel: KernelError
+    tr = _STATE.tracer or current()     # (outside a kernel: current()'s KernelError)
     if tr.fast and type(tile) is Tile and type(shape) in (list, tuple) and len(shape) == 2 and not tile.fixed:
         rows, cols = shape       # the common case, all its checks in one go (the general path says which one fails)
         if type(rows) is int and type(cols) is int:

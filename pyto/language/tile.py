@@ -251,27 +251,10 @@ class Tile:
     next = previous = current
 
     def __getitem__(self, idx) -> "Tile":
-        if type(idx) is tuple and len(idx) == 2 and self.valid is None and not self.t:
-            sr, sc = idx        # the traced hot path: _view's common case (two step-less int slices on the grid)
-            if type(sr) is slice and type(sc) is slice and sr.step is None and sc.step is None:
-                r0, r1, c0, c1 = self.rect
-                a0, b0, a1, b1 = sr.start, sr.stop, sc.start, sc.stop
-                if a0 is None:
-                    a0 = 0
-                if b0 is None:
-                    b0 = r1 - r0
-                if a1 is None:
-                    a1 = 0
-                if b1 is None:
-                    b1 = c1 - c0
-                if (type(a0) is int and type(b0) is int and type(a1) is int and type(b1) is int
-                        and 0 <= a0 < b0 <= r1 - r0 and 0 <= a1 < b1 <= c1 - c0):
-                    store = self.store
-                    g0, g1 = store.grid
-                    e0, e1 = store.shape
-                    n0, n1, n2, n3 = r0 + a0, r0 + b0, c0 + a1, c0 + b1
-                    if not n0 % g0 and not n2 % g1 and (not n1 % g0 or n1 == e0) and (not n3 % g1 or n3 == e1):
-                        return Tile(store, (n0, n1, n2, n3), False, self.mutex, None, self.pad)
+        if type(idx) is tuple and len(idx) == 2 and not self.t:
+            view = self._fast_view(idx[0], idx[1])      # the traced hot path
+            if view is not None:
+                return view
         if type(idx) is tuple and idx and type(idx[0]) is not slice:     # tile[i, j]: one element (getval.md)
             from .debug import subscript
             return subscript(self, idx)
@@ -281,35 +264,45 @@ class Tile:
             except (TypeError, ValueError):
                 return self._slow_view(idx)
             flip = None if self.valid is None else self.valid[::-1]
-            view = Tile(self.store, self.rect, False, self.mutex, flip, self.pad)._view((sc, sr))
+            plain = Tile(self.store, self.rect, False, self.mutex, flip, self.pad)
+            view = plain._fast_view(sc, sr)
+            if view is None:
+                view = plain._slow_view((sc, sr))
             return Tile(view.store, view.rect, True, self.mutex, None if view.valid is None else view.valid[::-1],
                         self.pad)
-        return self._view(idx)
+        return self._slow_view(idx)
 
     def __setitem__(self, idx, value) -> None:
         """`tile[i, j] = value`: one element (setval.md)."""
         from .debug import subscript_store
         subscript_store(self, idx, value)
 
-    def _view(self, idx) -> "Tile":
+    def _fast_view(self, sr, sc) -> Optional["Tile"]:
+        """The common view of an untransposed tile without a valid shape, checked in one go: two step-less int
+        slices on the grid; None for anything else (_slow_view then checks it step by step)."""
+        if (self.valid is not None or type(sr) is not slice or type(sc) is not slice or sr.step is not None
+                or sc.step is not None):
+            return None
         r0, r1, c0, c1 = self.rect
-        try:   # the common case, checked in one go: two step-less slices of ints on the grid
-            sr, sc = idx
-            a0 = 0 if sr.start is None else sr.start
-            b0 = r1 - r0 if sr.stop is None else sr.stop
-            a1 = 0 if sc.start is None else sc.start
-            b1 = c1 - c0 if sc.stop is None else sc.stop
-            g0, g1 = self.store.grid
-            e0, e1 = self.store.shape
-            n = (r0 + a0, r0 + b0, c0 + a1, c0 + b1)
-            if (self.valid is None and sr.step is None and sc.step is None and type(a0) is int and type(b0) is int
-                    and type(a1) is int and type(b1) is int and 0 <= a0 < b0 <= r1 - r0 and 0 <= a1 < b1 <= c1 - c0
-                    and not n[0] % g0 and not n[2] % g1 and (not n[1] % g0 or n[1] == e0)
-                    and (not n[3] % g1 or n[3] == e1)):
-                return Tile(self.store, n, False, self.mutex, None, self.pad)
-        except (TypeError, ValueError, AttributeError):
-            pass
-        return self._slow_view(idx)
+        a0, b0, a1, b1 = sr.start, sr.stop, sc.start, sc.stop
+        if a0 is None:
+            a0 = 0
+        if b0 is None:
+            b0 = r1 - r0
+        if a1 is None:
+            a1 = 0
+        if b1 is None:
+            b1 = c1 - c0
+        if not (type(a0) is int and type(b0) is int and type(a1) is int and type(b1) is int
+                and 0 <= a0 < b0 <= r1 - r0 and 0 <= a1 < b1 <= c1 - c0):
+            return None
+        store = self.store
+        g0, g1 = store.grid
+        e0, e1 = store.shape
+        n0, n1, n2, n3 = r0 + a0, r0 + b0, c0 + a1, c0 + b1
+        if n0 % g0 or n2 % g1 or (n1 % g0 and n1 != e0) or (n3 % g1 and n3 != e1):
+            return None
+        return Tile(store, (n0, n1, n2, n3), False, self.mutex, None, self.pad)
 
     def _slow_view(self, idx) -> "Tile":
         """Slicing with every check spelled out, raising the error that names what is wrong."""

@@ -17,6 +17,7 @@ from ...ir import GMTensor, Pipe, TileStore
 from .. import jitmode
 from ..data.memory import Initialised
 from .overlap import ByteSpace
+from .rows import _ATOMIC
 
 # an instruction's thread within its block (sanitizer.py's threads: the AIC's MTE2 MTE1 M FIX S are 0-4, AIV0's
 # MTE2 V MTE3 S 5-8, AIV1's 9-12), by pipe: the AIC's and an AIV's offset (-1: not on that core)
@@ -34,7 +35,7 @@ class Accesses(NamedTuple):
     history `hist`, object `obj`, `rect` (n x 4), and its cells in the written mask: flat offset of its
     row 0 `cell`, row stride `stride`, cell rectangle `cells` (n x 4, clipped as numpy slicing clips). Per
     object: `gm`, `tracked` (a tile, or a GM tensor the launch writes), `masked` (a tile or workspace),
-    `ncells`."""
+    `ncells`. (A follower's instruction has its GM accesses only: the only ones checkcore reads of it.)"""
 
     start: np.ndarray
     nsrc: np.ndarray
@@ -131,7 +132,7 @@ class Lowering:
         sel_i = slice(f, f + n) if visited is None else f + np.flatnonzero(visited)
         local = slice(None) if visited is None else np.flatnonzero(visited)
         self.start[sel_i], self.nsrc[sel_i], self.nacc[sel_i] = starts[local], nsrc[local], nacc[local]
-        self.atomic[sel_i] = (own.flags[local] & 1) != 0
+        self.atomic[sel_i] = (own.flags[local] & _ATOMIC) != 0
         self.objs.append(obj)
         self.rects.append(rect)
         self.batches.append(batch)

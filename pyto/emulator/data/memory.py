@@ -311,7 +311,7 @@ class Memory:
 class Initialised:
     """Which parts of each tile and workspace a launch tracks for the checked pass's UninitializedReadError
     (cells: fractals of fractal tiles, 32-byte blocks of ND rows, GM elements). The written cells
-    themselves are kept by the checked pass (checkcore.py), in one flat mask laid out by `geometry`."""
+    themselves are kept by the checked pass (check/checkcore.py), in one flat mask laid out by `geometry`."""
 
     def __init__(self, tensors: list, aiv_only: bool = False):
         # ids of objects written everywhere from the start: the kernel's arguments (only workspaces, made by

@@ -1,4 +1,4 @@
-"""A launch's instructions as flat arrays for the event loop (simulate.py), plus what a report or a
+"""A launch's instructions as flat arrays for the event loop (schedule/simulate.py), plus what a report or a
 deadlock message needs to name them. Encoded one block at a time, so a timing-mode run can drop each
 block's Instr records once encoded (bounded memory for millions of instructions), and blocks traced
 alike share one encoding."""

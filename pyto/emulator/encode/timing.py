@@ -2,7 +2,7 @@
 
 COSTS maps each Op to its static cost (occupancy of its pipe, latency after leaving it, bytes it
 moves over the chip-wide GM and L2 channels); a test checks the table covers all of Op. The event
-loop (simulate.py) adds the dynamic part: waiting for the shared GM/L2 channels and for sync.
+loop (schedule/simulate.py) adds the dynamic part: waiting for the shared GM/L2 channels and for sync.
 Transfers occupy their pipe for bytes / per-core path bandwidth, each contiguous burst charged at
 least `burst_min_bytes` (docs/bmm_branches.md §6.1.4: dValue >= 128B), GM transfers plus a per-instruction setup
 (`dma_setup_cycles`: tiles under docs/bmm_branches.md §2's 16KB min_TileSize lose efficiency); an MMAD costs its

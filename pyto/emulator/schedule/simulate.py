@@ -276,7 +276,7 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                         n_join += 1
                 elif uf_wait[ii] >= 0:
                     r = uf_rid[ii]
-                    join_idx = _room(join_idx, n_join, rg_ptr[r + 1] - rg_ptr[r])
+                    join_idx = _room(join_idx, n_join, np.int64(rg_ptr[r + 1] - rg_ptr[r]))
                     for j in range(rg_ptr[r], rg_ptr[r + 1]):
                         w = setter[rg_blk[j]]
                         if w >= 0 and mark[w] != ii:
@@ -290,7 +290,7 @@ def simulate(pipe_of, q_ptr, q_idx, dep_ptr, dep_idx, uf_rid, rg_ptr, rg_blk, uf
                     n_join += 1
                     fq_head[k] += 1
                 elif kind[ii] == 4:      # the sets of its round, in the order they were raised
-                    join_idx = _room(join_idx, n_join, fspan[ii])
+                    join_idx = _room(join_idx, n_join, np.int64(fspan[ii]))   # (int32 columns)
                     k = fkey[ii]
                     for q in range(fq_base[k] + fneed[ii] - fspan[ii], fq_base[k] + fneed[ii]):
                         join_idx[n_join] = fq[q]

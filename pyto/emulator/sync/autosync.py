@@ -66,8 +66,8 @@ def insert(order: list, core: int, deps: Deps, data: bool = True, wait_blocks_co
         add(order[i], waits[bounds[i]:bounds[i + 1]])
 
 
-def insert_reference(order: list, core: int, record: Deps, data: bool = True, wait_blocks_core: bool = False) -> None:
-    """Add to `record` the auto-sync dependencies of the instructions of program `core`, given in program order.
+def insert_reference(order: list, core: int, deps: Deps, data: bool = True, wait_blocks_core: bool = False) -> None:
+    """Add to `deps` the auto-sync dependencies of the instructions of program `core`, given in program order.
 
     `order` may hold other cores' instructions at the place this program meets them. With
     `data=False` (auto_sync off: the kernel synchronises itself with flags) only the barrier edges
@@ -86,26 +86,26 @@ def insert_reference(order: list, core: int, record: Deps, data: bool = True, wa
                     or (ins.op is Op.BARRIER and ins.attrs.get("pipe") is not Pipe.ALL)):
             # a flag is raised (a barrier passed) once the pipe's earlier work has completed, its data landed
             # a latency after the pipe let it go: it waits for each instruction in flight on its own pipe
-            record.add(ins, issued.pop(unit, ()))
+            deps.add(ins, issued.pop(unit, ()))
         elif own:
             issued.setdefault(unit, []).append(ins)
-        deps: dict = {}
+        waits: dict = {}
         if own and (ins.op is Op.SYNC_ALL or (ins.op is Op.BARRIER and ins.attrs.get("pipe") is Pipe.ALL)):
             for u, last in last_on.items():
                 if u != unit:
-                    deps[u] = last
-            record.add(ins, deps.values())
+                    waits[u] = last
+            deps.add(ins, waits.values())
             barrier, after_barrier = ins, set()
             last_on[unit] = ins
             continue
         if own and barrier is not None and unit not in after_barrier:
             after_barrier.add(unit)
             if ins.pipe != barrier.pipe:
-                deps[(core, barrier.pipe)] = barrier
+                waits[(core, barrier.pipe)] = barrier
         if data:
-            _data_deps(ins, unit, tracks, deps, core)
-        if deps:
-            record.add(ins, [d for d in deps.values() if d is not ins])
+            _data_deps(ins, unit, tracks, waits, core)
+        if waits:
+            deps.add(ins, [d for d in waits.values() if d is not ins])
         if own:
             last_on[unit] = ins
             if wait_blocks_core and ins.op is Op.WAIT_FLAG and is_cross_core(ins.attrs["key"]):

@@ -13,10 +13,10 @@ done with the tile (WAR: the buffer's release back). These edges are part of hap
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from typing import NamedTuple
 
 from ...errors import KernelError
 from ...ir import Op, Role
-from typing import NamedTuple
 
 from . import autosync, mutex
 from .deps import Deps

@@ -42,5 +42,6 @@ class Deps:
             self._of[id(ins)] = list({id(d): d for d in got if d is not ins}.values())
 
     def get_map(self) -> dict:
-        """id(instr) -> its dependencies, for instructions the sync stage gave any (the encoder's lookup)."""
+        """id(instr) -> its dependencies, for instructions the sync stage gave any (the encoder's lookup); an id not in
+        it has its own `after` (what `of` returns)."""
         return self._of
