@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from ...ir import Access, GMTensor
+from ...ir import Access, GMTensor, rect_covers
 
 
 class Held(NamedTuple):
@@ -57,8 +57,7 @@ class Origins:
             if ws is None:
                 self.writers[key] = [(r, step)]
             else:
-                ws[:] = [w for w in ws if not (r[0] <= w[0][0] and w[0][1] <= r[1] and r[2] <= w[0][2]
-                                               and w[0][3] <= r[3])]
+                ws[:] = [w for w in ws if not rect_covers(r, w[0])]
                 ws.append((r, step))
         if held is not None:
             r = held.rect
