@@ -44,6 +44,7 @@ VERDICTS = {
                          "partial_store_in_loop": "DeadlockError", "final_never_read": "SyncError"},
     "cv_misuses.py": {"no_cross_core_wait": "RaceError", "no_cross_core_set": "DeadlockError"},
     "vector_misuses.py": {"row_max_nd_column": "ShapeError", "rows_asserted": "KernelAssertionError"},
+    "sparse_matmul.py": {"sparse_matmul": "ok", "index_overwritten": "SparsityError"},
 }
 
 #: what each failing kernel's message must name: the rule broken, the object, the line's source
@@ -79,6 +80,8 @@ MESSAGES = {
                           r"pl\.TileType\(\[16, 1\], \.\.\., layout=pl\.DN\)"],
     "rows_asserted": [r"pl\.pto_assert failed .*: Assertion failed: rows % ROWS == 0",
                       r"x has 40 rows, not a multiple of 16"],
+    "index_overwritten": [r"sparse_matmul\.py:\d+ pl\.matmul_sparse\(c_l0, .*group 6 .* of column 5 has the index "
+                          r"pair \(1, 0\)"],
 }
 
 #: the --json document's keys at each level (README, "pyto check --json"): each must be there

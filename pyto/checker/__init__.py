@@ -5,8 +5,9 @@
     $ pyto check kernels.py --shape x=75x37 --json      # the command (cli.py); pytest: plugin.py
 
 Stages, one module each: loader (import the file, stand-ins for device packages), inputs (arguments from the
-annotations), runner (check one kernel, gather verdict, time, address maps), result (CheckResult), render (text),
-files (a file's kernels, exit codes), cli, plugin (pytest), plot (matplotlib).
+annotations), sparse (valid index bytes for the inputs a 4:2 sparse MMAD's index is copied from), runner (check
+one kernel, gather verdict, time, address maps), result (CheckResult), render (text), files (a file's kernels,
+exit codes), cli, plugin (pytest), plot (matplotlib).
 """
 from .runner import check
 from .files import check_file

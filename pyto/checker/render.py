@@ -30,14 +30,20 @@ def buffer_table(m: BufferMap) -> list[str]:
     return lines
 
 
+def _input(name: str, v: dict) -> str:
+    """One input as the inputs line shows it: 'x [32, 128] fp32', 'idx [64, 32] uint8 (4:2 sparse index)', 'n=7'."""
+    if "shape" not in v:
+        return f"{name}={v['value']}"
+    return f"{name} {v['shape']} {v['dtype']}" + (f" ({v['data']})" if "data" in v else "")
+
+
 def render(r: CheckResult) -> str:
     """The block for one kernel: verdict line, inputs, time (or the error), address maps."""
     where = f"{os.path.basename(r.file)}:{r.line}" if r.file else f"line {r.line}"
     head = f"{r.kernel} ({where}): {r.verdict}"
     lines = [f"{head}   [{r.block_dim} block(s) on {r.chip}, {r.mode} mode, {r.seconds:.2f} s]"]
     if r.inputs:
-        lines.append("  inputs: " + ", ".join(f"{k} {v['shape']} {v['dtype']}" if "shape" in v else f"{k}={v['value']}"
-                                              for k, v in r.inputs.items()))
+        lines.append("  inputs: " + ", ".join(_input(k, v) for k, v in r.inputs.items()))
     if r.standins:
         lines.append("  stand-ins (not installed here): " + ", ".join(r.standins))
     if r.kind != OK:

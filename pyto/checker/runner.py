@@ -12,6 +12,7 @@ from typing import Optional
 from ..errors import CapacityError, InputError, KernelError, PytoError
 from ..ir import Buf
 from ..language.trace import captured_launches
+from . import sparse
 from .inputs import make_args
 from .result import FAILED, INTERNAL, NEEDS_INPUT, OK, BufferMap, CheckResult, TileRange
 
@@ -24,7 +25,6 @@ def check(kernel, *, block_dim: int = 1, seed: int = 0, timing: bool = False, ch
     Inputs are random of the annotated dtypes (from `seed`); `timing`: shapes only (pyto.spec inputs, no
     data). `chip`: a pyto chip name (default: the kernel's arch). `trace`: a path to write the launch's
     Perfetto trace to (.json or .json.gz). `block_dim` as in kernel[None, block_dim](...)."""
-    from ..emulator.run import run
     from ..language.jit import JitKernel
     if not isinstance(kernel, JitKernel):
         raise KernelError(f"pyto.check takes a @pl.jit kernel, got {kernel!r}")
@@ -37,7 +37,7 @@ def check(kernel, *, block_dim: int = 1, seed: int = 0, timing: bool = False, ch
         try:
             args, result.inputs = make_args(kernel, values, seed=seed, timing=timing)
             with contextlib.redirect_stdout(io.StringIO()):     # pl.printf lines: in the result, not on stdout
-                rep = run(kernel, *args, blocks=block_dim, chip=result.chip, mode=result.mode)
+                rep = _launch(kernel, args, result, block_dim, seed)
         except InputError as e:
             result.verdict, result.kind, result.message = "InputError", NEEDS_INPUT, str(e)
         except MemoryError:
@@ -63,6 +63,18 @@ def check(kernel, *, block_dim: int = 1, seed: int = 0, timing: bool = False, ch
             _add_refused(result.buffers, error, launches[-1])
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _launch(kernel, args: list, result: CheckResult, block_dim: int, seed: int):
+    """Run the kernel on `args`; a full-mode launch with a uint8 GM input compiles first, so that the inputs
+    feeding a sparse MMAD's index get valid index bytes before its data pass (checker/sparse.py)."""
+    from ..emulator.run import compile as compile_launch, run
+    if result.mode != "full" or not sparse.may_take_index(kernel):
+        return run(kernel, *args, blocks=block_dim, chip=result.chip, mode=result.mode)
+    compiled = compile_launch(kernel, *args, blocks=block_dim, chip=result.chip)
+    arrays, _ = kernel.bind(tuple(args), {})
+    sparse.draw_index_inputs(compiled, arrays, seed, result.inputs)
+    return compiled(*arrays)
 
 
 def _sizes(inputs: dict) -> str:
