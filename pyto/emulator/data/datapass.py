@@ -32,7 +32,7 @@ from ...dtypes import DType
 from ...ir import SYNC_OPS, Access, Buf, GMTensor, Instr, Op
 from ...layout import check_sparse_index, expand_4_2, unpack_sparse_index
 from ...lowp import MX_GROUP
-from .datapath import EFFECTS, convert, is_floating
+from .datapath import EFFECTS, convert, convert_into, is_floating
 from ..debugpass import HANDLERS as DEBUG_HANDLERS
 from .memory import Memory, add_into, region_view
 from .origins import Origins
@@ -143,7 +143,7 @@ class _Binder:
             def store_block() -> None:
                 if key in pending:
                     mem.flush(store)
-                region[...] = convert(block, region.dtype)
+                convert_into(block, region)
             self.steps.append(store_block)
             return
         floating = is_floating(region.dtype)
@@ -154,7 +154,7 @@ class _Binder:
                 mem.flush(store)
             out = np.maximum(block, 0) if relu else block
             if not atomic:
-                region[...] = convert(out, region.dtype)
+                convert_into(out, region)
                 return
             incoming = convert(out, region.dtype).astype(wide) if floating else out.astype(wide)
             region[...] = convert(region.astype(wide) + incoming, region.dtype)

@@ -15,7 +15,10 @@ import numpy as np
 
 from ...ir import Instr, Op
 from .memory import Memory
+from .narrow import fp16_into, to_fp16
 from .vector_effects import vector
+
+_F32, _F16 = np.dtype(np.float32), np.dtype(np.float16)
 
 
 def convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -24,11 +27,21 @@ def convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     conversions do); integer to integer wraps (int32 MMAD)."""
     if x.dtype == dtype:
         return x
+    if x.dtype == _F32 and dtype == _F16:
+        return to_fp16(x)
     with np.errstate(over="ignore", invalid="ignore"):
         if dtype.kind in "iu" and x.dtype.kind not in "iu":
             info = np.iinfo(dtype)
             return np.nan_to_num(np.clip(np.rint(x.astype(np.float64)), info.min, info.max), nan=0.0).astype(dtype)
         return x.astype(dtype)
+
+
+def convert_into(x: np.ndarray, out: np.ndarray) -> None:
+    """out[...] = convert(x, out.dtype), fp32 -> fp16 straight into `out` (no temporary)."""
+    if x.dtype == _F32 and out.dtype == _F16:
+        fp16_into(x, out)
+    else:
+        out[...] = convert(x, out.dtype)
 
 
 def is_floating(dtype: np.dtype) -> bool:
@@ -46,7 +59,7 @@ def _move(ins: Instr, mem: Memory) -> None:
             s = ins.srcs[0].rect
             part = src[rect[0] - s[0]:rect[1] - s[0], rect[2] - s[2]:rect[3] - s[2]]
         out = mem.view(dst)
-        out[...] = convert(np.maximum(part, 0) if ins.attrs.get("relu") else part, out.dtype)
+        convert_into(np.maximum(part, 0) if ins.attrs.get("relu") else part, out)
 
 
 EFFECTS = {
