@@ -273,8 +273,8 @@ def test_the_json_document_has_the_readmes_keys(capsys):
     doc = _json(capsys, KERNELS / "cv_fused.py")
     assert set(doc) == DOC_KEYS
     assert _keys(doc) <= _readme_keys(), f"keys the README does not list: {_keys(doc) - _readme_keys()}"
-    # and the README lists nothing this document lacks but a load error's key and the inputs' own
-    assert _readme_keys() - _keys(doc) <= {"error", "shape", "dtype", "value"}
+    # and the README lists nothing this document lacks but a load error's key and the inputs' own (data: a sparse index's)
+    assert _readme_keys() - _keys(doc) <= {"error", "shape", "dtype", "value", "data"}
     assert doc["pyto_check"] == 1 and doc["file"].endswith("cv_fused.py") and doc["exit_code"] == 0
     (k,) = doc["kernels"]
     assert set(k) == KERNEL_KEYS

@@ -83,8 +83,7 @@ def draw_index_inputs(compiled, arrays: list, seed: int, described: Optional[dic
     """Fill, in place, each array of `arrays` (the compiled launch's GM arrays, in order) that feeds a sparse MMAD's
     index with random valid index bytes (from `seed`); mark it in `described` (make_args' descriptions). Returns
     their names. `compiled` must not have run yet (its traced instructions are still held)."""
-    instrs = compiled._instrs or []   # (the trace kept for the data pass: freed by its first call)
-    found = index_inputs(instrs, compiled.tensors)
+    found = index_inputs(compiled.traced, compiled.tensors)
     rng = np.random.default_rng((seed, 0x42))
     for t in found:
         a = arrays[compiled.tensors.index(t)]

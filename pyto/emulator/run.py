@@ -368,6 +368,13 @@ class CompiledKernel:
         self.footprint: Optional[admission.Footprint] = None   # full mode's host memory (admission.py), or None
         self.debug: Optional[debugpass.DebugLog] = None   # the launch's debug ops (printf, dump_data...), or None
 
+    @property
+    def traced(self) -> list:
+        """The launch's traced instructions, held for the data pass until its first call binds them ([] after it, and
+        for a launch compiled with check=False): what a tool reads of the launch before computing it (pyto check
+        finds a sparse MMAD's index inputs in it)."""
+        return self._instrs or []
+
     def __call__(self, *arrays, **params) -> Report:
         """Compute the kernel on `arrays` (numpy arrays of the compiled shapes and dtypes); outputs are written
         in place; returns the report (mode 'full'). Static parameters were fixed by pyto.compile: none here."""
