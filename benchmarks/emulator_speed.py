@@ -8,11 +8,11 @@ Run: python benchmarks/emulator_speed.py [--quick]
 from __future__ import annotations
 
 import argparse
-import time
 
 import os as _os, sys as _sys  # noqa: E401 - blas_threads lives beside this script, which may be loaded by path
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
 import blas_threads  # noqa: E402,I001 - first: pins the BLAS thread count before numpy loads
+from timer import best_of  # noqa: E402
 import numpy as np
 
 import pyto
@@ -24,15 +24,6 @@ CASES = [  # (label, M, N, K, blocks, TM, TN, TK)
     ("32 blocks 2048^3", 2048, 2048, 2048, 32, 128, 128, 64),
     ("32 blocks 2048^3, 128x256x64", 2048, 2048, 2048, 32, 128, 256, 64),
 ]
-
-
-def best_of(fn, n: int = 3) -> float:
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main(quick: bool = False) -> None:

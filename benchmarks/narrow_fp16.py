@@ -12,18 +12,10 @@ import time
 import os as _os, sys as _sys  # noqa: E401 - blas_threads lives beside this script, which may be loaded by path
 _sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
 import blas_threads  # noqa: E402,I001 - first: pins the BLAS thread count before numpy loads
+from timer import best_of  # noqa: E402
 import numpy as np
 
 from pyto.emulator.data import narrow
-
-
-def best_of(fn, n: int = 7) -> float:
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def exhaustive(chunk: int = 1 << 26) -> int:
@@ -43,8 +35,8 @@ def main(full: bool) -> None:
     x = np.random.default_rng(0).standard_normal((2048, 1024)).astype(np.float32)
     out = np.empty(x.shape, np.float16)
     narrow.fp16_into(x, out)              # compiled (or loaded from numba's cache) before timing
-    cast = best_of(lambda: np.copyto(out, x))
-    loop = best_of(lambda: narrow._fp16_bits(x.view(np.uint32), out.view(np.uint16)))
+    cast = best_of(lambda: np.copyto(out, x), 7)
+    loop = best_of(lambda: narrow._fp16_bits(x.view(np.uint32), out.view(np.uint16)), 7)
     print(f"{'2M fp32 -> fp16':<20} numpy cast {cast * 1e3:7.2f} ms   pyto loop {loop * 1e3:7.2f} ms   "
           f"{cast / loop:5.1f}x faster")
     if full:
