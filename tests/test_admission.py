@@ -227,10 +227,10 @@ _MEASURE = textwrap.dedent("""
     B, M, N, K = shape
     gate = []        # the launch's own estimates (admission.Gate), block by block
     admit = admission.admit
-    def spy(fp, what, advice, held=0):
+    def spy(fp, what, advice, held=0, limit_now=None):
         if what.startswith("kernel") and "block(s)" in what:
             gate.append(fp.total)
-        return admit(fp, what, advice, held)
+        return admit(fp, what, advice, held, limit_now)
     admission.admit = spy
     def operands(B, M, N, K):
         if mode == "full":
@@ -319,3 +319,22 @@ def test_a_compiled_kernel_keeps_the_broadcast_pattern_of_its_first_call():
     assert np.array_equal(out, y)
     with pytest.raises(pyto.ShapeError, match="staged as a broadcast view"):
         compiled(np.ascontiguousarray(y), out)
+
+
+def test_a_launch_reads_the_memory_it_may_take_once_in_a_while_not_per_block(monkeypatch):
+    """Gate._budget: /proc and the cgroup files are read again only after LIMIT_REFRESH_S, so a launch of many
+    small blocks does not read them per block; a limit that changes is seen once the window has passed."""
+    from pyto_kernels.examples.matmul_pingpong import matmul_pingpong
+    reads = []
+    real = admission.limit
+    monkeypatch.setattr(admission, "limit", lambda: reads.append(1) or real())
+    s = pyto.spec((32 * 64, 64), "fp16")
+    pyto.run(matmul_pingpong, s, pyto.spec((64, 64), "fp16"), s, mode="timing", blocks=32, TM=64, TN=64, TK=64)
+    assert 1 <= len(reads) < 31           # 31 block checks (from the second block on), far fewer reads
+    gate = admission.Gate("k", [], (), None, full=False, check=True)
+    monkeypatch.setenv(admission.ENV, "1G")
+    assert gate._budget(5) == ((1 << 30, f"{admission.ENV}=1G"), 5)
+    monkeypatch.setenv(admission.ENV, "1K")
+    assert gate._budget(7) == ((1 << 30, f"{admission.ENV}=1G"), 5)      # within the window: as read, held then
+    monkeypatch.setattr(admission, "LIMIT_REFRESH_S", -1.0)
+    assert gate._budget(9) == ((1 << 10, f"{admission.ENV}=1K"), 9)      # past it: read again

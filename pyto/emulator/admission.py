@@ -68,6 +68,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -365,6 +366,8 @@ def available() -> tuple:
     return min(found)
 
 
+LIMIT_REFRESH_S = 0.25     # a launch reads the memory it may take at most this often (Gate._budget)
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
 
 
@@ -383,11 +386,12 @@ def limit() -> tuple:
     return n, f"{ENV}={text.strip()}"
 
 
-def admit(fp: Footprint, what: str, advice: list, held: int = 0) -> None:
+def admit(fp: Footprint, what: str, advice: list, held: int = 0, limit_now: Optional[tuple] = None) -> None:
     """CapacityError when `fp` does not fit what `limit()` allows: the estimate, the memory available and the
     advice (ways to run it in less). `held`: bytes the launch holds already (its blocks traced so far), free
-    memory's part of the estimate (a PYTO_HOST_MEMORY_LIMIT budget is the whole launch's)."""
-    have, source = limit()
+    memory's part of the estimate (a PYTO_HOST_MEMORY_LIMIT budget is the whole launch's). `limit_now`: limit()'s
+    answer when the caller read it (Gate: once in a while, not per block)."""
+    have, source = limit() if limit_now is None else limit_now
     if have is None:
         return
     if not source.startswith(ENV) and held:
@@ -438,6 +442,16 @@ class Gate:
         # only a launch that will compute data needs them (full mode, or pyto.compile on arrays): not one on specs
         self.wants_data = full or any(isinstance(a, np.ndarray) for a in arrays)
         self.footprint: Optional[Footprint] = None
+        self._limit: Optional[tuple] = None             # (when, limit(), the trace held then): see _budget
+
+    def _budget(self, held: int) -> tuple:
+        """(limit(), the bytes the launch's trace held when it was read), read again after LIMIT_REFRESH_S: the free
+        memory a launch may take, with what it held then, changes as others allocate, hardly from block to block
+        (reading /proc and the cgroup files per block cost a 32-block launch of small blocks ~7% of its time)."""
+        now = time.monotonic()
+        if self._limit is None or now - self._limit[0] > LIMIT_REFRESH_S:
+            self._limit = (now, limit(), held)
+        return self._limit[1], self._limit[2]
 
     def block(self, b: int, programs: list, launch, shared: bool) -> None:
         """Block b traced (`shared`: it reuses an earlier block's code); CapacityError when the launch will not fit."""
@@ -457,9 +471,10 @@ class Gate:
                                                        trace=self.trace)
         held = estimate(self.traced, mode=fp.mode, check=self.check, distinct=self.apart, trace=self.trace).trace_bytes
         mode = "full" if self.full else "timing"
+        limit_now, held_then = self._budget(held)
         admit(fp, f"kernel '{self.name}' on {launch.blocks} block(s) (estimated from its first {b + 1})",
               launch_advice(mode, self.check, launch.block_dim, self.chip.aiv if launch.aiv_only else self.chip.aic),
-              held=held)
+              held=held_then, limit_now=limit_now)
 
 
 def admit_data_pass(fp: Footprint, kernel_name: str, instructions: int) -> None:
