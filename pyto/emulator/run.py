@@ -505,6 +505,7 @@ def _compile(kernel: Kernel, arrays: tuple, chip: Chip, blocks: int, auto_sync: 
         enc.add(progs, code)
         progress.phase("tracing", b + 1, state["launch"].blocks)
     progs = sig = synced = None     # the last block's trace and records: not held through the schedule
+    cache.release()                 # (nor the cache's reference block)
     progress.phase("scheduling")       # (finish replays the L2 model: timing)
     encoded = enc.finish()
     sched = schedule(encoded, chip)
