@@ -282,8 +282,7 @@ class BlockCache:
         body: list = []
         for prog in programs:
             role = prog.role
-            body.append(intern.setdefault((role, len(prog.instrs),
-                                           tuple((p, cross_key(m)) for p, m in prog.markers)), len(intern)))
+            body.append(intern.setdefault(_header(prog), len(intern)))
             for ins in prog.instrs:
                 srcs, dsts = ins.srcs, ins.dsts
                 key = [ins.op, ins.pipe, ins.name, ins.loc, len(srcs), len(dsts)]
