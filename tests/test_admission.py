@@ -330,7 +330,7 @@ def test_a_launch_reads_the_memory_it_may_take_once_in_a_while_not_per_block(mon
     monkeypatch.setattr(admission, "limit", lambda: reads.append(1) or real())
     s = pyto.spec((32 * 64, 64), "fp16")
     pyto.run(matmul_pingpong, s, pyto.spec((64, 64), "fp16"), s, mode="timing", blocks=32, TM=64, TN=64, TK=64)
-    assert 1 <= len(reads) < 31           # 31 block checks (from the second block on), far fewer reads
+    assert 0 < len(reads) < 31            # 31 block checks (from the second block on), far fewer reads
     gate = admission.Gate("k", [], (), None, full=False, check=True)
     monkeypatch.setenv(admission.ENV, "1G")
     assert gate._budget(5) == ((1 << 30, f"{admission.ENV}=1G"), 5)

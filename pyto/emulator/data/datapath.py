@@ -5,9 +5,9 @@ EFFECTS maps Op.MOVE and each vector op to its effect (the vector ops': vector_e
 the V unit's numerics). The cube path's ops (LOAD, STORE, MMAD) are defined by
 the data pass's own handlers (datapass.HANDLERS: copies and products between views bound once, fused or per
 MMAD), synchronisation ops do nothing to data (ir.SYNC_OPS); a test checks that each Op is in exactly one of
-the three. Conversions to fp16/bf16 round to nearest even (numpy/ml_dtypes casts), as Fixpipe and the vector
-unit do (the vector ops' own conversions, with their RoundModes: vector_effects.py). datapass.py applies EFFECTS in
-schedule order.
+the three. Conversions to fp16/bf16 round to nearest even (fp32 -> fp16 by narrow.py's loop, numpy's cast bit for
+bit; the others by the numpy/ml_dtypes casts), as Fixpipe and the vector unit do (the vector ops' own conversions,
+with their RoundModes: vector_effects.py). datapass.py applies EFFECTS in schedule order.
 """
 from __future__ import annotations
 
