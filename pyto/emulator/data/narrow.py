@@ -1,4 +1,4 @@
-"""fp32 -> fp16 narrowing for the data path, bit for bit numpy's cast and ~4x faster.
+"""fp32 -> fp16 narrowing for the data path, bit for bit numpy's cast and 2-4x faster.
 
 numpy converts float32 to float16 one element at a time in C (npy_floatbits_to_halfbits: ~6 ns an element on the
 2-core machine); Fixpipe's rounding of every fp16 output tile goes through it. `fp16_into` does the same on the
@@ -14,7 +14,7 @@ from numba import njit
 
 from .. import jitmode
 
-COLD_NUMPY = 1 << 20    # a cold loop (no numba cache, not compiled yet) below these many elements: numpy's cast
+COLD_NUMPY = 1 << 20    # while cold (no numba cache, not compiled yet), numpy's cast for this many elements in all
 
 
 @njit(cache=True)
@@ -50,11 +50,11 @@ def _fp16_bits(src, dst):
 def fp16_into(x: np.ndarray, out: np.ndarray) -> None:
     """out[...] = x.astype(float16) for a float32 `x` and a float16 `out` of its shape (either may be a strided
     view), the same bits as numpy's cast."""
-    m = jitmode.mode()
-    if x.ndim != 2 or x.shape != out.shape or m == "python" or (
-            m == "auto" and jitmode.cold(_fp16_bits) and x.size < COLD_NUMPY):
+    # where jitmode would run the loop as Python (PYTO_NUMBA=0, or cold and little work so far), numpy's cast instead:
+    # the same bits, far faster than the loop's Python, and nothing compiles
+    if x.ndim != 2 or x.shape != out.shape or jitmode.pick(_fp16_bits, x.size, COLD_NUMPY) is not _fp16_bits:
         with np.errstate(over="ignore", invalid="ignore"):
-            out[...] = x.astype(np.float16)       # numpy's cast: the same bits, no compile
+            out[...] = x.astype(np.float16)
         return
     _fp16_bits(x.view(np.uint32), out.view(np.uint16))
 
